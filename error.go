@@ -1,0 +1,94 @@
+package grpcbackoff
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Reason says why a call that could have been retried was not retried again.
+type Reason int
+
+const (
+	// Exhausted: the call used all of Policy.MaxAttempts.
+	Exhausted Reason = iota + 1
+	// NotRetryable: the last attempt failed with a code the Policy does not
+	// retry, after earlier attempts had been retried.
+	NotRetryable
+	// Deadline: the next retry could not have started before the caller's
+	// deadline, so the last error was returned at once instead of sleeping
+	// into DEADLINE_EXCEEDED.
+	Deadline
+	// Canceled: the caller's context was canceled while the call waited to
+	// retry. The error's code is CANCELED.
+	Canceled
+	// ServerRefused: the server asked not to retry, or to wait longer than
+	// Policy.Max (see Policy.RetryDelay).
+	ServerRefused
+	// Throttled: the retry throttle refused the retry because too many calls
+	// through the same interceptors were retrying (a storm).
+	Throttled
+)
+
+var reasonText = [...]string{
+	Exhausted:     "attempts exhausted",
+	NotRetryable:  "code not retryable",
+	Deadline:      "next retry would pass the deadline",
+	Canceled:      "canceled while waiting",
+	ServerRefused: "server asked not to retry",
+	Throttled:     "retry throttled",
+}
+
+func (r Reason) String() string {
+	if r > 0 && int(r) < len(reasonText) {
+		return reasonText[r]
+	}
+	return fmt.Sprintf("Reason(%d)", int(r))
+}
+
+// Error is the error a call returns when it ended after retries, or when a
+// retry it asked for was refused (by the deadline, the throttle or the
+// server). A call that fails once with a code that is not retried gets the
+// server's error unchanged.
+//
+// Error keeps the last attempt's status: status.Code(err) is its code and
+// status.FromError(err) yields its details. Only the message grows, with the
+// number of attempts, the time they took and the reason retrying stopped.
+type Error struct {
+	// Err is the error of the last attempt (for Canceled, the CANCELED error
+	// of the wait).
+	Err error
+	// Attempts is the number of attempts made, the first one included.
+	Attempts int
+	// Elapsed is the time from the start of the first attempt to the end.
+	Elapsed time.Duration
+	// Reason says why there was no further attempt.
+	Reason Reason
+}
+
+// GRPCStatus returns the last attempt's status, code and details intact,
+// with a message that also says how many attempts were made over how long.
+func (e *Error) GRPCStatus() *status.Status {
+	st, ok := status.FromError(e.Err)
+	if !ok {
+		st = status.New(codes.Unknown, e.Err.Error())
+	}
+	p := st.Proto()
+	p.Message = fmt.Sprintf("%s (grpcbackoff: %d %s over %v: %v)",
+		p.Message, e.Attempts, plural(e.Attempts, "attempt"), e.Elapsed.Round(time.Millisecond), e.Reason)
+	return status.FromProto(p)
+}
+
+func (e *Error) Error() string { return e.GRPCStatus().Err().Error() }
+
+// Unwrap returns the last attempt's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

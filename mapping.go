@@ -1,0 +1,113 @@
+package grpcbackoff
+
+import (
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// PushbackKey is the trailer in which a gRPC server asks for a retry delay,
+// in milliseconds, as gRFC A6 defines it.
+const PushbackKey = "grpc-retry-pushback-ms"
+
+// Retryable reports whether p retries code c.
+func (p Policy) Retryable(c codes.Code) bool {
+	for _, rc := range p.Codes {
+		if rc == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Hint is what a server said, in a failed attempt, about retrying it.
+//
+// A server can ask for a delay in two ways: a google.rpc.RetryInfo detail in
+// the status (Google APIs), or the grpc-retry-pushback-ms trailer (gRFC A6).
+// Both mean "not sooner than this"; when both are present the longer delay
+// wins. A hint can only lengthen the wait the Policy computes, never shorten
+// it, so no server can make a client retry in a tight loop.
+type Hint struct {
+	// Delay is the least delay the server asked for; 0 if it asked for none.
+	Delay time.Duration
+	// Stop is true when the server asked not to retry: a pushback trailer
+	// that is negative, malformed or sent more than once (gRFC A6).
+	Stop bool
+}
+
+// ServerHint reads the retry hints of a failed attempt from its status
+// (RetryInfo details) and its trailer metadata (pushback), either of which
+// may be nil.
+//
+// The bounds, for hostile or broken servers: a negative or invalid RetryInfo
+// delay is ignored (the Policy's own delay applies); a pushback trailer that
+// is not a single non-negative decimal integer of milliseconds means Stop; a
+// delay too large for a time.Duration saturates. What a delay longer than
+// Policy.Max means is decided by Policy.RetryDelay.
+func ServerHint(st *status.Status, trailer metadata.MD) Hint {
+	var h Hint
+	if st != nil {
+		for _, d := range st.Details() {
+			ri, ok := d.(*errdetails.RetryInfo)
+			if !ok || ri.GetRetryDelay() == nil {
+				continue
+			}
+			if ri.GetRetryDelay().CheckValid() != nil {
+				continue
+			}
+			// AsDuration saturates instead of overflowing.
+			h.Delay = max(h.Delay, ri.GetRetryDelay().AsDuration())
+		}
+	}
+	if vals := trailer.Get(PushbackKey); len(vals) > 0 {
+		d, ok := parsePushback(vals)
+		if !ok {
+			return Hint{Stop: true}
+		}
+		h.Delay = max(h.Delay, d)
+	}
+	return h
+}
+
+// parsePushback reads the values of a pushback trailer: exactly one
+// non-negative decimal integer of milliseconds.
+func parsePushback(vals []string) (time.Duration, bool) {
+	if len(vals) != 1 {
+		return 0, false
+	}
+	s := vals[0]
+	if s == "" || s[0] == '+' || s[0] == '-' {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		// Out of range: a valid but absurd value; saturate.
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return time.Duration(1<<63 - 1), true
+		}
+		return 0, false
+	}
+	if ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
+		return time.Duration(1<<63 - 1), true
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// RetryDelay returns how long to wait before retry number retry (0 for the
+// first retry) given the server's hint, and whether to retry at all: the
+// longer of Backoff(retry) and h.Delay.
+//
+// It returns false when the server asked not to retry (h.Stop), or asked for
+// a delay longer than Max: the client will not wait longer than Max between
+// attempts, and retrying sooner than the server asked would only add load, so
+// the last error goes back to the caller at once.
+func (p Policy) RetryDelay(retry int, h Hint) (time.Duration, bool) {
+	if h.Stop || h.Delay > p.Max {
+		return 0, false
+	}
+	return max(p.Backoff(retry), h.Delay), true
+}

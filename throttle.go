@@ -1,0 +1,117 @@
+package grpcbackoff
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Throttle is a retry budget: it lets the calls that share it retry at most
+// Ratio times per call started, plus PerSecond retries per second, with up to
+// Burst retries saved up. A retry the budget cannot pay for is not sent, and
+// the call returns its last error at once.
+//
+// A budget, rather than gRFC A6's success/failure token bucket, because it
+// bounds what matters in a storm (retries as a share of the traffic) whatever
+// the failure rate, and because it leaves a lone unlucky call alone: an idle
+// client starts with Burst saved retries, so one call can use every attempt
+// of its Policy while retries by many calls at once are held to the ratio.
+//
+// During a total outage, calls started at rate R per second cause at most
+// Burst + (Ratio·R + PerSecond)·T retries over T seconds.
+type Throttle struct {
+	// Ratio is the number of retries each call started earns, between 0
+	// and 1 (a share of the traffic). Default 0.1.
+	Ratio float64
+	// PerSecond is the number of retries earned per second whatever the
+	// traffic, so that a quiet client can still retry. It must not be
+	// negative. Default 0.5.
+	PerSecond float64
+	// Burst is the largest number of retries that can be saved up, and the
+	// number a new budget starts with. It must be at least 1. Default 10.
+	Burst int
+}
+
+// DefaultThrottle returns the throttle the interceptors use unless told
+// otherwise: 10% of the calls plus one retry every 2 s, with 10 saved up.
+func DefaultThrottle() Throttle {
+	return Throttle{Ratio: 0.1, PerSecond: 0.5, Burst: 10}
+}
+
+// Validate reports every field that makes t unusable, each with its value.
+func (t Throttle) Validate() error {
+	var errs []error
+	if !(t.Ratio >= 0 && t.Ratio <= 1) {
+		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.Ratio (%v) must be between 0 and 1", t.Ratio))
+	}
+	if !(t.PerSecond >= 0) || math.IsInf(t.PerSecond, 0) {
+		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.PerSecond (%v) must be a finite number ≥ 0", t.PerSecond))
+	}
+	if t.Burst < 1 {
+		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.Burst (%d) must be at least 1", t.Burst))
+	}
+	return errors.Join(errs...)
+}
+
+// Budget is the running state of a Throttle, shared by every call that goes
+// through one set of interceptors. It is safe for concurrent use; Started,
+// on every call's path, is a single atomic addition.
+type Budget struct {
+	t       Throttle
+	started atomic.Int64 // calls started, ever
+
+	mu       sync.Mutex
+	tokens   float64   // retries saved up, at most Burst
+	credited int64     // calls already turned into tokens
+	last     time.Time // when PerSecond was last credited
+}
+
+// NewBudget returns a full budget for t, or t's validation error.
+func NewBudget(t Throttle) (*Budget, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return &Budget{t: t, tokens: float64(t.Burst)}, nil
+}
+
+// Started records that a call started (its first attempt).
+func (b *Budget) Started() { b.started.Add(1) }
+
+// Allow reports whether a retry may be sent at time now, and if so pays for it.
+func (b *Budget) Allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// Tokens returns the retries the budget could pay for at time now.
+func (b *Budget) Tokens(now time.Time) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	return b.tokens
+}
+
+// refill credits the calls started since the last refill and the time
+// passed. Only additions happen between two refills, so capping once at the
+// end gives the same result as capping after each one.
+func (b *Budget) refill(now time.Time) {
+	started := b.started.Load()
+	b.tokens += float64(started-b.credited) * b.t.Ratio
+	b.credited = started
+	if !b.last.IsZero() && now.After(b.last) {
+		b.tokens += now.Sub(b.last).Seconds() * b.t.PerSecond
+	}
+	if b.last.IsZero() || now.After(b.last) {
+		b.last = now
+	}
+	b.tokens = min(b.tokens, float64(b.t.Burst))
+}
