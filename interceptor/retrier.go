@@ -1,0 +1,273 @@
+// Package interceptor carries out a grpcbackoff.Policy as gRPC client
+// interceptors: Unary for unary calls, Stream for every kind of stream, and
+// DialOptions for both, sharing one retry throttle.
+//
+//	conn, err := grpc.NewClient(target, append(interceptor.DialOptions(grpcbackoff.DefaultPolicy()), creds)...)
+//
+// or, for a cloud.google.com/go client such as Cloud Redis:
+//
+//	c, err := redis.NewCloudRedisClient(ctx,
+//		option.WithGRPCDialOption(grpc.WithUnaryInterceptor(interceptor.Unary(grpcbackoff.DefaultPolicy()))))
+//
+// A call is retried when it fails with one of the Policy's codes, up to
+// MaxAttempts attempts, waiting Policy.Backoff between attempts (or longer if
+// the server asks for it with RetryInfo or pushback). The interceptors never
+// sleep past the caller's deadline: when the next retry could not start before
+// it, the last error is returned at once. The error returned after retries is
+// a *grpcbackoff.Error that keeps the last status code and details.
+package interceptor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// PreviousAttemptsKey is the metadata key that tells the server, on a retried
+// attempt, how many attempts came before it (as grpc-go's built-in retry does).
+const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+
+// Retrier is one set of retrying interceptors: the unary and stream
+// interceptors it returns share its Policy, throttle and hooks. Build one per
+// client connection (DialOptions does). A Retrier is safe for concurrent use.
+type Retrier struct {
+	policy   compiled
+	budget   *grpcbackoff.Budget // nil: no throttle
+	onRetry  func(Retry)
+	logger   *slog.Logger
+	bufLimit int
+}
+
+// compiled is a validated Policy with its codes as a bit set.
+type compiled struct {
+	grpcbackoff.Policy
+	codes uint32
+}
+
+func compile(p grpcbackoff.Policy) (compiled, error) {
+	if err := p.Validate(); err != nil {
+		return compiled{}, err
+	}
+	c := compiled{Policy: p}
+	c.Codes = append([]codes.Code(nil), p.Codes...) // the caller keeps its slice
+	for _, code := range p.Codes {
+		c.codes |= 1 << code
+	}
+	return c, nil
+}
+
+func (c *compiled) retryable(code codes.Code) bool {
+	return code < 32 && c.codes&(1<<code) != 0
+}
+
+// Retry describes one retry decision, as passed to the hook set with
+// WithOnRetry: attempt number Attempt of Method failed with Err, and the next
+// attempt starts after Delay, unless Throttled, in which case there is none.
+type Retry struct {
+	Method    string
+	Attempt   int
+	Code      codes.Code
+	Err       error
+	Delay     time.Duration
+	Throttled bool
+}
+
+// An Option changes how New builds a Retrier.
+type Option func(*Retrier) error
+
+// WithThrottle replaces the default retry throttle (grpcbackoff.DefaultThrottle).
+func WithThrottle(t grpcbackoff.Throttle) Option {
+	return func(r *Retrier) error {
+		b, err := grpcbackoff.NewBudget(t)
+		r.budget = b
+		return err
+	}
+}
+
+// WithoutThrottle turns the retry throttle off: every call may retry up to
+// its Policy whatever the others do. Use it only where a storm is impossible.
+func WithoutThrottle() Option {
+	return func(r *Retrier) error { r.budget = nil; return nil }
+}
+
+// WithOnRetry sets a function called before each retry wait, and when the
+// throttle refuses a retry. It runs on the caller's goroutine and must not
+// block.
+func WithOnRetry(f func(Retry)) Option {
+	return func(r *Retrier) error { r.onRetry = f; return nil }
+}
+
+// WithLogger logs each retry decision at level Info (Warn when throttled).
+func WithLogger(l *slog.Logger) Option {
+	return func(r *Retrier) error { r.logger = l; return nil }
+}
+
+// DefaultBufferLimit is the number of bytes of sent messages a stream keeps
+// for replay before it commits (see Stream).
+const DefaultBufferLimit = 256 << 10
+
+// WithBufferLimit sets how many bytes of sent messages a stream keeps for
+// replay before it commits; it must not be negative. 0 commits every stream
+// on its first message sent. Default DefaultBufferLimit.
+func WithBufferLimit(n int) Option {
+	return func(r *Retrier) error {
+		if n < 0 {
+			return fmt.Errorf("interceptor: WithBufferLimit(%d): the limit must not be negative", n)
+		}
+		r.bufLimit = n
+		return nil
+	}
+}
+
+// New returns a Retrier that carries out p, or an error naming every invalid
+// field of p and every invalid option. Use it for configuration read at run
+// time; Unary, Stream and DialOptions panic instead.
+func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
+	c, err := compile(p)
+	if err != nil {
+		return nil, err
+	}
+	budget, _ := grpcbackoff.NewBudget(grpcbackoff.DefaultThrottle())
+	r := &Retrier{policy: c, budget: budget, bufLimit: DefaultBufferLimit}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func mustNew(p grpcbackoff.Policy, opts []Option) *Retrier {
+	r, err := New(p, opts...)
+	if err != nil {
+		panic(err.Error())
+	}
+	return r
+}
+
+// DialOptions returns dial options that install both interceptors of one
+// Retrier, chained (grpc.WithChainUnaryInterceptor) so that they compose with
+// other interceptors. It panics if p or an option is invalid.
+func DialOptions(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
+	return mustNew(p, opts).DialOptions()
+}
+
+// DialOptions returns dial options that install r's unary and stream
+// interceptors, chained after any installed before them.
+func (r *Retrier) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(r.Unary()),
+		grpc.WithChainStreamInterceptor(r.Stream()),
+	}
+}
+
+// call follows one call across its attempts, on the slow path only.
+type call struct {
+	r        *Retrier
+	p        *compiled
+	method   string
+	attempts int       // attempts made so far
+	start    time.Time // end of the first attempt
+}
+
+// next is called when attempt c.attempts failed with err (and trailer, for
+// pushback). It returns the delay before the next attempt, or the error to
+// return to the caller.
+func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.Duration, error) {
+	now := time.Now()
+	if c.attempts == 1 {
+		c.start = now
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if c.attempts == 1 {
+			return 0, err
+		}
+		if cerr == context.Canceled {
+			return 0, c.fail(err, now, grpcbackoff.Canceled)
+		}
+		return 0, c.fail(err, now, grpcbackoff.Deadline)
+	}
+	st := status.Convert(err)
+	if !c.p.retryable(st.Code()) {
+		return 0, c.fail(err, now, grpcbackoff.NotRetryable)
+	}
+	if c.attempts >= c.p.MaxAttempts {
+		return 0, c.fail(err, now, grpcbackoff.Exhausted)
+	}
+	d, ok := c.p.RetryDelay(c.attempts-1, grpcbackoff.ServerHint(st, trailer))
+	if !ok {
+		return 0, c.fail(err, now, grpcbackoff.ServerRefused)
+	}
+	if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
+		return 0, c.fail(err, now, grpcbackoff.Deadline)
+	}
+	if c.r.budget != nil && !c.r.budget.Allow(now) {
+		c.observe(st.Code(), err, 0, true)
+		return 0, c.fail(err, now, grpcbackoff.Throttled)
+	}
+	c.observe(st.Code(), err, d, false)
+	return d, nil
+}
+
+// fail returns the error for a call that ends after its attempt c.attempts
+// failed with err: err itself if it was the only attempt and simply not
+// retryable, a *grpcbackoff.Error otherwise. (next also returns err itself
+// when the caller's context ended during the first attempt.)
+func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
+	if c.attempts == 1 && why == grpcbackoff.NotRetryable {
+		return err
+	}
+	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
+}
+
+func (c *call) observe(code codes.Code, err error, d time.Duration, throttled bool) {
+	if c.r.onRetry != nil {
+		c.r.onRetry(Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Delay: d, Throttled: throttled})
+	}
+	if l := c.r.logger; l != nil {
+		level, msg := slog.LevelInfo, "grpcbackoff: retrying"
+		if throttled {
+			level, msg = slog.LevelWarn, "grpcbackoff: retry throttled"
+		}
+		l.Log(context.Background(), level, msg,
+			slog.String("method", c.method), slog.Int("attempt", c.attempts),
+			slog.String("code", code.String()), slog.Duration("delay", d))
+	}
+}
+
+// wait sleeps for d, or until ctx is done. When ctx ends first, it returns
+// the error for the caller: CANCELED for a cancellation, and for a deadline
+// (which next makes unlikely) the last real error lastErr.
+func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		now := time.Now()
+		e := &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: grpcbackoff.Deadline}
+		if ctx.Err() == context.Canceled {
+			e.Err, e.Reason = status.FromContextError(ctx.Err()).Err(), grpcbackoff.Canceled
+		}
+		return e
+	}
+}
+
+// retryContext returns the context for attempt c.attempts+1, which tells the
+// server how many attempts came before it.
+func (c *call) retryContext(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Set(PreviousAttemptsKey, strconv.Itoa(c.attempts))
+	return metadata.NewOutgoingContext(ctx, md)
+}

@@ -1,0 +1,314 @@
+package interceptor
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// Stream returns a stream client interceptor that retries streams of every
+// kind (server, client and bidirectional) as p says, without losing or
+// duplicating a message. It panics, with Validate's message, if p or an
+// option is invalid; use New for configuration read at run time.
+//
+// A stream is retried, transparently, only until it commits: every message
+// the caller sent is kept, and a new attempt gets them all again, in order,
+// followed by CloseSend if the caller had called it. The stream commits when
+// the caller receives its first response message, when response headers are
+// delivered to the caller (Header), when the caller asks for its Context, or
+// when the kept messages would exceed the buffer limit (WithBufferLimit). From
+// then on no retry happens and errors go to the caller: a retry then would
+// hand the caller duplicates, or lose the messages no longer kept. The kept
+// messages are released at commit.
+//
+// Messages are kept by reference, as gRPC allows (a message must not be
+// changed after SendMsg), and measured with proto.Size; a message that is
+// not a proto.Message cannot be measured and commits the stream.
+//
+// Each call to Stream has its own throttle; use DialOptions, or the methods
+// of one Retrier, to share one between the unary and stream interceptors.
+func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
+	return mustNew(p, opts).Stream()
+}
+
+// Stream returns r's stream client interceptor.
+func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
+
+func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if r.budget != nil {
+		r.budget.Started()
+	}
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	s := &retryStream{
+		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
+		cur: cs, c: call{r: r, p: &r.policy, method: method, attempts: 1},
+	}
+	s.sent = s.first[:0]
+	if err != nil {
+		s.retryMu.Lock()
+		defer s.retryMu.Unlock()
+		if final := s.retryLocked(nil, err); final != nil {
+			return nil, final
+		}
+	}
+	return s, nil
+}
+
+// retryStream is the stream the caller holds: it stands for the current
+// attempt, and replaces it when an attempt fails before the stream commits.
+//
+// Locking: mu guards the attempt, the kept messages and the flags; it is never
+// held while waiting for the network except while replaying messages to a
+// new attempt. retryMu serializes the retries themselves, which RecvMsg and
+// Header may both want to start.
+type retryStream struct {
+	ctx      context.Context
+	desc     *grpc.StreamDesc
+	cc       *grpc.ClientConn
+	method   string
+	streamer grpc.Streamer
+	opts     []grpc.CallOption
+
+	committed atomic.Bool // set once, under mu; cur and final never change after
+
+	mu     sync.Mutex
+	cur    grpc.ClientStream // the current attempt
+	broken bool              // cur cannot take messages: it ended, or a retry is under way
+	sent   []any             // messages sent before commit, for replay
+	first  [1]any            // sent's first backing array: a server stream sends one
+	size   int               // proto.Size of sent
+	closed bool              // the caller called CloseSend
+	final  error             // the error the stream ended with, if retrying ended it
+
+	retryMu sync.Mutex
+	c       call // guarded by retryMu
+}
+
+// commitLocked ends retrying: from now on the caller talks to cur directly.
+func (s *retryStream) commitLocked() {
+	if s.committed.Load() {
+		return
+	}
+	clear(s.first[:])
+	s.sent, s.size = nil, 0
+	s.committed.Store(true)
+}
+
+func (s *retryStream) SendMsg(m any) error {
+	if s.committed.Load() {
+		return s.cur.SendMsg(m)
+	}
+	s.mu.Lock()
+	if !s.committed.Load() {
+		if n, ok := sizeOf(m); ok && s.size+n <= s.c.r.bufLimit {
+			s.sent = append(s.sent, m)
+			s.size += n
+		} else {
+			s.commitLocked()
+		}
+	}
+	a, broken, kept := s.cur, s.broken, !s.committed.Load()
+	s.mu.Unlock()
+	if broken {
+		if kept {
+			return nil // the next attempt gets it
+		}
+		return io.EOF // the attempt ended; RecvMsg tells how
+	}
+	err := a.SendMsg(m)
+	if err == nil || !kept {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != io.EOF { // made by the client, not the server: the stream is over
+		s.commitLocked()
+		return err
+	}
+	if a == s.cur {
+		// The attempt ended; m is kept for the next one, if RecvMsg retries.
+		// If instead the stream commits, m is lost exactly as it would be
+		// with a plain stream that ended while m was in flight.
+		s.broken = true
+	}
+	return nil
+}
+
+// sizeOf returns the encoded size of m, if m is a proto.Message.
+func sizeOf(m any) (int, bool) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return 0, false
+	}
+	return proto.Size(pm), true
+}
+
+func (s *retryStream) CloseSend() error {
+	if s.committed.Load() {
+		return s.cur.CloseSend()
+	}
+	s.mu.Lock()
+	s.closed = true
+	a, broken := s.cur, s.broken
+	s.mu.Unlock()
+	if !broken {
+		a.CloseSend()
+	}
+	return nil
+}
+
+func (s *retryStream) RecvMsg(m any) error {
+	if s.committed.Load() {
+		if s.final != nil {
+			return s.final
+		}
+		return s.cur.RecvMsg(m)
+	}
+	for {
+		a := s.attempt()
+		err := a.RecvMsg(m)
+		if err == nil || err == io.EOF {
+			s.commit()
+			return err
+		}
+		if final := s.retry(a, err); final != nil {
+			return final
+		}
+	}
+}
+
+func (s *retryStream) Header() (metadata.MD, error) {
+	if s.committed.Load() {
+		if s.final != nil {
+			return nil, nil // as grpc: the error comes from RecvMsg
+		}
+		return s.cur.Header()
+	}
+	for {
+		a := s.attempt()
+		md, err := a.Header()
+		if md != nil || err != nil {
+			s.commit()
+			return md, err
+		}
+		// No headers: the attempt ended without any (trailers only), so it
+		// carried no message either, and RecvMsg returns how it ended.
+		err = a.RecvMsg(new(emptypb.Empty))
+		if err == nil || err == io.EOF {
+			s.commit()
+			return nil, nil
+		}
+		if final := s.retry(a, err); final != nil {
+			return nil, nil
+		}
+	}
+}
+
+func (s *retryStream) Trailer() metadata.MD {
+	return s.attempt().Trailer()
+}
+
+// Context commits the stream, as grpc's own retry does: the context is the
+// current attempt's.
+func (s *retryStream) Context() context.Context {
+	s.commit()
+	return s.cur.Context()
+}
+
+func (s *retryStream) attempt() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+func (s *retryStream) commit() {
+	s.mu.Lock()
+	s.commitLocked()
+	s.mu.Unlock()
+}
+
+// retry handles the failure err of attempt a before the stream committed. It
+// returns nil when a new attempt is in place (or was already put in place by
+// another goroutine), and otherwise the error the stream ends with.
+func (s *retryStream) retry(a grpc.ClientStream, err error) error {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	s.mu.Lock()
+	switch {
+	case s.final != nil:
+		s.mu.Unlock()
+		return s.final
+	case a != s.cur:
+		s.mu.Unlock()
+		return nil // another goroutine retried already
+	case s.committed.Load():
+		s.mu.Unlock()
+		return err // a SendMsg committed the stream meanwhile
+	}
+	s.broken = true
+	s.mu.Unlock()
+	return s.retryLocked(a.Trailer(), err)
+}
+
+// retryLocked waits and opens new attempts until one opens, replaying the
+// kept messages into it, or until retrying ends. trailer is the failed
+// attempt's trailer; err its error.
+func (s *retryStream) retryLocked(trailer metadata.MD, err error) error {
+	for {
+		d, final := s.c.next(s.ctx, err, trailer)
+		if final == nil {
+			final = s.c.wait(s.ctx, d, err)
+		}
+		s.mu.Lock()
+		if final == nil && s.committed.Load() {
+			// A SendMsg ran out of buffer during the wait: the kept
+			// messages are gone, so no new attempt could get them all.
+			final = err
+		}
+		if final != nil {
+			s.final = final
+			s.commitLocked()
+			s.mu.Unlock()
+			return final
+		}
+		// Open under mu, so that no SendMsg commits the stream while the
+		// new attempt has not yet got the kept messages.
+		ctx := s.c.retryContext(s.ctx)
+		s.c.attempts++
+		cs, oerr := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+		if oerr == nil {
+			s.cur, s.broken = cs, false
+			s.replayLocked()
+		}
+		s.mu.Unlock()
+		if oerr == nil {
+			return nil
+		}
+		trailer, err = nil, oerr
+	}
+}
+
+// replayLocked sends the kept messages to the new attempt s.cur, and
+// CloseSend if the caller called it. An attempt that ends during the replay
+// is marked broken; the caller's next RecvMsg finds out how it ended.
+func (s *retryStream) replayLocked() {
+	for _, m := range s.sent {
+		if err := s.cur.SendMsg(m); err != nil {
+			// io.EOF: the attempt ended. Any other error was made by the
+			// client for this message, and happened the first time too.
+			s.broken = true
+			return
+		}
+	}
+	if s.closed {
+		s.cur.CloseSend()
+	}
+}

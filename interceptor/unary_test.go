@@ -1,0 +1,426 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// exact is the default policy without jitter, so that delays are exact.
+func exact() grpcbackoff.Policy {
+	p := grpcbackoff.DefaultPolicy()
+	p.Jitter = 0
+	return p
+}
+
+// script is a fake invoker: attempt i (from 0) returns errs[i], or nil past
+// the end. It records when each attempt started and its outgoing metadata.
+type script struct {
+	errs     []error
+	trailers []metadata.MD // trailers[i] is set as attempt i's trailer
+	times    []time.Time
+	md       []metadata.MD
+	opts     [][]grpc.CallOption
+}
+
+func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	i := len(s.times)
+	s.times = append(s.times, time.Now())
+	md, _ := metadata.FromOutgoingContext(ctx)
+	s.md = append(s.md, md)
+	s.opts = append(s.opts, slices.Clone(opts))
+	if i < len(s.trailers) {
+		for _, o := range opts {
+			if t, ok := o.(grpc.TrailerCallOption); ok {
+				*t.TrailerAddr = s.trailers[i]
+			}
+		}
+	}
+	if i < len(s.errs) {
+		return s.errs[i]
+	}
+	return nil
+}
+
+// gaps returns the time between consecutive attempts.
+func (s *script) gaps() []time.Duration {
+	var g []time.Duration
+	for i := 1; i < len(s.times); i++ {
+		g = append(g, s.times[i].Sub(s.times[i-1]))
+	}
+	return g
+}
+
+func unavailable(n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = status.Error(codes.Unavailable, "down")
+	}
+	return errs
+}
+
+func call(ctx context.Context, t *testing.T, ic grpc.UnaryClientInterceptor, s *script, opts ...grpc.CallOption) error {
+	t.Helper()
+	return ic(ctx, "/pkg.Svc/Get", "req", new(string), nil, s.invoke, opts...)
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestUnaryRetriesWithExactDelays(t *testing.T) {
+	cases := []struct {
+		name     string
+		errs     []error
+		wantGaps []time.Duration
+		wantCode codes.Code
+	}{
+		{"success", nil, nil, codes.OK},
+		{"one failure", unavailable(1), []time.Duration{time.Second}, codes.OK},
+		{"three failures", unavailable(3), []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second}, codes.OK},
+		{"resource exhausted", []error{status.Error(codes.ResourceExhausted, "quota")}, []time.Duration{time.Second}, codes.OK},
+		{"seven failures reach the cap", unavailable(7),
+			[]time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, 32 * time.Second}, codes.OK},
+		{"not retryable", []error{status.Error(codes.NotFound, "no")}, nil, codes.NotFound},
+		{"internal is not retried", []error{status.Error(codes.Internal, "bug")}, nil, codes.Internal},
+		{"retryable then not", []error{status.Error(codes.Unavailable, "down"), status.Error(codes.InvalidArgument, "bad")},
+			[]time.Duration{time.Second}, codes.InvalidArgument},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &script{errs: tc.errs}
+				err := call(t.Context(), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+				if got := status.Code(err); got != tc.wantCode {
+					t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
+				}
+				if got := s.gaps(); !equalDurations(got, tc.wantGaps) {
+					t.Errorf("gaps between attempts = %v, want %v", got, tc.wantGaps)
+				}
+			})
+		})
+	}
+}
+
+func TestUnaryNotRetryableErrorIsUnchanged(t *testing.T) {
+	want := status.Error(codes.NotFound, "no such instance")
+	s := &script{errs: []error{want}}
+	err := call(context.Background(), t, interceptor.Unary(exact()), s)
+	if err != want {
+		t.Errorf("err = %#v, want the server's error itself", err)
+	}
+}
+
+func TestUnaryExhausted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := exact()
+		p.MaxAttempts = 4
+		st, _ := status.New(codes.Unavailable, "down").WithDetails(&errdetails.ErrorInfo{Reason: "MAINTENANCE"})
+		s := &script{errs: []error{st.Err(), st.Err(), st.Err(), st.Err(), nil}}
+		start := time.Now()
+		err := call(t.Context(), t, interceptor.Unary(p, interceptor.WithoutThrottle()), s)
+		if len(s.times) != 4 {
+			t.Fatalf("attempts = %d, want 4", len(s.times))
+		}
+		if got, want := time.Since(start), 7*time.Second; got != want {
+			t.Errorf("gave up after %v, want %v", got, want)
+		}
+		checkFinal(t, err, codes.Unavailable, 4, grpcbackoff.Exhausted)
+		got, _ := status.FromError(err)
+		if len(got.Details()) != 1 {
+			t.Fatalf("details = %v, want the ErrorInfo", got.Details())
+		}
+		if ei, ok := got.Details()[0].(*errdetails.ErrorInfo); !ok || ei.Reason != "MAINTENANCE" {
+			t.Errorf("details[0] = %v, want ErrorInfo MAINTENANCE", got.Details()[0])
+		}
+		if msg := got.Message(); !strings.Contains(msg, "down") || !strings.Contains(msg, "4 attempts over 7s") {
+			t.Errorf("message = %q, want the server's message and %q", msg, "4 attempts over 7s")
+		}
+	})
+}
+
+// checkFinal checks a *grpcbackoff.Error.
+func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpcbackoff.Reason) {
+	t.Helper()
+	if got := status.Code(err); got != code {
+		t.Errorf("status.Code(err) = %v, want %v", got, code)
+	}
+	var e *grpcbackoff.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v (%T), want a *grpcbackoff.Error", err, err)
+	}
+	if e.Attempts != attempts || e.Reason != why {
+		t.Errorf("Attempts, Reason = %d, %v; want %d, %v", e.Attempts, e.Reason, attempts, why)
+	}
+}
+
+func TestUnaryDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Failures at 0 s and 1 s; the next wait (2 s) would end at 3 s,
+		// past the deadline at 2.5 s: the call returns at 1 s.
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+		defer cancel()
+		s := &script{errs: unavailable(10)}
+		err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+		if got := time.Since(start); got != time.Second {
+			t.Errorf("returned after %v, want 1s (at the failure, not at the deadline)", got)
+		}
+		checkFinal(t, err, codes.Unavailable, 2, grpcbackoff.Deadline)
+	})
+}
+
+func TestUnaryWaitEndingExactlyAtDeadlineIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		s := &script{errs: unavailable(10)}
+		err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+		if len(s.times) != 1 {
+			t.Errorf("attempts = %d, want 1: a retry at the deadline could not start before it", len(s.times))
+		}
+		checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.Deadline)
+	})
+}
+
+func TestUnaryCancelDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(2500*time.Millisecond, cancel)
+		s := &script{errs: unavailable(10)}
+		err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+		if got := time.Since(start); got != 2500*time.Millisecond {
+			t.Errorf("returned after %v, want 2.5s (at the cancel)", got)
+		}
+		checkFinal(t, err, codes.Canceled, 2, grpcbackoff.Canceled)
+	})
+}
+
+func TestUnaryNoRetryOnceContextIsDone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	want := status.Error(codes.Unavailable, "down")
+	s := &script{errs: []error{want}}
+	err := call(ctx, t, interceptor.Unary(exact()), s)
+	if err != want || len(s.times) != 1 {
+		t.Errorf("err = %v after %d attempts, want the attempt's error after 1", err, len(s.times))
+	}
+}
+
+func retryInfo(d time.Duration) error {
+	st, _ := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	return st.Err()
+}
+
+func TestUnaryServerHints(t *testing.T) {
+	pushback := func(v ...string) metadata.MD {
+		md := metadata.MD{}
+		for _, s := range v {
+			md.Append(grpcbackoff.PushbackKey, s)
+		}
+		return md
+	}
+	cases := []struct {
+		name     string
+		err      error
+		trailer  metadata.MD
+		wantGaps []time.Duration // nil: not retried
+	}{
+		{"RetryInfo longer than backoff", retryInfo(5 * time.Second), nil, []time.Duration{5 * time.Second}},
+		{"RetryInfo shorter than backoff", retryInfo(100 * time.Millisecond), nil, []time.Duration{time.Second}},
+		{"RetryInfo negative is ignored", retryInfo(-time.Second), nil, []time.Duration{time.Second}},
+		{"RetryInfo at Max", retryInfo(32 * time.Second), nil, []time.Duration{32 * time.Second}},
+		{"RetryInfo past Max stops", retryInfo(100 * 365 * 24 * time.Hour), nil, nil},
+		{"pushback longer", status.Error(codes.Unavailable, "x"), pushback("3000"), []time.Duration{3 * time.Second}},
+		{"pushback zero keeps the backoff", status.Error(codes.Unavailable, "x"), pushback("0"), []time.Duration{time.Second}},
+		{"pushback negative stops", status.Error(codes.Unavailable, "x"), pushback("-1"), nil},
+		{"pushback malformed stops", status.Error(codes.Unavailable, "x"), pushback("soon"), nil},
+		{"pushback repeated stops", status.Error(codes.Unavailable, "x"), pushback("1", "2"), nil},
+		{"both: the longer wins", retryInfo(4 * time.Second), pushback("6000"), []time.Duration{6 * time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &script{errs: []error{tc.err}, trailers: []metadata.MD{tc.trailer}}
+				err := call(t.Context(), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+				if got := s.gaps(); !equalDurations(got, tc.wantGaps) {
+					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
+				}
+				if tc.wantGaps == nil {
+					checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.ServerRefused)
+				} else if err != nil {
+					t.Errorf("err = %v, want success on the retry", err)
+				}
+			})
+		})
+	}
+}
+
+func TestUnaryTellsServerAboutRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{errs: unavailable(2)}
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "x-user", "kept")
+		if err := call(ctx, t, interceptor.Unary(exact()), s); err != nil {
+			t.Fatal(err)
+		}
+		for i, md := range s.md {
+			got := md.Get(interceptor.PreviousAttemptsKey)
+			var want []string
+			if i > 0 {
+				want = []string{string(rune('0' + i))}
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("attempt %d: %s = %q, want %q", i+1, interceptor.PreviousAttemptsKey, got, want)
+			}
+			if v := md.Get("x-user"); len(v) != 1 || v[0] != "kept" {
+				t.Errorf("attempt %d: x-user = %q, want the caller's metadata kept", i+1, v)
+			}
+		}
+	})
+}
+
+func TestUnaryKeepsCallerOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var header metadata.MD
+		s := &script{errs: unavailable(1)}
+		if err := call(t.Context(), t, interceptor.Unary(exact()), s, grpc.Header(&header), grpc.WaitForReady(true)); err != nil {
+			t.Fatal(err)
+		}
+		for i, opts := range s.opts {
+			var sawHeader, sawWait bool
+			for _, o := range opts {
+				switch o.(type) {
+				case grpc.HeaderCallOption:
+					sawHeader = true
+				case grpc.FailFastCallOption:
+					sawWait = true
+				}
+			}
+			if !sawHeader || !sawWait {
+				t.Errorf("attempt %d options = %v, want the caller's Header and WaitForReady", i+1, opts)
+			}
+		}
+	})
+}
+
+func TestUnaryOnRetryHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []interceptor.Retry
+		s := &script{errs: unavailable(2)}
+		ic := interceptor.Unary(exact(), interceptor.WithOnRetry(func(r interceptor.Retry) { got = append(got, r) }))
+		if err := call(t.Context(), t, ic, s); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 {
+			t.Fatalf("hook called %d times, want 2", len(got))
+		}
+		for i, r := range got {
+			if r.Method != "/pkg.Svc/Get" || r.Attempt != i+1 || r.Code != codes.Unavailable || r.Delay != time.Second<<i || r.Throttled {
+				t.Errorf("hook %d = %+v, want attempt %d, Unavailable, delay %v", i, r, i+1, time.Second<<i)
+			}
+		}
+	})
+}
+
+func TestUnaryThrottled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th := grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 2}
+		var throttled int
+		ic := interceptor.Unary(exact(), interceptor.WithThrottle(th),
+			interceptor.WithOnRetry(func(r interceptor.Retry) {
+				if r.Throttled {
+					throttled++
+				}
+			}))
+		s := &script{errs: unavailable(10)}
+		err := call(t.Context(), t, ic, s)
+		if len(s.times) != 3 {
+			t.Errorf("attempts = %d, want 3 (two retries paid for)", len(s.times))
+		}
+		checkFinal(t, err, codes.Unavailable, 3, grpcbackoff.Throttled)
+		if throttled != 1 {
+			t.Errorf("hook saw %d throttled retries, want 1", throttled)
+		}
+	})
+}
+
+func TestLoneCallKeepsTheWholeRecipeUnderDefaultThrottle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{errs: unavailable(7)}
+		if err := call(t.Context(), t, interceptor.Unary(exact()), s); err != nil {
+			t.Fatalf("err = %v, want success on attempt 8", err)
+		}
+		if len(s.times) != 8 {
+			t.Errorf("attempts = %d, want 8", len(s.times))
+		}
+	})
+}
+
+func TestInvalidConfiguration(t *testing.T) {
+	bad := grpcbackoff.Policy{Initial: -time.Second, Multiplier: 2, Max: time.Second, MaxAttempts: 3, Codes: []codes.Code{codes.Unavailable}}
+	wantMsg := bad.Validate().Error()
+	if _, err := interceptor.New(bad); err == nil || err.Error() != wantMsg {
+		t.Errorf("New(bad) error = %v, want %q", err, wantMsg)
+	}
+	for name, f := range map[string]func(){
+		"Unary":       func() { interceptor.Unary(bad) },
+		"Stream":      func() { interceptor.Stream(bad) },
+		"DialOptions": func() { interceptor.DialOptions(bad) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != wantMsg {
+					t.Errorf("panic = %v, want %q", r, wantMsg)
+				}
+			}()
+			f()
+		})
+	}
+	opts := []struct {
+		opt  interceptor.Option
+		want string
+	}{
+		{interceptor.WithBufferLimit(-1), "WithBufferLimit(-1)"},
+		{interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 2, Burst: 1}), "Throttle.Ratio (2)"},
+	}
+	for _, o := range opts {
+		if _, err := interceptor.New(grpcbackoff.DefaultPolicy(), o.opt); err == nil || !strings.Contains(err.Error(), o.want) {
+			t.Errorf("New with bad option: error = %v, want it to name %q", err, o.want)
+		}
+	}
+}
+
+func TestPolicyIsCopied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := exact()
+		ic := interceptor.Unary(p)
+		p.Codes[0] = codes.NotFound // the caller changes its slice afterwards
+		s := &script{errs: unavailable(1)}
+		if err := call(t.Context(), t, ic, s); err != nil || len(s.times) != 2 {
+			t.Errorf("err = %v after %d attempts, want UNAVAILABLE still retried", err, len(s.times))
+		}
+	})
+}
