@@ -80,18 +80,17 @@ func parsePushback(vals []string) (time.Duration, bool) {
 		return 0, false
 	}
 	s := vals[0]
-	if s == "" || s[0] == '+' || s[0] == '-' {
+	if s == "" {
 		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
 	}
 	ms, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		// Out of range: a valid but absurd value; saturate.
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return time.Duration(1<<63 - 1), true
-		}
-		return 0, false
-	}
-	if ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
+	if err != nil || ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
+		// Only digits, so too large: a valid but absurd value; saturate.
 		return time.Duration(1<<63 - 1), true
 	}
 	return time.Duration(ms) * time.Millisecond, true

@@ -140,7 +140,7 @@ func (p Policy) Backoff(retry int) time.Duration {
 	}
 	if p.Jitter > 0 {
 		// Inclusive of both bounds, as "at most 1000 ms" is.
-		d += time.Duration(rand.Int64N(int64(p.Jitter) + 1))
+		d += time.Duration(rand.Uint64N(uint64(p.Jitter) + 1))
 	}
 	if d > p.Max || d < 0 { // d < 0 only on overflow
 		return p.Max
