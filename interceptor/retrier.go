@@ -41,9 +41,11 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // client connection (DialOptions does). A Retrier is safe for concurrent use.
 type Retrier struct {
 	policy   compiled
-	budget   *grpcbackoff.Budget // nil: no throttle
+	budget   *grpcbackoff.Budget  // nil: no throttle
+	methods  map[string]*compiled // per-method policies; nil entry: no retry
 	onRetry  func(Retry)
 	logger   *slog.Logger
+	metrics  *metrics // nil: none
 	bufLimit int
 }
 
@@ -174,6 +176,7 @@ func (r *Retrier) DialOptions() []grpc.DialOption {
 type call struct {
 	r        *Retrier
 	p        *compiled
+	max      int // the call's MaxAttempts
 	method   string
 	attempts int       // attempts made so far
 	start    time.Time // end of the first attempt
@@ -187,6 +190,10 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	if c.attempts == 1 {
 		c.start = now
 	}
+	st := status.Convert(err)
+	if m := c.r.metrics; m != nil {
+		m.attempt(c.method, st.Code())
+	}
 	if cerr := ctx.Err(); cerr != nil {
 		if c.attempts == 1 {
 			return 0, err
@@ -196,11 +203,10 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		}
 		return 0, c.fail(err, now, grpcbackoff.Deadline)
 	}
-	st := status.Convert(err)
 	if !c.p.retryable(st.Code()) {
 		return 0, c.fail(err, now, grpcbackoff.NotRetryable)
 	}
-	if c.attempts >= c.p.MaxAttempts {
+	if c.attempts >= c.max {
 		return 0, c.fail(err, now, grpcbackoff.Exhausted)
 	}
 	d, ok := c.p.RetryDelay(c.attempts-1, grpcbackoff.ServerHint(st, trailer))
@@ -226,10 +232,16 @@ func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 	if c.attempts == 1 && why == grpcbackoff.NotRetryable {
 		return err
 	}
+	if m := c.r.metrics; m != nil {
+		m.gaveUp(c.method, status.Code(err), why)
+	}
 	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
 }
 
 func (c *call) observe(code codes.Code, err error, d time.Duration, throttled bool) {
+	if m := c.r.metrics; m != nil && !throttled {
+		m.retry(c.method, code, d)
+	}
 	if c.r.onRetry != nil {
 		c.r.onRetry(Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Delay: d, Throttled: throttled})
 	}
@@ -259,7 +271,17 @@ func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
 		if ctx.Err() == context.Canceled {
 			e.Err, e.Reason = status.FromContextError(ctx.Err()).Err(), grpcbackoff.Canceled
 		}
+		if m := c.r.metrics; m != nil {
+			m.gaveUp(c.method, status.Code(e.Err), e.Reason)
+		}
 		return e
+	}
+}
+
+// succeeded records that attempt c.attempts succeeded.
+func (c *call) succeeded() {
+	if m := c.r.metrics; m != nil {
+		m.attempt(c.method, codes.OK)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 )
@@ -57,19 +59,29 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if r.budget != nil {
 		r.budget.Started()
 	}
+	p, max, err := r.policyFor(method, opts)
+	if p == nil {
+		if err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
 	s := getUnaryState(opts)
-	err := invoker(ctx, method, req, reply, cc, s.opts...)
+	err = invoker(ctx, method, req, reply, cc, s.opts...)
 	if err == nil {
 		s.release()
+		if r.metrics != nil {
+			r.metrics.attempt(method, codes.OK)
+		}
 		return nil
 	}
-	return r.retryUnary(ctx, method, req, reply, cc, invoker, s, err)
+	return r.retryUnary(ctx, call{r: r, p: p, max: max, method: method, attempts: 1}, req, reply, cc, invoker, s, err)
 }
 
 // retryUnary is the slow path: attempt 1 failed with err.
-func (r *Retrier) retryUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, s *unaryState, err error) error {
+func (r *Retrier) retryUnary(ctx context.Context, c call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, s *unaryState, err error) error {
 	defer s.release()
-	c := call{r: r, p: &r.policy, method: method, attempts: 1}
+	method := c.method
 	for {
 		d, final := c.next(ctx, err, s.trailer)
 		if final != nil {
@@ -82,6 +94,7 @@ func (r *Retrier) retryUnary(ctx context.Context, method string, req, reply any,
 		err = invoker(c.retryContext(ctx), method, req, reply, cc, s.opts...)
 		c.attempts++
 		if err == nil {
+			c.succeeded()
 			return nil
 		}
 	}

@@ -424,3 +424,39 @@ func TestPolicyIsCopied(t *testing.T) {
 		}
 	})
 }
+
+func TestUnarySuccessAllocatesNothing(t *testing.T) {
+	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	ic := interceptor.Unary(grpcbackoff.DefaultPolicy())
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts []grpc.CallOption
+	}{
+		{"no options", nil},
+		{"one option", opt(grpc.WaitForReady(true))},
+		{"our option", opt(interceptor.CallMaxAttempts(3))},
+	} {
+		if n := testing.AllocsPerRun(1000, func() { ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke, tc.opts...) }); n != 0 {
+			t.Errorf("%s: a successful call allocates %v times, want 0", tc.name, n)
+		}
+	}
+}
+
+func TestUnaryManyCallOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var opts []grpc.CallOption
+		for range 12 {
+			opts = append(opts, grpc.WaitForReady(true))
+		}
+		s := &script{errs: unavailable(1)}
+		if err := call(t.Context(), t, interceptor.Unary(exact()), s, opts...); err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range s.opts {
+			if len(o) != 13 {
+				t.Errorf("attempt %d got %d options, want the caller's 12 and the trailer", i+1, len(o))
+			}
+		}
+	})
+}

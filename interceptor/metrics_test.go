@@ -1,0 +1,145 @@
+package interceptor_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// counts returns the sums of an Int64 counter by its code and reason attributes.
+func counts(t *testing.T, rm metricdata.ResourceMetrics, name string) map[string]int64 {
+	t.Helper()
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				t.Fatalf("%s is %T, want a Sum[int64]", name, m.Data)
+			}
+			for _, dp := range sum.DataPoints {
+				key := attr(dp.Attributes, "rpc.method") + " " + attr(dp.Attributes, "rpc.response.status_code")
+				if r := attr(dp.Attributes, string(interceptor.ReasonKey)); r != "" {
+					key += " " + r
+				}
+				if attr(dp.Attributes, "rpc.system.name") != "grpc" {
+					t.Errorf("%s: rpc.system.name = %q, want grpc", name, attr(dp.Attributes, "rpc.system.name"))
+				}
+				got[key] += dp.Value
+			}
+		}
+	}
+	return got
+}
+
+func attr(s attribute.Set, k string) string {
+	v, _ := s.Value(attribute.Key(k))
+	return v.Emit()
+}
+
+func equalCounts(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		p := exact()
+		p.MaxAttempts = 3
+		ic := interceptor.Unary(p, interceptor.WithMeterProvider(mp),
+			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
+
+		call(t.Context(), t, ic, &script{})                                                // 1 OK attempt
+		call(t.Context(), t, ic, &script{errs: unavailable(2)})                            // 2 retries, then OK
+		call(t.Context(), t, ic, &script{errs: []error{status.Error(codes.NotFound, "")}}) // not retried: no gave_up
+		call(t.Context(), t, ic, &script{errs: unavailable(5)})                            // 1 retry, then throttled
+
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		const m = "pkg.Svc/Get"
+		checks := []struct {
+			metric string
+			want   map[string]int64
+		}{
+			{interceptor.MetricAttempts, map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 4, m + " NOT_FOUND": 1}},
+			{interceptor.MetricRetries, map[string]int64{m + " UNAVAILABLE": 3}},
+			{interceptor.MetricGaveUp, map[string]int64{m + " UNAVAILABLE throttled": 1}},
+		}
+		for _, c := range checks {
+			if got := counts(t, rm, c.metric); !equalCounts(got, c.want) {
+				t.Errorf("%s = %v, want %v", c.metric, got, c.want)
+			}
+		}
+		var delays []float64
+		for _, sm := range rm.ScopeMetrics {
+			for _, mm := range sm.Metrics {
+				if mm.Name == interceptor.MetricBackoff {
+					for _, dp := range mm.Data.(metricdata.Histogram[float64]).DataPoints {
+						delays = append(delays, float64(dp.Count), dp.Sum)
+					}
+				}
+			}
+		}
+		// Three waits: 1 s and 2 s in the second call, 1 s in the last.
+		if len(delays) != 2 || delays[0] != 3 || delays[1] != 4 {
+			t.Errorf("%s (count, sum) = %v, want (3, 4s)", interceptor.MetricBackoff, delays)
+		}
+	})
+}
+
+func TestMetricsExhausted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		p := exact()
+		p.MaxAttempts = 2
+		ic := interceptor.Unary(p, interceptor.WithoutThrottle(),
+			interceptor.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+		call(t.Context(), t, ic, &script{errs: unavailable(5)})
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		call(ctx, t, ic, &script{errs: unavailable(5)})
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int64{"pkg.Svc/Get UNAVAILABLE exhausted": 1, "pkg.Svc/Get UNAVAILABLE deadline": 1}
+		if got := counts(t, rm, interceptor.MetricGaveUp); !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v", interceptor.MetricGaveUp, got, want)
+		}
+	})
+}
+
+func TestNoopMetricsAllocateNothing(t *testing.T) {
+	ic := interceptor.Unary(exact(), interceptor.WithMeterProvider(noop.NewMeterProvider()))
+	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	ctx := context.Background()
+	ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke) // warm the attribute cache
+	if n := testing.AllocsPerRun(1000, func() { ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke) }); n != 0 {
+		t.Errorf("a successful call with no-op metrics allocates %v times, want 0", n)
+	}
+}
