@@ -48,7 +48,7 @@ func counts(t *testing.T, rm metricdata.ResourceMetrics, name string) map[string
 
 func attr(s attribute.Set, k string) string {
 	v, _ := s.Value(attribute.Key(k))
-	return v.Emit()
+	return v.String()
 }
 
 func equalCounts(a, b map[string]int64) bool {
