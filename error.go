@@ -62,7 +62,9 @@ type Error struct {
 	Err error
 	// Attempts is the number of attempts made, the first one included.
 	Attempts int
-	// Elapsed is the time from the start of the first attempt to the end.
+	// Elapsed is the time spent retrying: from the end of the first attempt
+	// to the end of the call. (The first attempt is not timed, so that a call
+	// that succeeds at once reads no clock.)
 	Elapsed time.Duration
 	// Reason says why there was no further attempt.
 	Reason Reason

@@ -72,13 +72,16 @@ func (c *compiled) retryable(code codes.Code) bool {
 }
 
 // Retry describes one retry decision, as passed to the hook set with
-// WithOnRetry: attempt number Attempt of Method failed with Err, and the next
-// attempt starts after Delay, unless Throttled, in which case there is none.
+// WithOnRetry: attempt number Attempt of Method failed with Err, the server
+// hinted Hint, and the next attempt starts after Delay (the longer of the
+// Policy's backoff and Hint.Delay), unless Throttled, in which case there is
+// none.
 type Retry struct {
 	Method    string
 	Attempt   int
 	Code      codes.Code
 	Err       error
+	Hint      grpcbackoff.Hint
 	Delay     time.Duration
 	Throttled bool
 }
@@ -216,7 +219,8 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	if c.attempts >= c.max {
 		return 0, c.fail(err, now, grpcbackoff.Exhausted)
 	}
-	d, ok := c.p.RetryDelay(c.attempts-1, grpcbackoff.ServerHint(st, trailer))
+	h := grpcbackoff.ServerHint(st, trailer)
+	d, ok := c.p.RetryDelay(c.attempts-1, h)
 	if !ok {
 		return 0, c.fail(err, now, grpcbackoff.ServerRefused)
 	}
@@ -224,10 +228,10 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		return 0, c.fail(err, now, grpcbackoff.Deadline)
 	}
 	if c.r.budget != nil && !c.r.budget.Allow(now) {
-		c.observe(st.Code(), err, 0, true)
+		c.observe(st.Code(), err, h, 0, true)
 		return 0, c.fail(err, now, grpcbackoff.Throttled)
 	}
-	c.observe(st.Code(), err, d, false)
+	c.observe(st.Code(), err, h, d, false)
 	return d, nil
 }
 
@@ -245,12 +249,12 @@ func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
 }
 
-func (c *call) observe(code codes.Code, err error, d time.Duration, throttled bool) {
+func (c *call) observe(code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled bool) {
 	if m := c.r.metrics; m != nil && !throttled {
 		m.retry(c.method, code, d)
 	}
 	if c.r.onRetry != nil {
-		c.r.onRetry(Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Delay: d, Throttled: throttled})
+		c.r.onRetry(Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d, Throttled: throttled})
 	}
 	if l := c.r.logger; l != nil {
 		level, msg := slog.LevelInfo, "grpcbackoff: retrying"
