@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -30,8 +32,18 @@ import (
 // messages are released at commit.
 //
 // Messages are kept by reference, as gRPC allows (a message must not be
-// changed after SendMsg), and measured with proto.Size; a message that is
-// not a proto.Message cannot be measured and commits the stream.
+// changed after SendMsg), and each weighs what it takes on the wire: its
+// proto.Size plus the 5-byte gRPC message prefix, so that even empty messages
+// count against the limit. A message that is not a proto.Message cannot be
+// measured and commits the stream.
+//
+// The per-method policies (WithMethod, WithoutRetryFor) and the call options
+// (NoRetry, CallMaxAttempts, CallPolicy) apply to streams as to unary calls.
+//
+// As with any gRPC stream, one goroutine may call SendMsg while another calls
+// RecvMsg. Header must not be called concurrently with RecvMsg: until the
+// stream commits, it may receive on the current attempt to learn how it
+// ended.
 //
 // Each call to Stream has its own throttle; use DialOptions, or the methods
 // of one Retrier, to share one between the unary and stream interceptors.
@@ -46,10 +58,17 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if r.budget != nil {
 		r.budget.Started()
 	}
+	p, max, err := r.policyFor(method, opts)
+	if p == nil {
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
-		cur: cs, c: call{r: r, p: &r.policy, method: method, attempts: 1},
+		cur: cs, c: call{r: r, p: p, max: max, method: method, attempts: 1},
 	}
 	s.sent = s.first[:0]
 	if err != nil {
@@ -77,16 +96,17 @@ type retryStream struct {
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
 
-	committed atomic.Bool // set once, under mu; cur and final never change after
+	committed atomic.Bool // set once, under mu; cur never changes after
+	endSeen   atomic.Bool // the metrics have counted the last attempt's end
 
 	mu     sync.Mutex
 	cur    grpc.ClientStream // the current attempt
 	broken bool              // cur cannot take messages: it ended, or a retry is under way
 	sent   []any             // messages sent before commit, for replay
 	first  [1]any            // sent's first backing array: a server stream sends one
-	size   int               // proto.Size of sent
+	size   int               // weight of sent (see sizeOf)
 	closed bool              // the caller called CloseSend
-	final  error             // the error the stream ended with, if retrying ended it
+	final  error             // the error the stream ended with, if retrying ended it; set once, by the goroutine retrying
 
 	retryMu sync.Mutex
 	c       call // guarded by retryMu
@@ -142,13 +162,20 @@ func (s *retryStream) SendMsg(m any) error {
 	return nil
 }
 
-// sizeOf returns the encoded size of m, if m is a proto.Message.
+// msgPrefix is the size of the prefix gRPC puts before every message on the
+// wire (a compressed flag and a 4-byte length).
+const msgPrefix = 5
+
+// sizeOf returns the weight of m in the replay buffer, if m is a
+// proto.Message: its encoded size plus msgPrefix. The prefix makes every
+// message weigh something: with a weight of 0, a stream of empty messages
+// would be kept without bound and WithBufferLimit(0) would keep them too.
 func sizeOf(m any) (int, bool) {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return 0, false
 	}
-	return proto.Size(pm), true
+	return proto.Size(pm) + msgPrefix, true
 }
 
 func (s *retryStream) CloseSend() error {
@@ -168,21 +195,42 @@ func (s *retryStream) CloseSend() error {
 func (s *retryStream) RecvMsg(m any) error {
 	if s.committed.Load() {
 		if s.final != nil {
-			return s.final
+			return s.final // the retry decision that made it counted the attempt
 		}
-		return s.cur.RecvMsg(m)
+		err := s.cur.RecvMsg(m)
+		if err != nil {
+			s.ended(err)
+		}
+		return err
 	}
 	for {
 		a := s.attempt()
 		err := a.RecvMsg(m)
 		if err == nil || err == io.EOF {
 			s.commit()
+			if err == io.EOF {
+				s.ended(err)
+			}
 			return err
 		}
 		if final := s.retry(a, err); final != nil {
 			return final
 		}
 	}
+}
+
+// ended records in the metrics, once, that the last attempt ended with err
+// (io.EOF: OK), for the endings that no retry decision (call.next) saw.
+func (s *retryStream) ended(err error) {
+	m := s.c.r.metrics
+	if m == nil || s.endSeen.Swap(true) {
+		return
+	}
+	code := codes.OK
+	if err != io.EOF {
+		code = status.Code(err)
+	}
+	m.attempt(s.method, code)
 }
 
 func (s *retryStream) Header() (metadata.MD, error) {
@@ -251,6 +299,7 @@ func (s *retryStream) retry(a grpc.ClientStream, err error) error {
 		return nil // another goroutine retried already
 	case s.committed.Load():
 		s.mu.Unlock()
+		s.ended(err)
 		return err // a SendMsg committed the stream meanwhile
 	}
 	s.broken = true

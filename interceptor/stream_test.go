@@ -1,0 +1,1195 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// The tests run every stream over bufconn inside a synctest bubble: delays
+// are checked exactly on the fake clock, and a goroutine left behind fails
+// the test.
+
+// stInstalls are the ways a caller can install the stream interceptor.
+var stInstalls = map[string]func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption{
+	"Stream": func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
+		return []grpc.DialOption{grpc.WithStreamInterceptor(Stream(p, opts...))}
+	},
+	"DialOptions": DialOptions,
+	"Retrier": func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
+		r, err := New(p, opts...)
+		if err != nil {
+			panic(err)
+		}
+		return []grpc.DialOption{grpc.WithChainStreamInterceptor(r.Stream())}
+	},
+}
+
+// stCallerMessages returns what the caller of a stream of kind k sends.
+func stCallerMessages(k stKind) []string {
+	if k == stServerStream {
+		return []string{"q"}
+	}
+	return stMessages(5)
+}
+
+// stCheckAttempts checks what the server saw of a stream whose caller sent
+// msgs: every attempt got a prefix of msgs, the last one all of them and the
+// half-close (if last), and attempt i was told of its i previous attempts.
+func stCheckAttempts(t *testing.T, as []stAttempt, msgs []string, lastComplete bool) {
+	t.Helper()
+	for i, a := range as {
+		if len(a.Msgs) > len(msgs) || !slices.Equal(a.Msgs, msgs[:len(a.Msgs)]) {
+			t.Errorf("attempt %d received %q, want a prefix of %q", i+1, a.Msgs, msgs)
+		}
+		want := []string(nil)
+		if i > 0 {
+			want = []string{strconv.Itoa(i)}
+		}
+		if got := a.MD.Get(PreviousAttemptsKey); !slices.Equal(got, want) {
+			t.Errorf("attempt %d: %s = %q, want %q", i+1, PreviousAttemptsKey, got, want)
+		}
+		if got := a.MD.Get("x-user"); len(got) != 1 || got[0] != "kept" {
+			t.Errorf("attempt %d: x-user = %q, want the caller's metadata kept", i+1, got)
+		}
+	}
+	if lastComplete && len(as) > 0 {
+		last := as[len(as)-1]
+		if !slices.Equal(last.Msgs, msgs) || !last.HalfClosed {
+			t.Errorf("last attempt received %q (half-closed %v), want %q and the half-close", last.Msgs, last.HalfClosed, msgs)
+		}
+	}
+}
+
+func stCallerContext(t *testing.T) context.Context {
+	return metadata.AppendToOutgoingContext(t.Context(), "x-user", "kept")
+}
+
+func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
+	failures := []struct {
+		name string
+		step stStep
+	}{
+		{"at once", stFail(codes.Unavailable)},
+		{"after one message", stStep{Recv: 1, Err: status.Error(codes.Unavailable, "down")}},
+		{"after the half-close", stStep{Recv: stAll, Err: status.Error(codes.ResourceExhausted, "quota")}},
+		{"after headers the caller did not ask for", stStep{Header: true, Recv: stAll, Err: status.Error(codes.Unavailable, "down")}},
+	}
+	for _, k := range stKinds {
+		for _, f := range failures {
+			for how, install := range stInstalls {
+				t.Run(fmt.Sprintf("%v/%s/%s", k, f.name, how), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						srv := newStServer(t, stScript(f.step, f.step, stOK(3)))
+						c := srv.client(t, install(stPolicy(), WithoutThrottle())...)
+						msgs := stCallerMessages(k)
+						start := time.Now()
+						r := stRun(stCallerContext(t), c, k, msgs, stHow{})
+						if r.Err != nil || len(r.SendErrs) > 0 {
+							t.Fatalf("stream failed: %v (send errors %v), want the retries hidden", r.Err, r.SendErrs)
+						}
+						if want := stExpected(k, msgs, 3); !slices.Equal(r.Got, want) {
+							t.Errorf("received %q, want %q", r.Got, want)
+						}
+						as := srv.attemptsOf("")
+						if len(as) != 3 {
+							t.Fatalf("attempts = %d, want 3", len(as))
+						}
+						if got, want := stGaps(as), stSeconds(1, 2); !slices.Equal(got, want) {
+							t.Errorf("gaps between attempts = %v, want %v", got, want)
+						}
+						if got := r.End.Sub(start); got != 3*time.Second {
+							t.Errorf("stream ended after %v, want 3s", got)
+						}
+						if got := r.Trailer.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
+							t.Errorf("Trailer() x-attempt = %q, want the last attempt's, 2", got)
+						}
+						stCheckAttempts(t, as, msgs, true)
+					})
+				})
+			}
+		}
+	}
+}
+
+func TestStreamCreationRetried(t *testing.T) {
+	for _, k := range stKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stOK(2)))
+				f := &stFailOpen{n: 3, err: status.Error(codes.Unavailable, "no connection")}
+				c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
+				msgs := stCallerMessages(k)
+				start := time.Now()
+				r := stRun(stCallerContext(t), c, k, msgs, stHow{})
+				if r.Err != nil {
+					t.Fatalf("stream failed: %v", r.Err)
+				}
+				if want := stExpected(k, msgs, 2); !slices.Equal(r.Got, want) {
+					t.Errorf("received %q, want %q", r.Got, want)
+				}
+				var gaps []time.Duration
+				for i := 1; i < len(f.calls); i++ {
+					gaps = append(gaps, f.calls[i].Sub(f.calls[i-1]))
+				}
+				if want := stSeconds(1, 2, 4); !slices.Equal(gaps, want) {
+					t.Errorf("gaps between creations = %v, want %v", gaps, want)
+				}
+				as := srv.attemptsOf("")
+				if len(as) != 1 {
+					t.Fatalf("attempts reaching the server = %d, want 1", len(as))
+				}
+				if got := as[0].At.Sub(start); got != 7*time.Second {
+					t.Errorf("the stream reached the server after %v, want 7s", got)
+				}
+				if got := as[0].MD.Get(PreviousAttemptsKey); !slices.Equal(got, []string{"3"}) {
+					t.Errorf("%s = %q, want 3", PreviousAttemptsKey, got)
+				}
+				if !slices.Equal(as[0].Msgs, msgs) || !as[0].HalfClosed {
+					t.Errorf("server received %q (half-closed %v), want %q", as[0].Msgs, as[0].HalfClosed, msgs)
+				}
+			})
+		})
+	}
+	t.Run("exhausted", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stOK(1)))
+			f := &stFailOpen{n: 100, err: status.Error(codes.Unavailable, "no connection")}
+			p := stPolicy()
+			p.MaxAttempts = 3
+			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(p, WithoutThrottle()), f.intercept))
+			start := time.Now()
+			r := stRun(t.Context(), c, stBidi, stMessages(1), stHow{})
+			if r.Opened {
+				t.Fatal("stream opened, want the creation error")
+			}
+			stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.Exhausted)
+			if got := r.End.Sub(start); got != 3*time.Second || len(f.calls) != 3 {
+				t.Errorf("gave up after %v and %d creations, want 3s and 3", got, len(f.calls))
+			}
+		})
+	})
+	t.Run("not retryable", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stOK(1)))
+			want := status.Error(codes.PermissionDenied, "no")
+			f := &stFailOpen{n: 100, err: want}
+			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
+			r := stRun(t.Context(), c, stClientStream, stMessages(1), stHow{})
+			if r.Opened || r.Err != want || len(f.calls) != 1 {
+				t.Errorf("opened %v, err %v after %d creations; want the interceptor's error itself after 1", r.Opened, r.Err, len(f.calls))
+			}
+		})
+	})
+}
+
+func TestStreamNoRetryAfterResponse(t *testing.T) {
+	// A client stream has a single response, after which it is over: there
+	// is no failure after a response to retry.
+	cases := []struct {
+		name string
+		kind stKind
+		step stStep
+		want []string
+	}{
+		{"server/3 responses", stServerStream, stStep{Send: 3, Err: status.Error(codes.Unavailable, "down")}, stResponses(3)},
+		{"server/headers and 1 response", stServerStream, stStep{Header: true, Send: 1, Err: status.Error(codes.Unavailable, "down")}, stResponses(1)},
+		{"bidi/3 responses", stBidi, stStep{Recv: stAll, Send: 3, Err: status.Error(codes.Unavailable, "down")}, stResponses(3)},
+		{"bidi/echo of 2 messages", stBidi, stStep{Recv: 2, Echo: true, Err: status.Error(codes.Unavailable, "down")}, stResponses(2)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(tc.step, stOK(3)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				msgs := stCallerMessages(tc.kind)
+				r := stRun(stCallerContext(t), c, tc.kind, msgs, stHow{})
+				if !slices.Equal(r.Got, tc.want) {
+					t.Errorf("received %q, want %q: each message exactly once", r.Got, tc.want)
+				}
+				if got := status.Code(r.Err); got != codes.Unavailable {
+					t.Errorf("err = %v, want the attempt's UNAVAILABLE", r.Err)
+				}
+				var e *grpcbackoff.Error
+				if errors.As(r.Err, &e) {
+					t.Errorf("err = %v, want the server's error unchanged after the commit", r.Err)
+				}
+				as := srv.attemptsOf("")
+				if len(as) != 1 {
+					t.Errorf("attempts = %d, want 1: no retry after a response", len(as))
+				}
+				stCheckAttempts(t, as, msgs, false)
+			})
+		})
+	}
+}
+
+func TestStreamHeader(t *testing.T) {
+	down := status.Error(codes.Unavailable, "down")
+	for _, k := range stKinds {
+		t.Run(k.String()+"/retried before headers", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stFail(codes.Unavailable), stFail(codes.Unavailable), stStep{Header: true, Recv: stAll, Send: 2}))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				msgs := stCallerMessages(k)
+				r := stRun(stCallerContext(t), c, k, msgs, stHow{Header: true})
+				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
+					t.Errorf("Header() x-attempt = %q, want the successful attempt's, 2", got)
+				}
+				if got := r.HeaderAfter.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
+					t.Errorf("Header() after the end: x-attempt = %q, want 2", got)
+				}
+				if want := stExpected(k, msgs, 2); r.Err != nil || !slices.Equal(r.Got, want) {
+					t.Errorf("received %q, %v; want %q", r.Got, r.Err, want)
+				}
+				as := srv.attemptsOf("")
+				if got, want := stGaps(as), stSeconds(1, 2); !slices.Equal(got, want) {
+					t.Errorf("gaps = %v, want %v", got, want)
+				}
+				stCheckAttempts(t, as, msgs, true)
+			})
+		})
+		t.Run(k.String()+"/headers delivered commit", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stStep{Header: true, Recv: stAll, Err: down}, stOK(2)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{Header: true})
+				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"0"}) {
+					t.Errorf("Header() x-attempt = %q, want 0", got)
+				}
+				if status.Code(r.Err) != codes.Unavailable || len(r.Got) != 0 {
+					t.Errorf("received %q, %v; want UNAVAILABLE", r.Got, r.Err)
+				}
+				if n := len(srv.attemptsOf("")); n != 1 {
+					t.Errorf("attempts = %d, want 1: headers delivered commit the stream", n)
+				}
+			})
+		})
+	}
+}
+
+func TestStreamHeaderWithoutHeaders(t *testing.T) {
+	// A stream that ends without headers: Header returns nil, nil and
+	// RecvMsg says how the stream ended, as with grpc's own streams.
+	cases := []struct {
+		name     string
+		kind     stKind
+		step     stStep
+		wantCode codes.Code
+		wantErr  *grpcbackoff.Error
+	}{
+		{"server/ok without responses", stServerStream, stOK(0), codes.OK, nil},
+		{"bidi/ok without responses", stBidi, stOK(0), codes.OK, nil},
+		{"server/not retryable", stServerStream, stFail(codes.NotFound), codes.NotFound, nil},
+		{"bidi/not retryable", stBidi, stFail(codes.NotFound), codes.NotFound, nil},
+		{"bidi/exhausted", stBidi, stFail(codes.Unavailable), codes.Unavailable, &grpcbackoff.Error{Attempts: 2, Reason: grpcbackoff.Exhausted}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(tc.step))
+				p := stPolicy()
+				p.MaxAttempts = 2
+				c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+				r := stRun(stCallerContext(t), c, tc.kind, stCallerMessages(tc.kind), stHow{Header: true})
+				if r.Header != nil {
+					t.Errorf("Header() = %v, want nil", r.Header)
+				}
+				if len(r.Got) != 0 || status.Code(r.Err) != tc.wantCode {
+					t.Errorf("received %q, %v; want nothing and code %v", r.Got, r.Err, tc.wantCode)
+				}
+				if tc.wantErr != nil {
+					stCheckFinal(t, r.Err, tc.wantCode, tc.wantErr.Attempts, tc.wantErr.Reason)
+				}
+			})
+		})
+	}
+}
+
+func TestStreamBufferLimit(t *testing.T) {
+	down := status.Error(codes.Unavailable, "down")
+	body := strings.Repeat("x", 30)
+	msgs := []string{"a" + body, "b" + body, "c" + body}
+	// Each message weighs proto.Size plus the 5-byte gRPC message prefix.
+	var total int
+	for _, m := range msgs {
+		total += proto.Size(stOutReq(m)) + 5
+	}
+	cases := []struct {
+		name    string
+		kind    stKind
+		msgs    []string
+		limit   int
+		retried bool
+	}{
+		{"client/overflow", stClientStream, msgs, total - 1, false},
+		{"client/fits", stClientStream, msgs, total, true},
+		{"bidi/overflow", stBidi, msgs, total - 1, false},
+		{"bidi/fits", stBidi, msgs, total, true},
+		{"server/overflow", stServerStream, msgs[:1], 10, false},
+		{"server/fits", stServerStream, msgs[:1], 100, true},
+		{"client/limit 0", stClientStream, msgs, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: down}, stOK(1)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(tc.limit))...)
+				r := stRun(stCallerContext(t), c, tc.kind, tc.msgs, stHow{})
+				as := srv.attemptsOf("")
+				if tc.retried {
+					if r.Err != nil || len(as) != 2 {
+						t.Errorf("err %v after %d attempts, want success on the retry", r.Err, len(as))
+					}
+				} else {
+					if status.Code(r.Err) != codes.Unavailable || len(as) != 1 {
+						t.Errorf("err %v after %d attempts, want UNAVAILABLE after 1: the stream committed", r.Err, len(as))
+					}
+				}
+				// Nothing lost: the attempt that ends the stream got everything.
+				stCheckAttempts(t, as, tc.msgs, true)
+			})
+		})
+	}
+}
+
+func TestStreamBufferBounded(t *testing.T) {
+	t.Run("bidi", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			const limit = 100
+			srv := newStServer(t, stScript(stOK(1)))
+			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+			s, err := c.FullDuplexCall(stCallerContext(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := stRetryStream(t, s)
+			var msgs []string
+			weight := 0
+			for i := range 20 {
+				m := strings.Repeat("x", i)
+				msgs = append(msgs, m)
+				if err := s.Send(stOutReq(m)); err != nil {
+					t.Fatalf("Send %d: %v", i, err)
+				}
+				weight += proto.Size(stOutReq(m)) + 5
+				size, kept, firstHeld, committed := stBuffer(rs)
+				if size > limit {
+					t.Errorf("after %d messages the buffer holds %d bytes, more than the limit %d", i+1, size, limit)
+				}
+				if wantCommitted := weight > limit; committed != wantCommitted {
+					t.Errorf("after %d messages (%d bytes) committed = %v, want %v", i+1, weight, committed, wantCommitted)
+				}
+				if committed && (size != 0 || kept != 0 || firstHeld) {
+					t.Errorf("committed, but the buffer still holds %d messages, %d bytes (first slot held %v)", kept, size, firstHeld)
+				}
+				if !committed && (size != weight || kept != i+1) {
+					t.Errorf("after %d messages the buffer holds %d of %d bytes, %d messages", i+1, size, weight, kept)
+				}
+			}
+			if err := s.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := s.Recv(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+			stCheckAttempts(t, srv.attemptsOf(""), msgs, true)
+		})
+	})
+	t.Run("empty messages count", func(t *testing.T) {
+		// An empty message is 0 bytes of proto but still a message to keep:
+		// a stream of them must commit, not keep them without bound.
+		for _, limit := range []int{0, 20} {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stOK(1)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+				s, err := c.StreamingInputCall(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs := stRetryStream(t, s)
+				for i := range 1000 {
+					if err := s.Send(&testgrpc.StreamingInputCallRequest{}); err != nil {
+						t.Fatalf("Send %d: %v", i, err)
+					}
+					if _, kept, _, committed := stBuffer(rs); committed {
+						if want := limit / 5; i != want {
+							t.Errorf("limit %d: committed at message %d, want %d", limit, i, want)
+						}
+						break
+					} else if kept > limit {
+						t.Fatalf("limit %d: %d empty messages kept", limit, kept)
+					}
+				}
+				if _, _, _, committed := stBuffer(rs); !committed {
+					t.Errorf("limit %d: 1000 empty messages did not commit the stream", limit)
+				}
+				if _, err := s.CloseAndRecv(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
+	t.Run("released at the first response", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stOK(2)))
+			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			s, err := c.StreamingOutputCall(t.Context(), stOutReq("q"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := stRetryStream(t, s)
+			if _, kept, firstHeld, committed := stBuffer(rs); committed || kept != 1 || !firstHeld {
+				t.Fatalf("before any response: committed %v, %d kept; want the request kept", committed, kept)
+			}
+			if _, err := s.Recv(); err != nil {
+				t.Fatal(err)
+			}
+			if size, kept, firstHeld, committed := stBuffer(rs); !committed || size != 0 || kept != 0 || firstHeld {
+				t.Errorf("after the first response: committed %v, %d kept (%d bytes, first slot held %v); want committed and released", committed, kept, size, firstHeld)
+			}
+			for {
+				if _, err := s.Recv(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+func TestStreamDeadlineDuringBackoff(t *testing.T) {
+	for _, k := range stKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Failures at 0 s and 1 s; the next wait (2 s) would end at
+				// 3 s, past the deadline at 2.5 s: the stream ends at 1 s.
+				srv := newStServer(t, stScript(stFail(codes.Unavailable)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				ctx, cancel := context.WithTimeout(stCallerContext(t), 2500*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				r := stRun(ctx, c, k, stCallerMessages(k), stHow{})
+				if got := r.End.Sub(start); got != time.Second {
+					t.Errorf("stream ended after %v, want 1s (at the failure, not at the deadline)", got)
+				}
+				stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.Deadline)
+				if n := len(srv.attemptsOf("")); n != 2 {
+					t.Errorf("attempts = %d, want 2", n)
+				}
+			})
+		})
+	}
+	t.Run("creation", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stOK(1)))
+			f := &stFailOpen{n: 100, err: status.Error(codes.Unavailable, "no connection")}
+			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
+			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			r := stRun(ctx, c, stBidi, stMessages(1), stHow{})
+			if got := r.End.Sub(start); got != time.Second || r.Opened {
+				t.Errorf("creation ended after %v (opened %v), want a failure after 1s", got, r.Opened)
+			}
+			stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.Deadline)
+		})
+	})
+}
+
+func TestStreamCancelDuringBackoff(t *testing.T) {
+	for _, k := range stKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stFail(codes.Unavailable)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				ctx, cancel := context.WithCancel(stCallerContext(t))
+				defer cancel()
+				time.AfterFunc(2500*time.Millisecond, cancel) // during the wait from 1 s to 3 s
+				start := time.Now()
+				r := stRun(ctx, c, k, stCallerMessages(k), stHow{})
+				if got := r.End.Sub(start); got != 2500*time.Millisecond {
+					t.Errorf("stream ended after %v, want 2.5s (at the cancel)", got)
+				}
+				stCheckFinal(t, r.Err, codes.Canceled, 2, grpcbackoff.Canceled)
+				if n := len(srv.attemptsOf("")); n != 2 {
+					t.Errorf("attempts = %d, want 2", n)
+				}
+			})
+		})
+	}
+}
+
+func TestStreamExhausted(t *testing.T) {
+	st, err := status.New(codes.Unavailable, "down").WithDetails(&errdetails.ErrorInfo{Reason: "MAINTENANCE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range stKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stStep{Err: st.Err()}))
+				p := stPolicy()
+				p.MaxAttempts = 3
+				c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+				start := time.Now()
+				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
+				if got := r.End.Sub(start); got != 3*time.Second {
+					t.Errorf("gave up after %v, want 3s", got)
+				}
+				stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.Exhausted)
+				if got := r.Trailer.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
+					t.Errorf("Trailer() x-attempt = %q, want the last attempt's, 2", got)
+				}
+				if r.HeaderAfter != nil {
+					t.Errorf("Header() after the end = %v, want nil", r.HeaderAfter)
+				}
+				got := status.Convert(r.Err)
+				if d := got.Details(); len(d) != 1 || d[0].(*errdetails.ErrorInfo).GetReason() != "MAINTENANCE" {
+					t.Errorf("details = %v, want the server's ErrorInfo", d)
+				}
+				if msg := got.Message(); !strings.Contains(msg, "down") || !strings.Contains(msg, "3 attempts over 3s") {
+					t.Errorf("message = %q, want the server's message and %q", msg, "3 attempts over 3s")
+				}
+				as := srv.attemptsOf("")
+				if len(as) != 3 {
+					t.Errorf("attempts = %d, want 3", len(as))
+				}
+				stCheckAttempts(t, as, stCallerMessages(k), false)
+			})
+		})
+	}
+}
+
+func TestStreamRetryInfo(t *testing.T) {
+	retryInfo := func(d time.Duration) error {
+		st, err := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+		if err != nil {
+			panic(err)
+		}
+		return st.Err()
+	}
+	for _, k := range stKinds {
+		t.Run(k.String()+"/honoured", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(5 * time.Second)}, stOK(1)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
+				if r.Err != nil {
+					t.Fatalf("err = %v, want success on the retry", r.Err)
+				}
+				if got, want := stGaps(srv.attemptsOf("")), stSeconds(5); !slices.Equal(got, want) {
+					t.Errorf("gaps = %v, want %v (the server's RetryInfo)", got, want)
+				}
+			})
+		})
+		t.Run(k.String()+"/longer than Max", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(time.Minute)}, stOK(1)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				start := time.Now()
+				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
+				stCheckFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ServerRefused)
+				if n := len(srv.attemptsOf("")); n != 1 || r.End != start {
+					t.Errorf("%d attempts, ended after %v; want 1 and at once", n, r.End.Sub(start))
+				}
+			})
+		})
+	}
+}
+
+func TestStreamNotRetryable(t *testing.T) {
+	for _, k := range stKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.NotFound, "no such thing")}, stOK(1)))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
+				if st := status.Convert(r.Err); st.Code() != codes.NotFound || st.Message() != "no such thing" {
+					t.Errorf("err = %v, want the server's NOT_FOUND unchanged", r.Err)
+				}
+				if n := len(srv.attemptsOf("")); n != 1 {
+					t.Errorf("attempts = %d, want 1", n)
+				}
+			})
+		})
+	}
+}
+
+func TestStreamContextCommits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")}, stOK(1)))
+		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		s, err := c.FullDuplexCall(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Context()
+		if err := s.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+			t.Errorf("Recv = %v, want UNAVAILABLE: Context commits the stream", err)
+		}
+		if n := len(srv.attemptsOf("")); n != 1 {
+			t.Errorf("attempts = %d, want 1", n)
+		}
+	})
+}
+
+// TestStreamConcurrentSendRecv sends from one goroutine and receives from
+// another while the server fails the first attempts at different points;
+// run it with -race.
+func TestStreamConcurrentSendRecv(t *testing.T) {
+	// pace says after which messages the sender waits until every other
+	// goroutine is blocked (synctest.Wait), so that sends land before, during
+	// and after the failures, the waits and the replays.
+	paces := map[string]func(i int) bool{
+		"eager":      func(int) bool { return false },
+		"paced":      func(int) bool { return true },
+		"every 7th":  func(i int) bool { return i%7 == 6 },
+		"from the 5": func(i int) bool { return i >= 5 },
+	}
+	for _, limit := range []int{DefaultBufferLimit, 200} {
+		for name, pace := range paces {
+			t.Run(fmt.Sprintf("limit %d/%s", limit, name), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					down := status.Error(codes.Unavailable, "down")
+					srv := newStServer(t, stScript(
+						stStep{Recv: 3, Err: down},
+						stStep{Recv: 10, Err: down},
+						stStep{Recv: stAll, Echo: true},
+					))
+					c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+					s, err := c.FullDuplexCall(stCallerContext(t))
+					if err != nil {
+						t.Fatal(err)
+					}
+					msgs := stMessages(50)
+					sendDone := make(chan error, 1)
+					go func() {
+						for i, m := range msgs {
+							if err := s.Send(stOutReq(m)); err != nil {
+								sendDone <- err
+								return
+							}
+							if pace(i) {
+								synctest.Wait()
+							}
+						}
+						sendDone <- s.CloseSend()
+					}()
+					var got []string
+					var recvErr error
+					for {
+						m, err := s.Recv()
+						if err == io.EOF {
+							break
+						}
+						if err != nil {
+							recvErr = err
+							break
+						}
+						got = append(got, string(m.GetPayload().GetBody()))
+					}
+					sendErr := <-sendDone
+					as := srv.attemptsOf("")
+					want := stResponses(len(msgs))
+					if limit == DefaultBufferLimit {
+						// Everything fits: both failures are hidden.
+						if recvErr != nil || sendErr != nil {
+							t.Fatalf("Recv: %v, Send: %v; want both retries hidden", recvErr, sendErr)
+						}
+						if !slices.Equal(got, want) {
+							t.Errorf("received %q, want %q", got, want)
+						}
+						if len(as) != 3 {
+							t.Errorf("attempts = %d, want 3", len(as))
+						}
+						stCheckAttempts(t, as, msgs, true)
+						return
+					}
+					// The 200-byte buffer overflows after about 20 messages: the
+					// stream is retried if a failure comes first, and fails
+					// otherwise. Either way nothing is lost or duplicated.
+					if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) {
+						t.Errorf("received %q, want a prefix of %q", got, want)
+					}
+					if recvErr == nil && !slices.Equal(got, want) {
+						t.Errorf("ended cleanly after %q, want %q", got, want)
+					}
+					if recvErr != nil && status.Code(recvErr) != codes.Unavailable {
+						t.Errorf("Recv: %v, want UNAVAILABLE or success", recvErr)
+					}
+					stCheckAttempts(t, as, msgs, recvErr == nil)
+				})
+			})
+		}
+	}
+}
+
+var stSeed = flag.Uint64("stream.seed", 0, "seed of TestStreamProperty (0: random)")
+
+// TestStreamProperty runs many streams of every kind against a server that
+// fails attempts at random points, and checks what no retry may break:
+// the caller gets a prefix of the responses, each once, in order; every
+// attempt gets a prefix of the caller's messages; a stream that ends cleanly
+// delivered everything both ways; and a stream is retried exactly when the
+// rules say.
+func TestStreamProperty(t *testing.T) {
+	seed := *stSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("seed %d: rerun with -run TestStreamProperty -stream.seed=%d", seed, seed)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(seed, seed))
+
+	const streams = 200
+	limits := []int{DefaultBufferLimit, 0, 60, 150}
+	retryable := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
+	p := stPolicy()
+	p.MaxAttempts = 4
+
+	type plan struct {
+		kind       stKind
+		msgs       []string
+		responses  int
+		steps      []stStep
+		limit      int
+		concurrent bool   // bidi: send and receive from two goroutines
+		pace       []bool // wait for the server after send i (see stHow.Pace); such streams run one at a time
+	}
+	plans := make([]plan, streams)
+	for i := range plans {
+		pl := &plans[i]
+		pl.kind = stKinds[rng.IntN(3)]
+		pl.limit = limits[rng.IntN(len(limits))]
+		pl.concurrent = pl.kind == stBidi && rng.IntN(2) == 0
+		n := 1
+		if pl.kind != stServerStream {
+			n = rng.IntN(8)
+		}
+		for j := range n {
+			pl.msgs = append(pl.msgs, fmt.Sprintf("s%d-m%d-%s", i, j, strings.Repeat("x", rng.IntN(40))))
+		}
+		if pl.kind != stClientStream {
+			pl.responses = rng.IntN(5)
+		}
+		if pl.kind != stServerStream && !pl.concurrent && rng.IntN(3) == 0 {
+			pl.pace = make([]bool, len(pl.msgs))
+			for j := range pl.pace {
+				pl.pace[j] = rng.IntN(2) == 0
+			}
+		}
+		for range p.MaxAttempts {
+			if rng.IntN(3) == 0 {
+				pl.steps = append(pl.steps, stStep{Header: rng.IntN(4) == 0, Recv: stAll, Send: pl.responses})
+				break
+			}
+			code := retryable[rng.IntN(2)]
+			if rng.IntN(10) == 0 {
+				code = codes.Aborted // not retried
+			}
+			st := stStep{
+				Header: rng.IntN(4) == 0,
+				Recv:   rng.IntN(len(pl.msgs)+2) - 1, // stAll, or 0 to len
+				Err:    status.Error(code, "scripted"),
+			}
+			if pl.kind != stClientStream && rng.IntN(3) == 0 {
+				st.Send = rng.IntN(pl.responses + 1)
+			}
+			pl.steps = append(pl.steps, st)
+		}
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, func(id string, n int) stStep {
+			i, _ := strconv.Atoi(id)
+			steps := plans[i].steps
+			if n >= len(steps) {
+				return stStep{Err: status.Errorf(codes.Internal, "stream %d: attempt %d, past the script", i, n+1)}
+			}
+			return steps[n]
+		})
+		clients := make(map[int]testgrpc.TestServiceClient)
+		for _, l := range limits {
+			clients[l] = srv.client(t, DialOptions(p, WithoutThrottle(), WithBufferLimit(l))...)
+		}
+		run := func(i int) {
+			pl := plans[i]
+			id := strconv.Itoa(i)
+			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id, "x-user", "kept")
+			var r stResult
+			if pl.concurrent {
+				r = stRunConcurrent(ctx, clients[pl.limit], pl.msgs)
+			} else {
+				var how stHow
+				if pl.pace != nil {
+					how.Pace = func(j int) bool { return pl.pace[j] }
+				}
+				r = stRun(ctx, clients[pl.limit], pl.kind, pl.msgs, how)
+			}
+			as := srv.attemptsOf(id)
+			fail := func(format string, args ...any) {
+				t.Errorf("stream %d (%v, %d messages, limit %d, concurrent %v, pace %v, steps %+v): %s",
+					i, pl.kind, len(pl.msgs), pl.limit, pl.concurrent, pl.pace, pl.steps, fmt.Sprintf(format, args...))
+			}
+			want := stExpected(pl.kind, pl.msgs, pl.responses)
+			if len(r.Got) > len(want) || !slices.Equal(r.Got, want[:len(r.Got)]) {
+				fail("received %q, want a prefix of %q", r.Got, want)
+			}
+			if r.Err == nil && !slices.Equal(r.Got, want) {
+				fail("ended cleanly after %q, want %q", r.Got, want)
+			}
+			for j, a := range as {
+				if len(a.Msgs) > len(pl.msgs) || !slices.Equal(a.Msgs, pl.msgs[:len(a.Msgs)]) {
+					fail("attempt %d received %q, want a prefix of %q", j+1, a.Msgs, pl.msgs)
+				}
+				if got := a.MD.Get(PreviousAttemptsKey); j > 0 && !slices.Equal(got, []string{strconv.Itoa(j)}) {
+					fail("attempt %d: %s = %q", j+1, PreviousAttemptsKey, got)
+				}
+			}
+			if r.Err == nil {
+				if len(as) == 0 || !slices.Equal(as[len(as)-1].Msgs, pl.msgs) || !as[len(as)-1].HalfClosed {
+					fail("ended cleanly, but the last attempt did not get all messages and the half-close: %+v", as)
+				}
+			}
+			if len(as) == 0 {
+				fail("no attempt reached the server")
+				return
+			}
+			if len(as) > len(pl.steps) {
+				fail("%d attempts, more than the script's %d", len(as), len(pl.steps))
+				return
+			}
+			last := pl.steps[len(as)-1]
+			if got, want := status.Code(r.Err), status.Code(last.Err); got != want {
+				fail("ended with %v, want the code of attempt %d, %v", r.Err, len(as), want)
+			}
+			if pl.concurrent {
+				return // when the buffer overflows depends on the goroutines
+			}
+			if want := stWantAttempts(pl.kind, pl.msgs, pl.steps, pl.limit, p.MaxAttempts); len(as) != want {
+				fail("%d attempts, want %d", len(as), want)
+			}
+		}
+		var wg sync.WaitGroup
+		for i, pl := range plans {
+			if pl.pace == nil {
+				wg.Go(func() { run(i) })
+			}
+		}
+		wg.Wait()
+		for i, pl := range plans {
+			if pl.pace != nil {
+				run(i)
+			}
+		}
+	})
+}
+
+// stWantAttempts returns how many attempts a stream makes whose caller sends
+// all of msgs before receiving, against a server following steps.
+func stWantAttempts(k stKind, msgs []string, steps []stStep, limit, maxAttempts int) int {
+	weight := 0
+	for _, m := range msgs {
+		if k == stClientStream {
+			weight += proto.Size(stInReq(m)) + 5
+		} else {
+			weight += proto.Size(stOutReq(m)) + 5
+		}
+	}
+	if weight > limit {
+		return 1 // committed before the first failure could be seen
+	}
+	for i, st := range steps {
+		switch {
+		case st.Err == nil, st.Send > 0, i+1 == maxAttempts:
+			return i + 1
+		case status.Code(st.Err) != codes.Unavailable && status.Code(st.Err) != codes.ResourceExhausted:
+			return i + 1
+		}
+	}
+	return len(steps)
+}
+
+// stRunConcurrent runs a bidi stream that sends msgs from one goroutine while
+// it receives on another.
+func stRunConcurrent(ctx context.Context, c testgrpc.TestServiceClient, msgs []string) stResult {
+	var r stResult
+	s, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.Opened = true
+	sendErrs := make(chan []error, 1)
+	go func() {
+		var errs []error
+		for _, m := range msgs {
+			if err := s.Send(stOutReq(m)); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+		if err := s.CloseSend(); err != nil {
+			errs = append(errs, err)
+		}
+		sendErrs <- errs
+	}()
+	for {
+		m, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			r.Err = err
+			break
+		}
+		r.Got = append(r.Got, string(m.GetPayload().GetBody()))
+	}
+	r.SendErrs = <-sendErrs
+	r.End = time.Now()
+	return r
+}
+
+func TestStreamPerCallPolicy(t *testing.T) {
+	const method = "/grpc.testing.TestService/FullDuplexCall"
+	cases := []struct {
+		name         string
+		opts         []Option
+		callOpts     []grpc.CallOption
+		wantAttempts int
+		wantCode     codes.Code
+	}{
+		{"default", nil, nil, 3, codes.OK},
+		{"NoRetry", nil, []grpc.CallOption{NoRetry()}, 1, codes.Unavailable},
+		{"CallMaxAttempts", nil, []grpc.CallOption{CallMaxAttempts(2)}, 2, codes.Unavailable},
+		{"WithoutRetryFor", []Option{WithoutRetryFor(method)}, nil, 1, codes.Unavailable},
+		{"WithMethod", []Option{WithMethod("/grpc.testing.TestService/", func() grpcbackoff.Policy {
+			p := stPolicy()
+			p.MaxAttempts = 2
+			return p
+		}())}, nil, 2, codes.Unavailable},
+		{"invalid CallMaxAttempts", nil, []grpc.CallOption{CallMaxAttempts(0)}, 0, codes.InvalidArgument},
+		{"throttled", []Option{WithThrottle(grpcbackoff.Throttle{Burst: 1})}, nil, 2, codes.Unavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				down := stFail(codes.Unavailable)
+				srv := newStServer(t, stScript(down, down, stOK(1)))
+				c := srv.client(t, DialOptions(stPolicy(), append([]Option{WithoutThrottle()}, tc.opts...)...)...)
+				r := stRun(stCallerContext(t), c, stBidi, stMessages(2), stHow{}, tc.callOpts...)
+				if got := status.Code(r.Err); got != tc.wantCode {
+					t.Errorf("err = %v, want code %v", r.Err, tc.wantCode)
+				}
+				if n := len(srv.attemptsOf("")); n != tc.wantAttempts {
+					t.Errorf("attempts = %d, want %d", n, tc.wantAttempts)
+				}
+			})
+		})
+	}
+}
+
+func TestStreamMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		down := status.Error(codes.Unavailable, "down")
+		srv := newStServer(t, func(id string, n int) stStep {
+			switch id {
+			case "retried": // two failures, then success
+				return []stStep{stFail(codes.Unavailable), stFail(codes.Unavailable), stOK(2)}[n]
+			case "committed": // fails after a response: not retried
+				return stStep{Send: 1, Err: down}
+			default: // "ok"
+				return stOK(2)
+			}
+		})
+		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithMeterProvider(mp))...)
+		for _, id := range []string{"ok", "retried", "committed"} {
+			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id)
+			s, err := c.StreamingOutputCall(ctx, stOutReq("q"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := s.Recv(); err != nil {
+					break
+				}
+			}
+			// Receiving again after the end must not count the attempt again.
+			if _, err := s.Recv(); err == nil {
+				t.Errorf("%s: Recv after the end succeeded", id)
+			}
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name != MetricAttempts {
+					continue
+				}
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					code, _ := dp.Attributes.Value("rpc.response.status_code")
+					got[code.AsString()] += dp.Value
+				}
+			}
+		}
+		// ok: 1 OK; retried: 2 UNAVAILABLE, 1 OK; committed: 1 UNAVAILABLE.
+		want := map[string]int64{"OK": 2, "UNAVAILABLE": 3}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s = %v, want %v", MetricAttempts, got, want)
+		}
+	})
+}
+
+// TestStreamLargeReplay keeps more than a flow-control window (64 KiB) of
+// messages, so that sends block on attempts that then fail: the caller's
+// sends meet an attempt that ended, and a replay meets one that ends under
+// it.
+func TestStreamLargeReplay(t *testing.T) {
+	body := strings.Repeat("x", 4<<10)
+	var msgs []string
+	for i := range 40 { // 160 KiB
+		msgs = append(msgs, fmt.Sprintf("m%d-%s", i, body))
+	}
+	down := status.Error(codes.Unavailable, "down")
+	for _, k := range []stKind{stClientStream, stBidi} {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(
+					stStep{Recv: 0, Err: down}, // while the caller sends
+					stStep{Recv: 3, Err: down}, // during the replay
+					stOK(2),
+				))
+				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				start := time.Now()
+				r := stRun(stCallerContext(t), c, k, msgs, stHow{Pace: func(i int) bool { return i == 0 }})
+				if r.Err != nil || len(r.SendErrs) > 0 {
+					t.Fatalf("stream failed: %v (send errors %v), want the retries hidden", r.Err, r.SendErrs)
+				}
+				if want := stExpected(k, msgs, 2); !slices.Equal(r.Got, want) {
+					t.Errorf("received %q, want %q", r.Got, want)
+				}
+				as := srv.attemptsOf("")
+				if len(as) != 3 {
+					t.Fatalf("attempts = %d, want 3", len(as))
+				}
+				if got := r.End.Sub(start); got != 3*time.Second {
+					t.Errorf("stream ended after %v, want 3s", got)
+				}
+				stCheckAttempts(t, as, msgs, true)
+			})
+		})
+	}
+}
+
+// stRawCodec sends stRaw messages as they are, and the others as protobuf.
+type stRawCodec struct{ encoding.CodecV2 }
+
+type stRaw []byte
+
+func (c stRawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(stRaw); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r)}, nil
+	}
+	return c.CodecV2.Marshal(v)
+}
+
+func TestStreamMessageThatIsNotProtoCommits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")}, stOK(1)))
+		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		s, err := c.FullDuplexCall(t.Context(), grpc.ForceCodecV2(stRawCodec{encoding.GetCodecV2(protoenc.Name)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(stOutReq("m0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMsg(stRaw(b)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, committed := stBuffer(stRetryStream(t, s)); !committed {
+			t.Error("a message that cannot be measured did not commit the stream")
+		}
+		if err := s.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+			t.Errorf("Recv = %v, want UNAVAILABLE, not retried", err)
+		}
+		as := srv.attemptsOf("")
+		if len(as) != 1 || !slices.Equal(as[0].Msgs, []string{"m0"}) {
+			t.Errorf("attempts %+v, want one that received m0", as)
+		}
+	})
+}
+
+func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
+	// A message too large for MaxCallSendMsgSize fails in the client with
+	// RESOURCE_EXHAUSTED, a code the Policy retries: it would fail the same
+	// way again, so the stream ends with it.
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, stScript(stOK(1)))
+		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		s, err := c.FullDuplexCall(t.Context(), grpc.MaxCallSendMsgSize(64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(stOutReq("small")); err != nil {
+			t.Fatal(err)
+		}
+		err = s.Send(stOutReq(strings.Repeat("x", 100)))
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("Send = %v, want RESOURCE_EXHAUSTED", err)
+		}
+		if _, err := s.Recv(); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("Recv = %v, want RESOURCE_EXHAUSTED", err)
+		}
+		if n := len(srv.attemptsOf("")); n > 1 {
+			t.Errorf("attempts = %d, want at most 1", n)
+		}
+	})
+}
