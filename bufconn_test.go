@@ -384,3 +384,36 @@ func TestJitterIsUniformAndFresh(t *testing.T) {
 		}
 	})
 }
+
+func TestRedisClientHonoursPushback(t *testing.T) {
+	cases := []struct {
+		pushback string
+		wantGaps []time.Duration
+		wantCode codes.Code
+	}{
+		{"3000", seconds(3), codes.OK},
+		{"0", seconds(1), codes.OK}, // a hint never shortens the policy's wait
+		{"-1", nil, codes.Unavailable},
+		{"soon", nil, codes.Unavailable},
+		{"99999999999", nil, codes.Unavailable}, // longer than Max
+	}
+	for _, tc := range cases {
+		t.Run(tc.pushback, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv, c := newClient(t, exactPolicy())
+				srv.Inject(redistest.Fault{Method: redistest.MethodGetInstance, Code: codes.Unavailable, Count: 1, Pushback: tc.pushback})
+				err := get(t.Context(), c)
+				if status.Code(err) != tc.wantCode {
+					t.Errorf("code = %v, want %v", status.Code(err), tc.wantCode)
+				}
+				if got := gaps(srv, redistest.MethodGetInstance); !sameDurations(got, tc.wantGaps) {
+					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
+				}
+				var e *grpcbackoff.Error
+				if tc.wantGaps == nil && (!errors.As(err, &e) || e.Reason != grpcbackoff.ServerRefused) {
+					t.Errorf("err = %v, want a *grpcbackoff.Error with Reason ServerRefused", err)
+				}
+			})
+		})
+	}
+}
