@@ -100,7 +100,7 @@ func checkMethodName(name string) error {
 // policyFor returns the Policy for a call of method with opts (nil means no
 // retry) and the call's MaxAttempts.
 func (r *Retrier) policyFor(method string, opts []grpc.CallOption) (p *compiled, maxAttempts int, err error) {
-	p = &r.policy
+	p = r.policy
 	if r.methods != nil {
 		if mp, ok := r.methods[method]; ok {
 			p = mp

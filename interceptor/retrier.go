@@ -40,7 +40,7 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // interceptors it returns share its Policy, throttle and hooks. Build one per
 // client connection (DialOptions does). A Retrier is safe for concurrent use.
 type Retrier struct {
-	policy   compiled
+	policy   *compiled // the default Policy; nil: no retry
 	budget   *grpcbackoff.Budget  // nil: no throttle
 	methods  map[string]*compiled // per-method policies; nil entry: no retry
 	onRetry  func(Retry)
@@ -142,7 +142,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 		return nil, err
 	}
 	budget, _ := grpcbackoff.NewBudget(grpcbackoff.DefaultThrottle())
-	r := &Retrier{policy: c, budget: budget, bufLimit: DefaultBufferLimit}
+	r := &Retrier{policy: &c, budget: budget, bufLimit: DefaultBufferLimit}
 	for _, o := range opts {
 		if err := o(r); err != nil {
 			return nil, err

@@ -1,0 +1,609 @@
+package grpcbackoff
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+)
+
+// ServiceConfig is the retry configuration of a gRPC service config
+// document (grpc/doc/service_config.md, gRFC A6), as ParseServiceConfig
+// reads it: the retryPolicy of each methodConfig entry and retryThrottling.
+// It lets a team that configured grpc-go's built-in retry keep its
+// configuration; interceptor.WithServiceConfig applies it.
+type ServiceConfig struct {
+	// Methods are the methodConfig entries that name at least one method,
+	// in the order of the document.
+	Methods []MethodConfig
+	// Throttle is retryThrottling mapped onto a retry budget, nil if the
+	// document has none (see ParseServiceConfig for the mapping).
+	Throttle *Throttle
+}
+
+// MethodConfig is one methodConfig entry of a service config.
+type MethodConfig struct {
+	// Names are the methods the entry applies to, each either
+	// "/pkg.Service/Method" (one method), "/pkg.Service/" (every method of a
+	// service), or "" (every method no other entry names: the default). No
+	// name appears in two entries. For a call, the method's own entry wins
+	// over its service's, which wins over the default.
+	Names []string
+	// Policy is the entry's retryPolicy, mapped as ParseServiceConfig says;
+	// nil if the entry has none, which means that its methods are not
+	// retried.
+	Policy *Policy
+}
+
+// ParseServiceConfig reads the retry configuration of a gRPC service config
+// JSON document: methodConfig[].name and methodConfig[].retryPolicy, and
+// retryThrottling. Every other field (loadBalancingConfig, timeout,
+// waitForReady, hedgingPolicy, ...) is ignored, as are entries without a
+// name. Field names match case-insensitively, as in grpc-go.
+//
+// It accepts what grpc-go accepts, with the exceptions below, and returns
+// every problem at once, each naming its JSON path and value, e.g.
+//
+//	grpcbackoff: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
+//
+// The rules: a name is {"service": "pkg.Service", "method": "Method"};
+// method empty or absent names every method of the service; service and
+// method both empty or absent ({}) names the default entry; service is
+// required when method is set. A name may appear only once in the document.
+// maxAttempts is an integer of at least 2 (gRFC A6). initialBackoff and
+// maxBackoff are positive durations in the JSON form of
+// google.protobuf.Duration: decimal seconds with an "s" suffix, such as
+// "0.1s" or "30s". backoffMultiplier is a positive number (A6), and here
+// also at least 1 (see below). retryableStatusCodes is a non-empty list of
+// code names in upper case ("UNAVAILABLE", "CANCELLED") or numbers (14), as
+// in grpc-go; OK is refused. retryThrottling.maxTokens is a number in
+// (0, 1000] and retryThrottling.tokenRatio a positive number.
+//
+// Where grpcbackoff differs from grpc-go's built-in retry:
+//
+// maxAttempts is used as given. grpc-go silently caps it at 5 (unless the
+// channel sets grpc.WithMaxCallAttempts); a document that says 8 makes 8
+// attempts here. A backoffMultiplier below 1 (delays that shrink) is an
+// error, since a Policy cannot express it; A6 only requires it to be
+// positive. "OK" among retryableStatusCodes is an error; grpc-go ignores it.
+// A service or method containing "/" is an error; grpc-go builds a path of
+// it that names no method. Durations follow protobuf JSON strictly ("+1s" is
+// an error). The retryPolicy of an entry without a name is checked too.
+//
+// Jitter. Before retry n (n ≥ 1), A6 waits a uniformly random delay in
+// [0, min(initialBackoff·backoffMultiplier^(n−1), maxBackoff)] ("full
+// jitter"), whose mean is half that bound; a Policy waits
+// min(Initial·Multiplier^(n−1) + U[0, Jitter], Max). A retryPolicy becomes
+//
+//	Initial     = min(initialBackoff, maxBackoff) / 2
+//	Jitter      = min(initialBackoff, maxBackoff) / 2
+//	Max         = maxBackoff / 2
+//	Multiplier  = backoffMultiplier
+//	MaxAttempts = maxAttempts
+//	Codes       = retryableStatusCodes
+//
+// so that every delay lies within A6's range for the same retry, the delay
+// without jitter is A6's mean delay, and jitter adds at most
+// initialBackoff/2 to it (initialBackoff/4 on average, and nothing once the
+// delay reaches Max, which is A6's mean at the cap). For example, with
+// initialBackoff "0.1s", maxBackoff "1s" and backoffMultiplier 2, A6 waits
+// 0–100, 0–200, 0–400, 0–800, then 0–1000 ms (means 50, 100, 200, 400 and
+// 500 ms); the Policy waits 50–100, 100–150, 200–250, 400–450, then 500 ms.
+// The spread is narrower than A6's once the delays grow: the Memorystore
+// recipe's choice.
+//
+// Server hints. grpc-go honours a pushback trailer of any length; a Policy
+// also honours RetryInfo, but stops retrying when a server asks for more
+// than Max, here maxBackoff/2 (see Policy.RetryDelay).
+//
+// Throttling. A6 keeps a bucket of maxTokens tokens: each failed attempt
+// takes 1, each success gives back tokenRatio, and no retry is sent while
+// the bucket holds maxTokens/2 or less. A Throttle is a retry budget
+// instead, and retryThrottling becomes
+//
+//	Burst     = max(1, ⌊maxTokens/2⌋)
+//	Ratio     = min(tokenRatio, 1)
+//	PerSecond = 0
+//
+// Both let about maxTokens/2 retries through when an outage starts, and
+// earn tokenRatio retries back per call. They differ in what earns: A6
+// earns only on successes, so in a total outage it sends no retry at all
+// once the bucket is half empty, while the budget earns on every call
+// started, so it keeps allowing tokenRatio retries per call (at most one,
+// with the cap on Ratio). A6 also counts every failed attempt, first
+// attempts included, where the budget counts retries.
+//
+// ParseServiceConfig does not apply the config: see
+// interceptor.WithServiceConfig. Methods no entry names keep the Policy
+// given to the interceptor, unless the document has a default entry.
+func ParseServiceConfig(data []byte) (ServiceConfig, error) {
+	var sc ServiceConfig
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return sc, fmt.Errorf("grpcbackoff: service config is not valid JSON: %v (at offset %d)", se, se.Offset)
+		}
+		return sc, fmt.Errorf("grpcbackoff: service config is not valid JSON: %v", err)
+	}
+	p := &scParser{}
+	var doc struct {
+		MethodConfig    json.RawMessage `json:"methodConfig"`
+		RetryThrottling json.RawMessage `json:"retryThrottling"`
+	}
+	if !p.object("service config", data, &doc) {
+		return sc, p.err()
+	}
+	sc.Methods = p.methods(doc.MethodConfig)
+	sc.Throttle = p.throttle(doc.RetryThrottling)
+	if err := p.err(); err != nil {
+		return ServiceConfig{}, err
+	}
+	return sc, nil
+}
+
+// scParser collects the problems of one document.
+type scParser struct {
+	errs  []error
+	names map[string]int // method name -> the index of the entry naming it
+}
+
+func (p *scParser) bad(path, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("grpcbackoff: %s: %s", path, fmt.Sprintf(format, args...)))
+}
+
+func (p *scParser) err() error { return errors.Join(p.errs...) }
+
+// absent reports whether raw is missing or JSON null, which the service
+// config treats alike.
+func absent(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// object decodes the JSON object raw into dst, a struct of json.RawMessage
+// fields, or reports that raw is not an object.
+func (p *scParser) object(path string, raw json.RawMessage, dst any) bool {
+	if !bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("{")) {
+		p.bad(path, "%s is not an object", scShow(raw))
+		return false
+	}
+	if err := json.Unmarshal(raw, dst); err != nil { // only on bugs: raw is valid and fields are raw
+		p.bad(path, "%v", err)
+		return false
+	}
+	return true
+}
+
+// array decodes the JSON array raw, or reports that it is not an array.
+func (p *scParser) array(path string, raw json.RawMessage) ([]json.RawMessage, bool) {
+	var elems []json.RawMessage
+	if !bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("[")) || json.Unmarshal(raw, &elems) != nil {
+		p.bad(path, "%s is not an array", scShow(raw))
+		return nil, false
+	}
+	return elems, true
+}
+
+func (p *scParser) methods(raw json.RawMessage) []MethodConfig {
+	if absent(raw) {
+		return nil
+	}
+	entries, ok := p.array("methodConfig", raw)
+	if !ok {
+		return nil
+	}
+	var out []MethodConfig
+	for i, e := range entries {
+		path := fmt.Sprintf("methodConfig[%d]", i)
+		var entry struct {
+			Name        json.RawMessage `json:"name"`
+			RetryPolicy json.RawMessage `json:"retryPolicy"`
+		}
+		if !p.object(path, e, &entry) {
+			continue
+		}
+		names := p.entryNames(path+".name", entry.Name, i)
+		var pol *Policy
+		if !absent(entry.RetryPolicy) {
+			pol = p.retryPolicy(path+".retryPolicy", entry.RetryPolicy)
+		}
+		if len(names) > 0 {
+			out = append(out, MethodConfig{Names: names, Policy: pol})
+		}
+	}
+	return out
+}
+
+// entryNames reads the names of entry i, refusing names an earlier entry
+// already has.
+func (p *scParser) entryNames(path string, raw json.RawMessage, entry int) []string {
+	if absent(raw) {
+		return nil
+	}
+	elems, ok := p.array(path, raw)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for j, e := range elems {
+		npath := fmt.Sprintf("%s[%d]", path, j)
+		var n struct {
+			Service json.RawMessage `json:"service"`
+			Method  json.RawMessage `json:"method"`
+		}
+		if !p.object(npath, e, &n) {
+			continue
+		}
+		service, ok1 := p.nameString(npath+".service", n.Service)
+		method, ok2 := p.nameString(npath+".method", n.Method)
+		if !ok1 || !ok2 {
+			continue
+		}
+		var name string
+		switch {
+		case service == "" && method != "":
+			p.bad(npath, "method %q needs a service", method)
+			continue
+		case service != "":
+			name = "/" + service + "/" + method
+		}
+		if p.names == nil {
+			p.names = make(map[string]int)
+		}
+		if prev, dup := p.names[name]; dup {
+			what := strconv.Quote(name)
+			if name == "" {
+				what = "the default name {}"
+			}
+			p.bad(npath, "%s is already named by methodConfig[%d]", what, prev)
+			continue
+		}
+		p.names[name] = entry
+		names = append(names, name)
+	}
+	return names
+}
+
+// nameString reads the service or method of a name: a string without "/",
+// where null means "".
+func (p *scParser) nameString(path string, raw json.RawMessage) (string, bool) {
+	if absent(raw) {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		p.bad(path, "%s is not a string", scShow(raw))
+		return "", false
+	}
+	if strings.Contains(s, "/") {
+		p.bad(path, "%q contains \"/\"", s)
+		return "", false
+	}
+	return s, true
+}
+
+func (p *scParser) retryPolicy(path string, raw json.RawMessage) *Policy {
+	var rp struct {
+		MaxAttempts          json.RawMessage `json:"maxAttempts"`
+		InitialBackoff       json.RawMessage `json:"initialBackoff"`
+		MaxBackoff           json.RawMessage `json:"maxBackoff"`
+		BackoffMultiplier    json.RawMessage `json:"backoffMultiplier"`
+		RetryableStatusCodes json.RawMessage `json:"retryableStatusCodes"`
+	}
+	if !p.object(path, raw, &rp) {
+		return nil
+	}
+	before := len(p.errs)
+	attempts := p.maxAttempts(path+".maxAttempts", rp.MaxAttempts)
+	initial := p.duration(path+".initialBackoff", rp.InitialBackoff)
+	maxBackoff := p.duration(path+".maxBackoff", rp.MaxBackoff)
+	mult := p.multiplier(path+".backoffMultiplier", rp.BackoffMultiplier)
+	cs := p.codes(path+".retryableStatusCodes", rp.RetryableStatusCodes)
+	if len(p.errs) > before {
+		return nil
+	}
+	pol := fromA6(attempts, initial, maxBackoff, mult, cs)
+	return &pol
+}
+
+// fromA6 maps a valid A6 retryPolicy onto a Policy, as ParseServiceConfig
+// documents. Halving rounds up, so that a 1 ns backoff stays positive.
+func fromA6(attempts int, initial, maxBackoff time.Duration, mult float64, cs []codes.Code) Policy {
+	base := min(initial, maxBackoff)
+	half := func(d time.Duration) time.Duration { return d/2 + d%2 }
+	return Policy{
+		Initial:     half(base),
+		Multiplier:  mult,
+		Max:         half(maxBackoff),
+		Jitter:      base / 2,
+		MaxAttempts: attempts,
+		Codes:       cs,
+	}
+}
+
+func (p *scParser) required(path string, raw json.RawMessage) bool {
+	if absent(raw) {
+		p.errs = append(p.errs, fmt.Errorf("grpcbackoff: %s is required", path))
+		return false
+	}
+	return true
+}
+
+func (p *scParser) maxAttempts(path string, raw json.RawMessage) int {
+	if !p.required(path, raw) {
+		return 0
+	}
+	num, ok := p.jsonNumber(path, raw)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(num.String(), 10, 0)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		p.bad(path, "%s is out of range", num)
+	case err != nil:
+		p.bad(path, "%s is not an integer", num)
+	case n < 2:
+		p.bad(path, "%d must be at least 2", n)
+	default:
+		return int(n)
+	}
+	return 0
+}
+
+func (p *scParser) duration(path string, raw json.RawMessage) time.Duration {
+	if !p.required(path, raw) {
+		return 0
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		p.bad(path, "%s is not a duration like \"0.1s\"", scShow(raw))
+		return 0
+	}
+	d, err := parseDuration(s)
+	switch {
+	case err != nil:
+		p.bad(path, "%q %v", s, err)
+	case d <= 0:
+		p.bad(path, "%q must be positive", s)
+	default:
+		return d
+	}
+	return 0
+}
+
+// maxDurationSeconds is the largest google.protobuf.Duration, about 10,000
+// years.
+const maxDurationSeconds = 315_576_000_000
+
+// parseDuration reads the JSON form of a google.protobuf.Duration: an
+// optional "-", decimal seconds with at most 9 fractional digits, and "s".
+// Values beyond time.Duration saturate.
+func parseDuration(s string) (time.Duration, error) {
+	errNot := errors.New(`is not a duration like "0.1s"`)
+	num, ok := strings.CutSuffix(s, "s")
+	if !ok {
+		return 0, errNot
+	}
+	neg := strings.HasPrefix(num, "-")
+	num = strings.TrimPrefix(num, "-")
+	whole, frac, _ := strings.Cut(num, ".")
+	if (whole == "" && frac == "") || !scDigits(whole) || !scDigits(frac) {
+		return 0, errNot
+	}
+	if len(frac) > 9 {
+		return 0, errors.New("has more than 9 fractional digits")
+	}
+	var sec int64
+	if whole != "" {
+		var err error
+		if sec, err = strconv.ParseInt(whole, 10, 64); err != nil || sec > maxDurationSeconds {
+			return 0, errors.New("is out of range")
+		}
+	}
+	ns, _ := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
+	var d time.Duration
+	if sec > math.MaxInt64/int64(time.Second)-1 {
+		d = math.MaxInt64
+	} else {
+		d = time.Duration(sec)*time.Second + time.Duration(ns)
+	}
+	if neg {
+		d = -d
+	}
+	return d, nil
+}
+
+func scDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *scParser) multiplier(path string, raw json.RawMessage) float64 {
+	if !p.required(path, raw) {
+		return 0
+	}
+	f, ok := p.number(path, raw)
+	switch {
+	case !ok:
+	case f <= 0:
+		p.bad(path, "%v must be positive", f)
+	case f < 1:
+		p.bad(path, "%v is less than 1: grpcbackoff cannot make delays shrink", f)
+	default:
+		return f
+	}
+	return 0
+}
+
+// jsonNumber reads a JSON number (json.Number alone would also take a
+// string that holds one).
+func (p *scParser) jsonNumber(path string, raw json.RawMessage) (json.Number, bool) {
+	var num json.Number
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] == '"' || json.Unmarshal(raw, &num) != nil {
+		p.bad(path, "%s is not a number", scShow(raw))
+		return "", false
+	}
+	return num, true
+}
+
+func (p *scParser) number(path string, raw json.RawMessage) (float64, bool) {
+	num, ok := p.jsonNumber(path, raw)
+	if !ok {
+		return 0, false
+	}
+	f, err := num.Float64()
+	if err != nil {
+		p.bad(path, "%s is out of range", num)
+		return 0, false
+	}
+	return f, true
+}
+
+// codeNames are the status code names of the service config, indexed by
+// code, as grpc-go's codes.Code.UnmarshalJSON reads them.
+var codeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+}
+
+func (p *scParser) codes(path string, raw json.RawMessage) []codes.Code {
+	if !p.required(path, raw) {
+		return nil
+	}
+	elems, ok := p.array(path, raw)
+	if !ok {
+		return nil
+	}
+	if len(elems) == 0 {
+		p.errs = append(p.errs, fmt.Errorf("grpcbackoff: %s is empty: no code would be retried", path))
+		return nil
+	}
+	var out []codes.Code
+	for i, e := range elems {
+		c, ok := p.code(fmt.Sprintf("%s[%d]", path, i), e)
+		if ok && !containsCode(out, c) { // grpc-go keeps a set: duplicates are harmless
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func containsCode(cs []codes.Code, c codes.Code) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *scParser) code(path string, raw json.RawMessage) (codes.Code, bool) {
+	var name string
+	if json.Unmarshal(raw, &name) == nil {
+		for c, n := range codeNames {
+			if n == name {
+				if c == 0 {
+					p.bad(path, "%q is not an error", name)
+					return 0, false
+				}
+				return codes.Code(c), true
+			}
+		}
+		if upper := strings.ToUpper(name); upper != name && containsName(upper) {
+			p.bad(path, "%q is not a status code name: names are upper case, like %q", name, upper)
+		} else {
+			p.bad(path, "%q is not a status code name like \"UNAVAILABLE\"", name)
+		}
+		return 0, false
+	}
+	var num json.Number // a string is handled above
+	if json.Unmarshal(raw, &num) != nil {
+		p.bad(path, "%s is not a status code name or number", scShow(raw))
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num.String(), 10, 32)
+	switch {
+	case err != nil || n >= uint64(len(codeNames)):
+		p.bad(path, "%s is not a status code (1 to 16)", num)
+	case n == 0:
+		p.bad(path, "0 (OK) is not an error")
+	default:
+		return codes.Code(n), true
+	}
+	return 0, false
+}
+
+func containsName(s string) bool {
+	for _, n := range codeNames {
+		if n == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *scParser) throttle(raw json.RawMessage) *Throttle {
+	if absent(raw) {
+		return nil
+	}
+	var rt struct {
+		MaxTokens  json.RawMessage `json:"maxTokens"`
+		TokenRatio json.RawMessage `json:"tokenRatio"`
+	}
+	if !p.object("retryThrottling", raw, &rt) {
+		return nil
+	}
+	var maxTokens, ratio float64
+	okTokens, okRatio := false, false
+	if p.required("retryThrottling.maxTokens", rt.MaxTokens) {
+		if maxTokens, okTokens = p.number("retryThrottling.maxTokens", rt.MaxTokens); okTokens && !(maxTokens > 0 && maxTokens <= 1000) {
+			p.bad("retryThrottling.maxTokens", "%v is not in (0, 1000]", maxTokens)
+			okTokens = false
+		}
+	}
+	if p.required("retryThrottling.tokenRatio", rt.TokenRatio) {
+		if ratio, okRatio = p.number("retryThrottling.tokenRatio", rt.TokenRatio); okRatio && !(ratio > 0) {
+			p.bad("retryThrottling.tokenRatio", "%v must be positive", ratio)
+			okRatio = false
+		}
+	}
+	if !okTokens || !okRatio {
+		return nil
+	}
+	return &Throttle{
+		Ratio:     min(ratio, 1),
+		PerSecond: 0,
+		Burst:     max(1, int(maxTokens/2)),
+	}
+}
+
+// scShow returns raw compacted and shortened, for an error message.
+func scShow(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		b.Reset()
+		b.Write(raw)
+	}
+	s := b.String()
+	const limit = 40
+	if utf8.RuneCountInString(s) > limit {
+		r := []rune(s)
+		s = string(r[:limit]) + "…"
+	}
+	return s
+}

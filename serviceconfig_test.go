@@ -1,0 +1,503 @@
+package grpcbackoff_test
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// scGRPCDoc is a service config in the style of grpc's documentation
+// (grpc/doc/service_config.md and the retry examples of grpc-go), with the
+// fields grpcbackoff does not read left in.
+const scGRPCDoc = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [
+    {
+      "name": [
+        {"service": "google.cloud.redis.v1.CloudRedis", "method": "GetInstance"},
+        {"service": "google.cloud.redis.v1.CloudRedis", "method": "ListInstances"}
+      ],
+      "waitForReady": true,
+      "timeout": "30s",
+      "retryPolicy": {
+        "maxAttempts": 4,
+        "initialBackoff": "0.1s",
+        "maxBackoff": "1s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]
+      }
+    },
+    {
+      "name": [{"service": "google.cloud.redis.v1.CloudRedis", "method": "CreateInstance"}],
+      "timeout": "600s"
+    },
+    {
+      "name": [{"service": "google.longrunning.Operations"}],
+      "retryPolicy": {
+        "maxAttempts": 8,
+        "initialBackoff": "2s",
+        "maxBackoff": "64s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": [14]
+      }
+    },
+    {
+      "name": [{}],
+      "retryPolicy": {
+        "maxAttempts": 3,
+        "initialBackoff": "1.5s",
+        "maxBackoff": "10s",
+        "backoffMultiplier": 1.5,
+        "retryableStatusCodes": ["UNAVAILABLE", 10, "UNAVAILABLE"]
+      }
+    }
+  ],
+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+}`
+
+// scPolicy builds the Policy ParseServiceConfig should make of an A6
+// retryPolicy, spelled out.
+func scPolicy(initial, maxDelay, jitter time.Duration, mult float64, attempts int, cs ...codes.Code) *grpcbackoff.Policy {
+	return &grpcbackoff.Policy{Initial: initial, Multiplier: mult, Max: maxDelay, Jitter: jitter, MaxAttempts: attempts, Codes: cs}
+}
+
+// scString prints a ServiceConfig without pointers, for messages.
+func scString(sc grpcbackoff.ServiceConfig) string {
+	var b strings.Builder
+	for _, m := range sc.Methods {
+		fmt.Fprintf(&b, "%q:", m.Names)
+		if m.Policy == nil {
+			b.WriteString("no retry; ")
+		} else {
+			fmt.Fprintf(&b, "%+v; ", *m.Policy)
+		}
+	}
+	if sc.Throttle != nil {
+		fmt.Fprintf(&b, "throttle %+v", *sc.Throttle)
+	}
+	return "{" + strings.TrimSuffix(b.String(), "; ") + "}"
+}
+
+// scCase is a service config document and what ParseServiceConfig makes
+// of it.
+type scCase struct {
+	name string
+	doc  string
+	want grpcbackoff.ServiceConfig
+}
+
+// scValidCases are documents that both grpcbackoff and grpc-go accept.
+func scValidCases() []scCase {
+	const redis = "/google.cloud.redis.v1.CloudRedis/"
+	type mc = grpcbackoff.MethodConfig
+	un, re := codes.Unavailable, codes.ResourceExhausted
+	// rp is a retryPolicy with every field valid, for cases that vary one.
+	rp := func(fields string) string {
+		return `{"methodConfig": [{"name": [{"service": "s.S"}], "retryPolicy": {` + fields + `}}]}`
+	}
+	return []scCase{
+		{"grpc docs style", scGRPCDoc, grpcbackoff.ServiceConfig{
+			Methods: []mc{
+				{Names: []string{redis + "GetInstance", redis + "ListInstances"},
+					Policy: scPolicy(50*time.Millisecond, 500*time.Millisecond, 50*time.Millisecond, 2, 4, un, re)},
+				{Names: []string{redis + "CreateInstance"}},
+				{Names: []string{"/google.longrunning.Operations/"},
+					Policy: scPolicy(time.Second, 32*time.Second, time.Second, 2, 8, un)},
+				{Names: []string{""},
+					Policy: scPolicy(750*time.Millisecond, 5*time.Second, 750*time.Millisecond, 1.5, 3, un, codes.Aborted)},
+			},
+			Throttle: &grpcbackoff.Throttle{Ratio: 0.1, PerSecond: 0, Burst: 5},
+		}},
+		{"empty object", `{}`, grpcbackoff.ServiceConfig{}},
+		{"nulls are absent", `{"methodConfig": null, "retryThrottling": null}`, grpcbackoff.ServiceConfig{}},
+		{"only load balancing", `{"loadBalancingPolicy": "round_robin"}`, grpcbackoff.ServiceConfig{}},
+		{"entries without names are skipped", `{"methodConfig": [{"retryPolicy": null}, {"name": []}, {"name": [{"service": "s.S"}]}]}`,
+			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}}}}},
+		{"null and empty method name the service", `{"methodConfig": [{"name": [{"service": "a.A", "method": null}, {"service": "b.B", "method": ""}, {"service": null}]}]}`,
+			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/a.A/", "/b.B/", ""}}}}},
+		{"field names match case-insensitively, as in grpc-go", `{"MethodConfig": [{"Name": [{"Service": "s.S", "METHOD": "M"}], "RetryPolicy": {"MaxAttempts": 2, "InitialBackoff": "1s", "MaxBackoff": "2s", "BackoffMultiplier": 1, "RetryableStatusCodes": ["ABORTED"]}}]}`,
+			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/M"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 1, 2, codes.Aborted)}}}},
+		{"maxAttempts above grpc-go's cap of 5 is kept", rp(`"maxAttempts": 10, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
+			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 2, 10, un)}}}},
+		{"maxBackoff below initialBackoff caps every delay", rp(`"maxAttempts": 2, "initialBackoff": "4s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
+			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 2, 2, un)}}}},
+		{"duration forms", rp(`"maxAttempts": 2, "initialBackoff": ".000000003s", "maxBackoff": "1.000000001s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
+			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(2, 500000001, 1, 2, 2, un)}}}},
+		{"every code name and number", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 1, "retryableStatusCodes": ["CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED", 1, 16]`),
+			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 1, 2,
+				1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)}}}},
+		{"throttling with a small bucket and a large ratio", `{"retryThrottling": {"maxTokens": 1, "tokenRatio": 2.5}}`,
+			grpcbackoff.ServiceConfig{Throttle: &grpcbackoff.Throttle{Ratio: 1, Burst: 1}}},
+		{"throttling at the limits", `{"retryThrottling": {"maxTokens": 1000, "tokenRatio": 0.001}}`,
+			grpcbackoff.ServiceConfig{Throttle: &grpcbackoff.Throttle{Ratio: 0.001, Burst: 500}}},
+	}
+}
+
+func TestParseServiceConfig(t *testing.T) {
+	for _, tc := range scValidCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := grpcbackoff.ParseServiceConfig([]byte(tc.doc))
+			if err != nil {
+				t.Fatalf("ParseServiceConfig(%s): err = %v, want nil", tc.doc, err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ParseServiceConfig(%s) = %s, want %s", tc.doc, scString(got), scString(tc.want))
+			}
+			for i, m := range got.Methods {
+				if m.Policy != nil {
+					if err := m.Policy.Validate(); err != nil {
+						t.Errorf("ParseServiceConfig(%s): Methods[%d].Policy.Validate() = %v, want nil", tc.doc, i, err)
+					}
+				}
+			}
+			if got.Throttle != nil {
+				if err := got.Throttle.Validate(); err != nil {
+					t.Errorf("ParseServiceConfig(%s): Throttle.Validate() = %v, want nil", tc.doc, err)
+				}
+			}
+		})
+	}
+}
+
+// scBadCase is a document ParseServiceConfig refuses, and the errors it
+// returns.
+type scBadCase struct {
+	name string
+	doc  string
+	want []string // one per error, each the start of its line
+}
+
+func scInvalidCases() []scBadCase {
+	// rp is a document whose one retryPolicy has the given fields; ok is a
+	// valid set of fields to vary.
+	rp := func(fields string) string {
+		return `{"methodConfig": [{"name": [{"service": "s.S"}], "retryPolicy": {` + fields + `}}]}`
+	}
+	ok := map[string]string{
+		"maxAttempts":          `3`,
+		"initialBackoff":       `"0.1s"`,
+		"maxBackoff":           `"1s"`,
+		"backoffMultiplier":    `2`,
+		"retryableStatusCodes": `["UNAVAILABLE"]`,
+	}
+	with := func(field, value string) string {
+		var fs []string
+		for _, f := range []string{"maxAttempts", "initialBackoff", "maxBackoff", "backoffMultiplier", "retryableStatusCodes"} {
+			v := ok[f]
+			if f == field {
+				v = value
+			}
+			if v != "" {
+				fs = append(fs, fmt.Sprintf("%q: %s", f, v))
+			}
+		}
+		return rp(strings.Join(fs, ", "))
+	}
+	const path = "grpcbackoff: methodConfig[0].retryPolicy."
+	return []scBadCase{
+		{"syntax error", `{"methodConfig": [}`, []string{"grpcbackoff: service config is not valid JSON: invalid character '}' looking for beginning of value (at offset 19)"}},
+		{"truncated", `{"methodConfig": [`, []string{"grpcbackoff: service config is not valid JSON: unexpected end of JSON input (at offset 18)"}},
+		{"empty", ``, []string{"grpcbackoff: service config is not valid JSON: unexpected end of JSON input (at offset 0)"}},
+		{"not an object", `[]`, []string{"grpcbackoff: service config: [] is not an object"}},
+		{"methodConfig not an array", `{"methodConfig": {"name": []}}`, []string{`grpcbackoff: methodConfig: {"name":[]} is not an array`}},
+		{"entry not an object", `{"methodConfig": [3]}`, []string{"grpcbackoff: methodConfig[0]: 3 is not an object"}},
+		{"name not an array", `{"methodConfig": [{"name": {"service": "s.S"}}]}`, []string{`grpcbackoff: methodConfig[0].name: {"service":"s.S"} is not an array`}},
+		{"name without service", `{"methodConfig": [{"name": [{"method": "Get"}]}]}`, []string{`grpcbackoff: methodConfig[0].name[0]: method "Get" needs a service`}},
+		{"service not a string", `{"methodConfig": [{"name": [{"service": 5}]}]}`, []string{"grpcbackoff: methodConfig[0].name[0].service: 5 is not a string"}},
+		{"service with a slash", `{"methodConfig": [{"name": [{"service": "a/b"}]}]}`, []string{`grpcbackoff: methodConfig[0].name[0].service: "a/b" contains "/"`}},
+		{"name twice", `{"methodConfig": [{"name": [{"service": "s.S", "method": "M"}]}, {"name": [{"service": "t.T"}, {"service": "s.S", "method": "M"}]}]}`,
+			[]string{`grpcbackoff: methodConfig[1].name[1]: "/s.S/M" is already named by methodConfig[0]`}},
+		{"two defaults", `{"methodConfig": [{"name": [{}]}, {"name": [{"service": ""}]}]}`,
+			[]string{"grpcbackoff: methodConfig[1].name[0]: the default name {} is already named by methodConfig[0]"}},
+		{"retryPolicy not an object", `{"methodConfig": [{"name": [{}], "retryPolicy": "yes"}]}`, []string{`grpcbackoff: methodConfig[0].retryPolicy: "yes" is not an object`}},
+		{"retryPolicy empty", rp(``), []string{
+			path + "maxAttempts is required", path + "initialBackoff is required", path + "maxBackoff is required",
+			path + "backoffMultiplier is required", path + "retryableStatusCodes is required"}},
+
+		{"maxAttempts 1", with("maxAttempts", `1`), []string{path + "maxAttempts: 1 must be at least 2"}},
+		{"maxAttempts negative", with("maxAttempts", `-3`), []string{path + "maxAttempts: -3 must be at least 2"}},
+		{"maxAttempts a string", with("maxAttempts", `"3"`), []string{path + `maxAttempts: "3" is not a number`}},
+		{"maxAttempts a fraction", with("maxAttempts", `2.5`), []string{path + "maxAttempts: 2.5 is not an integer"}},
+		{"maxAttempts huge", with("maxAttempts", `99999999999999999999`), []string{path + "maxAttempts: 99999999999999999999 is out of range"}},
+
+		{"milliseconds", with("initialBackoff", `"100ms"`), []string{path + `initialBackoff: "100ms" is not a duration like "0.1s"`}},
+		{"duration a number", with("initialBackoff", `0.1`), []string{path + `initialBackoff: 0.1 is not a duration like "0.1s"`}},
+		{"duration without unit", with("maxBackoff", `"1"`), []string{path + `maxBackoff: "1" is not a duration like "0.1s"`}},
+		{"duration only a unit", with("maxBackoff", `"s"`), []string{path + `maxBackoff: "s" is not a duration like "0.1s"`}},
+		{"duration with a sign", with("maxBackoff", `"+1s"`), []string{path + `maxBackoff: "+1s" is not a duration like "0.1s"`}},
+		{"duration in Go syntax", with("maxBackoff", `"1m30s"`), []string{path + `maxBackoff: "1m30s" is not a duration like "0.1s"`}},
+		{"duration negative", with("initialBackoff", `"-1s"`), []string{path + `initialBackoff: "-1s" must be positive`}},
+		{"duration zero", with("initialBackoff", `"0s"`), []string{path + `initialBackoff: "0s" must be positive`}},
+		{"duration too precise", with("initialBackoff", `"0.0000000001s"`), []string{path + `initialBackoff: "0.0000000001s" has more than 9 fractional digits`}},
+		{"duration out of range", with("maxBackoff", `"315576000001s"`), []string{path + `maxBackoff: "315576000001s" is out of range`}},
+
+		{"multiplier below 1", with("backoffMultiplier", `0.5`), []string{path + "backoffMultiplier: 0.5 is less than 1: grpcbackoff cannot make delays shrink"}},
+		{"multiplier zero", with("backoffMultiplier", `0`), []string{path + "backoffMultiplier: 0 must be positive"}},
+		{"multiplier negative", with("backoffMultiplier", `-2`), []string{path + "backoffMultiplier: -2 must be positive"}},
+		{"multiplier a string", with("backoffMultiplier", `"2"`), []string{path + `backoffMultiplier: "2" is not a number`}},
+
+		{"codes empty", with("retryableStatusCodes", `[]`), []string{path + "retryableStatusCodes is empty: no code would be retried"}},
+		{"codes not a list", with("retryableStatusCodes", `"UNAVAILABLE"`), []string{path + `retryableStatusCodes: "UNAVAILABLE" is not an array`}},
+		{"unknown code name", with("retryableStatusCodes", `["UNAVAILABLE", "UNAVAILABLEX"]`), []string{path + `retryableStatusCodes[1]: "UNAVAILABLEX" is not a status code name like "UNAVAILABLE"`}},
+		{"lower-case code name", with("retryableStatusCodes", `["unavailable"]`), []string{path + `retryableStatusCodes[0]: "unavailable" is not a status code name: names are upper case, like "UNAVAILABLE"`}},
+		{"Go code name", with("retryableStatusCodes", `["Canceled"]`), []string{path + `retryableStatusCodes[0]: "Canceled" is not a status code name like "UNAVAILABLE"`}},
+		{"code 17", with("retryableStatusCodes", `[17]`), []string{path + "retryableStatusCodes[0]: 17 is not a status code (1 to 16)"}},
+		{"code negative", with("retryableStatusCodes", `[-1]`), []string{path + "retryableStatusCodes[0]: -1 is not a status code (1 to 16)"}},
+		{"code as a numeric string", with("retryableStatusCodes", `["14"]`), []string{path + `retryableStatusCodes[0]: "14" is not a status code name like "UNAVAILABLE"`}},
+		{"code OK", with("retryableStatusCodes", `["OK", 0]`), []string{path + `retryableStatusCodes[0]: "OK" is not an error`, path + "retryableStatusCodes[1]: 0 (OK) is not an error"}},
+		{"code of a wrong type", with("retryableStatusCodes", `[true]`), []string{path + "retryableStatusCodes[0]: true is not a status code name or number"}},
+
+		// (grpc-go checks retryThrottling only when there is a methodConfig.)
+		{"throttling not an object", `{"methodConfig": [], "retryThrottling": 10}`, []string{"grpcbackoff: retryThrottling: 10 is not an object"}},
+		{"throttling empty", `{"methodConfig": [], "retryThrottling": {}}`, []string{"grpcbackoff: retryThrottling.maxTokens is required", "grpcbackoff: retryThrottling.tokenRatio is required"}},
+		{"maxTokens 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}`, []string{"grpcbackoff: retryThrottling.maxTokens: 0 is not in (0, 1000]"}},
+		{"maxTokens 2000", `{"methodConfig": [], "retryThrottling": {"maxTokens": 2000, "tokenRatio": 0.1}}`, []string{"grpcbackoff: retryThrottling.maxTokens: 2000 is not in (0, 1000]"}},
+		{"tokenRatio 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": 0}}`, []string{"grpcbackoff: retryThrottling.tokenRatio: 0 must be positive"}},
+		{"tokenRatio a string", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": "0.1"}}`, []string{`grpcbackoff: retryThrottling.tokenRatio: "0.1" is not a number`}},
+
+		{"every problem at once", `{
+			"methodConfig": [
+				{"name": [{"method": "Get"}], "retryPolicy": {"maxAttempts": 1, "initialBackoff": "100ms", "maxBackoff": "1s", "backoffMultiplier": 0.5, "retryableStatusCodes": []}},
+				{"name": [{"service": "s.S"}], "retryPolicy": {"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLEX", 17]}}
+			],
+			"retryThrottling": {"maxTokens": 2000, "tokenRatio": 0}}`, []string{
+			`grpcbackoff: methodConfig[0].name[0]: method "Get" needs a service`,
+			"grpcbackoff: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2",
+			`grpcbackoff: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"`,
+			"grpcbackoff: methodConfig[0].retryPolicy.backoffMultiplier: 0.5 is less than 1",
+			"grpcbackoff: methodConfig[0].retryPolicy.retryableStatusCodes is empty",
+			`grpcbackoff: methodConfig[1].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name`,
+			"grpcbackoff: methodConfig[1].retryPolicy.retryableStatusCodes[1]: 17 is not a status code",
+			"grpcbackoff: retryThrottling.maxTokens: 2000 is not in (0, 1000]",
+			"grpcbackoff: retryThrottling.tokenRatio: 0 must be positive",
+		}},
+	}
+}
+
+func TestParseServiceConfigErrors(t *testing.T) {
+	for _, tc := range scInvalidCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := grpcbackoff.ParseServiceConfig([]byte(tc.doc))
+			if err == nil {
+				t.Fatalf("ParseServiceConfig(%s) = %s, want errors %q", tc.doc, scString(got), tc.want)
+			}
+			if !reflect.DeepEqual(got, grpcbackoff.ServiceConfig{}) {
+				t.Errorf("ParseServiceConfig(%s) = %s with an error, want the zero ServiceConfig", tc.doc, scString(got))
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tc.want) {
+				t.Fatalf("ParseServiceConfig(%s): err = %v (%d errors), want %d errors: %q", tc.doc, err, len(lines), len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("ParseServiceConfig(%s): error %d = %q, want it to start with %q", tc.doc, i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestServiceConfigJitterMapping checks what ParseServiceConfig documents:
+// each delay of the Policy lies within gRFC A6's range for the same retry,
+// the delay without jitter is A6's mean, and jitter adds at most
+// initialBackoff/2 (and initialBackoff/4 on average).
+// TestServiceConfigAgreesWithGRPC checks that grpc-go (building a client
+// with grpc.WithDefaultServiceConfig, which parses without connecting)
+// accepts every document ParseServiceConfig accepts, and refuses every one
+// it refuses, except for the differences ParseServiceConfig documents.
+func TestServiceConfigAgreesWithGRPC(t *testing.T) {
+	grpcAccepts := map[string]bool{
+		"service with a slash": true, // grpc-go makes "/a/b/" of it, which names no method
+		"duration with a sign": true, // strconv.ParseInt takes "+1"; protobuf JSON does not
+		"multiplier below 1":   true, // documented: a Policy cannot shrink delays
+		"code OK":              true, // documented: OK is never an error
+	}
+	accepts := func(doc string) error {
+		cc, err := grpc.NewClient("passthrough:///sc.test",
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultServiceConfig(doc))
+		if err == nil {
+			cc.Close()
+		}
+		return err
+	}
+	for _, tc := range scValidCases() {
+		if err := accepts(tc.doc); err != nil {
+			t.Errorf("%s: grpc-go refuses %s: %v; ParseServiceConfig accepts it", tc.name, tc.doc, err)
+		}
+	}
+	for _, tc := range scInvalidCases() {
+		err := accepts(tc.doc)
+		if got := err == nil; got != grpcAccepts[tc.name] {
+			t.Errorf("%s: grpc-go accepts %s: %v (err %v), want %v", tc.name, tc.doc, got, err, grpcAccepts[tc.name])
+		}
+	}
+}
+
+func TestServiceConfigJitterMapping(t *testing.T) {
+	cases := []struct {
+		initial, maxBackoff string
+		mult                float64
+	}{
+		{"0.1s", "1s", 2},
+		{"1s", "120s", 1.6},
+		{"0.5s", "0.5s", 1},
+		{"4s", "1s", 3}, // maxBackoff below initialBackoff
+		{"0.000000001s", "0.000000003s", 2},
+		{"0.000000003s", "0.000000001s", 10},
+	}
+	for _, tc := range cases {
+		doc := fmt.Sprintf(`{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 10, "initialBackoff": %q, "maxBackoff": %q, "backoffMultiplier": %v, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`,
+			tc.initial, tc.maxBackoff, tc.mult)
+		sc, err := grpcbackoff.ParseServiceConfig([]byte(doc))
+		if err != nil {
+			t.Fatalf("ParseServiceConfig(%s): err = %v", doc, err)
+		}
+		p := *sc.Methods[0].Policy
+		initial, _ := time.ParseDuration(tc.initial)
+		maxBackoff, _ := time.ParseDuration(tc.maxBackoff)
+		for retry := range 9 {
+			// A6's bound for retry n = retry+1, and its mean, in float
+			// nanoseconds; the Policy's durations are rounded to 1 ns.
+			bound := math.Min(float64(initial)*math.Pow(tc.mult, float64(retry)), float64(maxBackoff))
+			mean := bound / 2
+			if got := float64(p.Nominal(retry)); math.Abs(got-mean) > 1 {
+				t.Errorf("%s/%s×%v: Nominal(%d) = %v, want A6's mean %v", tc.initial, tc.maxBackoff, tc.mult, retry, p.Nominal(retry), time.Duration(mean))
+			}
+			const n = 4000
+			var sum float64
+			for range n {
+				d := float64(p.Backoff(retry))
+				if d <= 0 || d > bound+1 {
+					t.Fatalf("%s/%s×%v: Backoff(%d) = %v, outside A6's range (0, %v]", tc.initial, tc.maxBackoff, tc.mult, retry, time.Duration(d), time.Duration(bound))
+				}
+				if d > mean+float64(initial)/2+1 {
+					t.Fatalf("%s/%s×%v: Backoff(%d) = %v, more than initialBackoff/2 above A6's mean %v", tc.initial, tc.maxBackoff, tc.mult, retry, time.Duration(d), time.Duration(mean))
+				}
+				sum += d
+			}
+			// The mean of the draws: A6's mean plus at most initialBackoff/4,
+			// with a margin of initialBackoff/40 (over 20 standard errors).
+			got := sum / n
+			if got < mean-1 || got > mean+float64(initial)/4+float64(initial)/40+1 {
+				t.Errorf("%s/%s×%v: mean of Backoff(%d) = %v, want within [%v, %v + initialBackoff/4]", tc.initial, tc.maxBackoff, tc.mult, retry, time.Duration(got), time.Duration(mean), time.Duration(mean))
+			}
+		}
+	}
+}
+
+// TestServiceConfigThrottleMapping compares, for a lone call retrying during
+// a total outage, the retries gRFC A6's token bucket lets through with those
+// of the budget retryThrottling is mapped to: about maxTokens/2 for both.
+func TestServiceConfigThrottleMapping(t *testing.T) {
+	for _, maxTokens := range []float64{1, 3, 10, 11, 100, 1000} {
+		doc := fmt.Sprintf(`{"retryThrottling": {"maxTokens": %v, "tokenRatio": 0.1}}`, maxTokens)
+		sc, err := grpcbackoff.ParseServiceConfig([]byte(doc))
+		if err != nil {
+			t.Fatalf("ParseServiceConfig(%s): err = %v", doc, err)
+		}
+		// A6: every failed attempt takes a token; the retry is sent only
+		// if more than maxTokens/2 remain.
+		a6, tokens := 0, maxTokens
+		for {
+			tokens--
+			if tokens <= maxTokens/2 {
+				break
+			}
+			a6++
+		}
+		b, err := grpcbackoff.NewBudget(*sc.Throttle)
+		if err != nil {
+			t.Fatalf("NewBudget(%+v) = %v", *sc.Throttle, err)
+		}
+		b.Started()
+		now := time.Unix(0, 0)
+		ours := 0
+		for b.Allow(now) {
+			ours++
+			now = now.Add(time.Hour) // PerSecond 0: time earns nothing
+			if ours > 1000 {
+				t.Fatalf("ParseServiceConfig(%s): the budget never runs out", doc)
+			}
+		}
+		if diff := ours - a6; diff < 0 || diff > 1 {
+			t.Errorf("ParseServiceConfig(%s): a lone call in an outage gets %d retries, want A6's %d (+1 at most)", doc, ours, a6)
+		}
+	}
+}
+
+// TestServiceConfigFreshPolicies checks that each entry gets its own Policy:
+// changing one changes neither the others nor a later parse.
+func TestServiceConfigFreshPolicies(t *testing.T) {
+	sc, err := grpcbackoff.ParseServiceConfig([]byte(scGRPCDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Methods[0].Policy.Codes[0] = codes.Internal
+	sc.Methods[0].Policy.MaxAttempts = 99
+	again, _ := grpcbackoff.ParseServiceConfig([]byte(scGRPCDoc))
+	if got := again.Methods[0].Policy; got.MaxAttempts != 4 || got.Codes[0] != codes.Unavailable {
+		t.Errorf("ParseServiceConfig(scGRPCDoc) after changing an earlier result: Methods[0].Policy = %+v, want MaxAttempts 4, Codes[0] Unavailable", *got)
+	}
+	if sc.Methods[2].Policy.Codes[0] != codes.Unavailable {
+		t.Errorf("changing Methods[0].Policy changed Methods[2].Policy.Codes to %v", sc.Methods[2].Policy.Codes)
+	}
+}
+
+func ExampleParseServiceConfig() {
+	sc, err := grpcbackoff.ParseServiceConfig([]byte(`{
+	  "loadBalancingConfig": [{"round_robin": {}}],
+	  "methodConfig": [{
+	    "name": [{"service": "google.cloud.redis.v1.CloudRedis", "method": "GetInstance"},
+	             {"service": "google.longrunning.Operations"}],
+	    "retryPolicy": {
+	      "maxAttempts": 5,
+	      "initialBackoff": "0.2s",
+	      "maxBackoff": "10s",
+	      "backoffMultiplier": 2,
+	      "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]
+	    }
+	  }, {
+	    "name": [{"service": "google.cloud.redis.v1.CloudRedis", "method": "CreateInstance"}],
+	    "timeout": "600s"
+	  }],
+	  "retryThrottling": {"maxTokens": 20, "tokenRatio": 0.1}
+	}`))
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range sc.Methods {
+		fmt.Println(m.Names)
+		if m.Policy == nil {
+			fmt.Println("  no retry")
+			continue
+		}
+		p := m.Policy
+		fmt.Printf("  %d attempts on %v\n", p.MaxAttempts, p.Codes)
+		fmt.Printf("  delay min(%v·%v^n + U[0, %v], %v)\n", p.Initial, p.Multiplier, p.Jitter, p.Max)
+	}
+	fmt.Printf("throttle %+v\n", *sc.Throttle)
+
+	_, err = grpcbackoff.ParseServiceConfig([]byte(`{"methodConfig": [{"name": [{}],
+	  "retryPolicy": {"maxAttempts": 1, "initialBackoff": "100ms", "maxBackoff": "1s",
+	    "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLEX"]}}]}`))
+	fmt.Println(err)
+	// Output:
+	// [/google.cloud.redis.v1.CloudRedis/GetInstance /google.longrunning.Operations/]
+	//   5 attempts on [Unavailable ResourceExhausted]
+	//   delay min(100ms·2^n + U[0, 100ms], 5s)
+	// [/google.cloud.redis.v1.CloudRedis/CreateInstance]
+	//   no retry
+	// throttle {Ratio:0.1 PerSecond:0 Burst:10}
+	// grpcbackoff: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2
+	// grpcbackoff: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
+	// grpcbackoff: methodConfig[0].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name like "UNAVAILABLE"
+}
