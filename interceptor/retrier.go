@@ -40,7 +40,7 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // interceptors it returns share its Policy, throttle and hooks. Build one per
 // client connection (DialOptions does). A Retrier is safe for concurrent use.
 type Retrier struct {
-	policy   *compiled // the default Policy; nil: no retry
+	policy   *compiled            // the default Policy; nil: no retry
 	budget   *grpcbackoff.Budget  // nil: no throttle
 	methods  map[string]*compiled // per-method policies; nil entry: no retry
 	onRetry  func(Retry)
