@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/draw"
+	"image/png"
+	"math"
+	"os"
+	"strings"
+
+	chart "github.com/wcharczuk/go-chart/v2"
+	"github.com/wcharczuk/go-chart/v2/drawing"
+
+	"github.com/platformkit/grpcbackoff/internal/stormsim"
+)
+
+const (
+	chartWidth       = 1000
+	chartPanelHeight = 420
+)
+
+// palette gives each strategy the same colour in both panels.
+var palette = []drawing.Color{
+	{R: 214, G: 39, B: 40, A: 255},  // red
+	{R: 255, G: 127, B: 14, A: 255}, // orange
+	{R: 31, G: 119, B: 180, A: 255}, // blue
+	{R: 44, G: 160, B: 44, A: 255},  // green
+}
+
+var grey = drawing.Color{R: 120, G: 120, B: 120, A: 255}
+
+// writeChart writes two panels, one above the other, to path (PNG or SVG by
+// its extension): the server's concurrency (at the end of each second, on a
+// log scale) and the goodput (successful calls per second), one line per
+// strategy, with the limit, the offered load and the pause marked.
+func writeChart(path string, sc stormsim.Scenario, results []stormsim.Result) error {
+	svg := strings.HasSuffix(path, ".svg")
+	provider := chart.PNG
+	if svg {
+		provider = chart.SVG
+	}
+	var panels [][]byte
+	for _, c := range []chart.Chart{concurrencyChart(sc, results), goodputChart(sc, results)} {
+		var b bytes.Buffer
+		if err := c.Render(provider, &b); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		panels = append(panels, b.Bytes())
+	}
+	var out []byte
+	var err error
+	if svg {
+		out = stackSVG(panels)
+	} else if out, err = stackPNG(panels); err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+func concurrencyChart(sc stormsim.Scenario, results []stormsim.Result) chart.Chart {
+	top := float64(sc.Model.Limit)
+	var series []chart.Series
+	for i, r := range results {
+		x, y := make([]float64, len(r.Samples)), make([]float64, len(r.Samples))
+		for j, s := range r.Samples {
+			x[j], y[j] = float64(s.Second+1), math.Max(float64(s.Concurrency), 1)
+			top = math.Max(top, y[j])
+		}
+		series = append(series, line(r.Strategy, x, y, palette[i%len(palette)], false))
+	}
+	limit := float64(sc.Model.Limit)
+	series = append(series, line(fmt.Sprintf("limit (%d)", sc.Model.Limit), span(sc), []float64{limit, limit}, grey, true))
+	top = math.Pow(10, math.Ceil(math.Log10(top)))
+	series = append(series, pauseBand(sc, top)...)
+	return panel(sc, fmt.Sprintf("Server concurrency (requests in flight at the end of each second, log scale; 1 stands for 0) - %d clients, latency rule %v",
+		sc.Population.Clients, sc.Model.Rule),
+		series, &chart.LogarithmicRange{Min: 0, Max: top})
+}
+
+func goodputChart(sc stormsim.Scenario, results []stormsim.Result) chart.Chart {
+	offered := sc.Population.Offered()
+	top := offered * 1.5
+	var series []chart.Series
+	for i, r := range results {
+		x, y := make([]float64, len(r.Samples)), make([]float64, len(r.Samples))
+		for j, s := range r.Samples {
+			x[j], y[j] = float64(s.Second+1), float64(s.OK)
+			top = math.Max(top, y[j])
+		}
+		series = append(series, line(r.Strategy, x, y, palette[i%len(palette)], false))
+	}
+	series = append(series, line(fmt.Sprintf("offered (%.0f/s)", offered), span(sc), []float64{offered, offered}, grey, true))
+	step := niceStep(top / 6)
+	top = math.Ceil(top/step) * step
+	series = append(series, pauseBand(sc, top)...)
+	c := panel(sc, "Goodput (successful calls per second)", series, &chart.ContinuousRange{Min: 0, Max: top})
+	for y := 0.0; y <= top; y += step {
+		c.YAxis.Ticks = append(c.YAxis.Ticks, chart.Tick{Value: y, Label: fmt.Sprintf("%.0f", y)})
+	}
+	return c
+}
+
+// niceStep returns the least of 1, 2 or 5 times a power of ten that is at
+// least x.
+func niceStep(x float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(math.Max(x, 1))))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= x {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func panel(sc stormsim.Scenario, title string, series []chart.Series, yRange chart.Range) chart.Chart {
+	end := sc.Duration.Seconds()
+	step := math.Max(1, math.Round(end/12))
+	var ticks []chart.Tick
+	for x := 0.0; x <= end; x += step {
+		ticks = append(ticks, chart.Tick{Value: x, Label: fmt.Sprintf("%.0f", x)})
+	}
+	c := chart.Chart{
+		Title:      title,
+		TitleStyle: chart.Style{FontSize: 11, Padding: chart.Box{Top: 6}},
+		Width:      chartWidth,
+		Height:     chartPanelHeight,
+		Background: chart.Style{Padding: chart.Box{Top: 70, Left: 20, Right: 20, Bottom: 10}},
+		XAxis: chart.XAxis{
+			Name:  "model time (s)", // no name on the Y axes: go-chart's SVG output rotates the text drawn after a rotated one
+			Range: &chart.ContinuousRange{Min: 0, Max: end},
+			Ticks: ticks,
+		},
+		YAxis: chart.YAxis{
+			Range:          yRange,
+			ValueFormatter: func(v any) string { return fmt.Sprintf("%.0f", v.(float64)) },
+		},
+		YAxisSecondary: chart.YAxis{Style: chart.Hidden()}, // unused: no stray ticks
+		Series:         series,
+	}
+	c.Elements = []chart.Renderable{chart.LegendThin(&c, chart.Style{FontSize: 9})}
+	return c
+}
+
+func line(name string, x, y []float64, color drawing.Color, dashed bool) chart.ContinuousSeries {
+	st := chart.Style{StrokeColor: color, StrokeWidth: 2}
+	if dashed {
+		st.StrokeWidth = 1
+		st.StrokeDashArray = []float64{5, 5}
+	}
+	return chart.ContinuousSeries{Name: name, XValues: x, YValues: y, Style: st}
+}
+
+// span is the x extent of the run.
+func span(sc stormsim.Scenario) []float64 {
+	return []float64{0, sc.Duration.Seconds()}
+}
+
+// pauseBand marks the start and end of the pause with vertical lines.
+func pauseBand(sc stormsim.Scenario, top float64) []chart.Series {
+	from, to := sc.PauseAt.Seconds(), (sc.PauseAt + sc.Pause).Seconds()
+	st := chart.Style{StrokeColor: grey, StrokeWidth: 1, StrokeDashArray: []float64{2, 4}}
+	return []chart.Series{
+		chart.ContinuousSeries{Name: fmt.Sprintf("pause %v–%v", sc.PauseAt, sc.PauseAt+sc.Pause), XValues: []float64{from, from}, YValues: []float64{1, top}, Style: st},
+		chart.ContinuousSeries{XValues: []float64{to, to}, YValues: []float64{1, top}, Style: st},
+	}
+}
+
+// stackPNG draws the PNG panels one above the other.
+func stackPNG(panels [][]byte) ([]byte, error) {
+	var imgs []image.Image
+	h := 0
+	for _, p := range panels {
+		img, err := png.Decode(bytes.NewReader(p))
+		if err != nil {
+			return nil, fmt.Errorf("chart: %w", err)
+		}
+		imgs = append(imgs, img)
+		h += img.Bounds().Dy()
+	}
+	out := image.NewRGBA(image.Rect(0, 0, chartWidth, h))
+	y := 0
+	for _, img := range imgs {
+		b := img.Bounds()
+		draw.Draw(out, image.Rect(0, y, b.Dx(), y+b.Dy()), img, b.Min, draw.Src)
+		y += b.Dy()
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, out); err != nil {
+		return nil, fmt.Errorf("chart: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// stackSVG nests the SVG panels, one above the other, in one document.
+func stackSVG(panels [][]byte) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="%d" height="%d">`+"\n",
+		chartWidth, chartPanelHeight*len(panels))
+	for i, p := range panels {
+		s := string(p)
+		s = strings.Replace(s, "<svg ", fmt.Sprintf(`<svg x="0" y="%d" width="%d" height="%d" `, i*chartPanelHeight, chartWidth, chartPanelHeight), 1)
+		b.WriteString(s)
+		b.WriteString("\n")
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
