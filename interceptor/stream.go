@@ -72,8 +72,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	}
 	s.sent = s.first[:0]
 	if err != nil {
-		s.retryMu.Lock()
-		defer s.retryMu.Unlock()
+		// No other goroutine has s yet: no need to claim the retry.
 		if final := s.retryLocked(nil, err); final != nil {
 			return nil, final
 		}
@@ -86,8 +85,9 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 //
 // Locking: mu guards the attempt, the kept messages and the flags; it is never
 // held while waiting for the network except while replaying messages to a
-// new attempt. retryMu serializes the retries themselves, which RecvMsg and
-// Header may both want to start.
+// new attempt. One goroutine at a time retries (RecvMsg and Header may both
+// want to): it claims the retry by setting retrying, and the others wait for
+// it to close that channel. No mutex is held during a backoff wait.
 type retryStream struct {
 	ctx      context.Context
 	desc     *grpc.StreamDesc
@@ -106,10 +106,56 @@ type retryStream struct {
 	first  [1]any            // sent's first backing array: a server stream sends one
 	size   int               // weight of sent (see sizeOf)
 	closed bool              // the caller called CloseSend
-	final  error             // the error the stream ended with, if retrying ended it; set once, by the goroutine retrying
 
-	retryMu sync.Mutex
-	c       call // guarded by retryMu
+	final atomic.Pointer[error] // the error the stream ended with, if retrying ended it
+
+	retrying chan struct{} // guarded by mu; non-nil while a goroutine retries, closed when it is done
+	c        call          // used only by the goroutine that claimed the retry
+
+	// recvMu serializes receiving on an attempt before the commit, which
+	// Header does to learn how an attempt without headers ended. Lock order:
+	// recvMu, then mu.
+	recvMu sync.Mutex
+}
+
+// claimRetry waits until no other goroutine is retrying, then checks attempt
+// a, which failed. If a is still the current attempt and the stream neither
+// committed nor ended, it claims the retry and returns a release function;
+// otherwise it returns nil and what happened meanwhile: the stream's final
+// error, or nil if another goroutine retried a already.
+func (s *retryStream) claimRetry(a grpc.ClientStream) (release func(), final error, committed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.retrying != nil {
+		ch := s.retrying
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
+	switch {
+	case s.finalErr() != nil:
+		return nil, s.finalErr(), true
+	case a != s.cur:
+		return nil, nil, false
+	case s.committed.Load():
+		return nil, nil, true
+	}
+	ch := make(chan struct{})
+	s.retrying = ch
+	return func() {
+		s.mu.Lock()
+		s.retrying = nil
+		s.mu.Unlock()
+		close(ch)
+	}, nil, false
+}
+
+// finalErr returns the error the stream ended with, if retrying ended it.
+func (s *retryStream) finalErr() error {
+	if e := s.final.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // commitLocked ends retrying: from now on the caller talks to cur directly.
@@ -194,8 +240,8 @@ func (s *retryStream) CloseSend() error {
 
 func (s *retryStream) RecvMsg(m any) error {
 	if s.committed.Load() {
-		if s.final != nil {
-			return s.final // the retry decision that made it counted the attempt
+		if err := s.finalErr(); err != nil {
+			return err // the retry decision that made it counted the attempt
 		}
 		err := s.cur.RecvMsg(m)
 		if err != nil {
@@ -204,8 +250,10 @@ func (s *retryStream) RecvMsg(m any) error {
 		return err
 	}
 	for {
+		s.recvMu.Lock()
 		a := s.attempt()
 		err := a.RecvMsg(m)
+		s.recvMu.Unlock()
 		if err == nil || err == io.EOF {
 			s.commit()
 			if err == io.EOF {
@@ -235,7 +283,7 @@ func (s *retryStream) ended(err error) {
 
 func (s *retryStream) Header() (metadata.MD, error) {
 	if s.committed.Load() {
-		if s.final != nil {
+		if s.finalErr() != nil {
 			return nil, nil // as grpc: the error comes from RecvMsg
 		}
 		return s.cur.Header()
@@ -244,20 +292,48 @@ func (s *retryStream) Header() (metadata.MD, error) {
 		a := s.attempt()
 		md, err := a.Header()
 		if md != nil || err != nil {
-			s.commit()
+			s.mu.Lock()
+			replaced := a != s.cur
+			if !replaced {
+				s.commitLocked() // the headers are delivered
+			}
+			s.mu.Unlock()
+			if replaced {
+				continue // a failed and was retried meanwhile: its headers are not the stream's
+			}
 			return md, err
 		}
 		// No headers: the attempt ended without any (trailers only), so it
-		// carried no message either, and RecvMsg returns how it ended.
-		err = a.RecvMsg(new(emptypb.Empty))
-		if err == nil || err == io.EOF {
-			s.commit()
-			return nil, nil
-		}
-		if final := s.retry(a, err); final != nil {
+		// carried no message either, and receiving returns how it ended.
+		if done := s.headerless(a); done {
 			return nil, nil
 		}
 	}
+}
+
+// headerless handles attempt a, which ended without headers, for Header: it
+// learns how a ended and retries it if it should. It reports whether Header
+// is done (the stream committed or ended); otherwise a new attempt is in
+// place.
+func (s *retryStream) headerless(a grpc.ClientStream) (done bool) {
+	release, _, committed := s.claimRetry(a)
+	if release == nil {
+		return committed // if not, another goroutine retried a already
+	}
+	defer release()
+	// While the retry is claimed, cur stays a, so a concurrent RecvMsg can
+	// only be receiving on a, which has ended: recvMu comes free at once.
+	s.recvMu.Lock()
+	err := a.RecvMsg(new(emptypb.Empty))
+	s.recvMu.Unlock()
+	if err == nil || err == io.EOF {
+		s.commit()
+		return true
+	}
+	s.mu.Lock()
+	s.broken = true
+	s.mu.Unlock()
+	return s.retryLocked(a.Trailer(), err) != nil
 }
 
 func (s *retryStream) Trailer() metadata.MD {
@@ -287,21 +363,16 @@ func (s *retryStream) commit() {
 // returns nil when a new attempt is in place (or was already put in place by
 // another goroutine), and otherwise the error the stream ends with.
 func (s *retryStream) retry(a grpc.ClientStream, err error) error {
-	s.retryMu.Lock()
-	defer s.retryMu.Unlock()
-	s.mu.Lock()
-	switch {
-	case s.final != nil:
-		s.mu.Unlock()
-		return s.final
-	case a != s.cur:
-		s.mu.Unlock()
-		return nil // another goroutine retried already
-	case s.committed.Load():
-		s.mu.Unlock()
-		s.ended(err)
-		return err // a SendMsg committed the stream meanwhile
+	release, final, committed := s.claimRetry(a)
+	if release == nil {
+		if final == nil && committed {
+			s.ended(err)
+			return err // a SendMsg committed the stream meanwhile
+		}
+		return final // nil: another goroutine retried a already
 	}
+	defer release()
+	s.mu.Lock()
 	s.broken = true
 	s.mu.Unlock()
 	return s.retryLocked(a.Trailer(), err)
@@ -309,7 +380,7 @@ func (s *retryStream) retry(a grpc.ClientStream, err error) error {
 
 // retryLocked waits and opens new attempts until one opens, replaying the
 // kept messages into it, or until retrying ends. trailer is the failed
-// attempt's trailer; err its error.
+// attempt's trailer; err its error. The caller has claimed the retry.
 func (s *retryStream) retryLocked(trailer metadata.MD, err error) error {
 	for {
 		d, final := s.c.next(s.ctx, err, trailer)
@@ -323,7 +394,7 @@ func (s *retryStream) retryLocked(trailer metadata.MD, err error) error {
 			final = err
 		}
 		if final != nil {
-			s.final = final
+			s.final.Store(&final)
 			s.commitLocked()
 			s.mu.Unlock()
 			return final

@@ -1193,3 +1193,52 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamHeaderConcurrentWithRecv calls Header in one goroutine while
+// another receives, on a bidi stream whose first attempts fail before any
+// header: both must see only the attempt that succeeds.
+func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stFail(codes.Unavailable), stFail(codes.Unavailable), stStep{Header: true, Recv: stAll, Send: 2}))
+			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			stream, err := c.FullDuplexCall(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var (
+				header  metadata.MD
+				got     []string
+				recvErr error
+				wg      sync.WaitGroup
+			)
+			wg.Go(func() { header, _ = stream.Header() })
+			wg.Go(func() {
+				for {
+					r, err := stream.Recv()
+					if err != nil {
+						recvErr = err
+						return
+					}
+					got = append(got, string(r.GetPayload().GetBody()))
+				}
+			})
+			for _, m := range []string{"a", "b"} {
+				if err := stream.Send(&testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: []byte(m)}}); err != nil {
+					t.Fatalf("Send(%s) = %v", m, err)
+				}
+			}
+			stream.CloseSend()
+			wg.Wait()
+			if v := header.Get("x-attempt"); !slices.Equal(v, []string{"2"}) {
+				t.Errorf("Header() x-attempt = %q, want the successful attempt's, 2", v)
+			}
+			if recvErr != io.EOF || !slices.Equal(got, []string{"r0", "r1"}) {
+				t.Errorf("received %q then %v, want [r0 r1] then EOF", got, recvErr)
+			}
+			if as := srv.attemptsOf(""); len(as) != 3 || !slices.Equal(as[2].Msgs, []string{"a", "b"}) {
+				t.Errorf("attempts = %d, last got %q; want 3, the last with [a b]", len(as), as[len(as)-1].Msgs)
+			}
+		})
+	}
+}
