@@ -2,6 +2,7 @@ package grpcbackoff
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -43,25 +44,16 @@ type Hint struct {
 // (RetryInfo details) and its trailer metadata (pushback), either of which
 // may be nil.
 //
-// The bounds, for hostile or broken servers: a negative or invalid RetryInfo
-// delay is ignored (the Policy's own delay applies); a pushback trailer that
+// The bounds, for hostile or broken servers: a negative or malformed
+// RetryInfo delay is ignored (the Policy's own delay applies), one too large
+// for a protobuf Duration counts as the longest time.Duration; a pushback trailer that
 // is not a single non-negative decimal integer of milliseconds means Stop; a
 // delay too large for a time.Duration saturates. What a delay longer than
 // Policy.Max means is decided by Policy.RetryDelay.
 func ServerHint(st *status.Status, trailer metadata.MD) Hint {
 	var h Hint
 	if st != nil {
-		for _, d := range st.Details() {
-			ri, ok := d.(*errdetails.RetryInfo)
-			if !ok || ri.GetRetryDelay() == nil {
-				continue
-			}
-			if ri.GetRetryDelay().CheckValid() != nil {
-				continue
-			}
-			// AsDuration saturates instead of overflowing.
-			h.Delay = max(h.Delay, ri.GetRetryDelay().AsDuration())
-		}
+		h.Delay = retryInfoDelay(st)
 	}
 	if vals := trailer.Get(PushbackKey); len(vals) > 0 {
 		d, ok := parsePushback(vals)
@@ -71,6 +63,32 @@ func ServerHint(st *status.Status, trailer metadata.MD) Hint {
 		h.Delay = max(h.Delay, d)
 	}
 	return h
+}
+
+// retryInfoDelay returns the longest RetryInfo delay in st's details, or 0.
+// Only RetryInfo details are decoded: a status can carry many others.
+func retryInfoDelay(st *status.Status) time.Duration {
+	var longest time.Duration
+	for _, a := range st.Proto().GetDetails() {
+		if !strings.HasSuffix(a.GetTypeUrl(), "/google.rpc.RetryInfo") {
+			continue
+		}
+		var ri errdetails.RetryInfo
+		if a.UnmarshalTo(&ri) != nil || ri.GetRetryDelay() == nil {
+			continue
+		}
+		d := ri.GetRetryDelay()
+		switch {
+		case d.CheckValid() == nil:
+			// AsDuration saturates instead of overflowing.
+			longest = max(longest, d.AsDuration())
+		case d.GetSeconds() > 0 && d.GetNanos() >= 0:
+			// Beyond the 10,000 years a Duration may hold, but clearly
+			// positive: as long as a time.Duration can be.
+			longest = time.Duration(1<<63 - 1)
+		}
+	}
+	return longest
 }
 
 // parsePushback reads the values of a pushback trailer: exactly one

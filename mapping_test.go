@@ -2,6 +2,7 @@ package grpcbackoff_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -108,10 +109,11 @@ func TestServerHint(t *testing.T) {
 		{"RetryInfo 1s -1ns invalid", unavailable(rawRetryInfo(1, -1)), nil, grpcbackoff.Hint{}},
 		{"RetryInfo -1s +1ns invalid", unavailable(rawRetryInfo(-1, 1)), nil, grpcbackoff.Hint{}},
 		{"RetryInfo 1e9 nanos invalid", unavailable(rawRetryInfo(0, 1e9)), nil, grpcbackoff.Hint{}},
-		{"RetryInfo past 10000 years invalid", unavailable(rawRetryInfo(maxPBSeconds+1, 0)), nil, grpcbackoff.Hint{}},
+		{"RetryInfo past 10000 years saturates", unavailable(rawRetryInfo(maxPBSeconds+1, 0)), nil, grpcbackoff.Hint{Delay: math.MaxInt64}},
+		{"RetryInfo past 10000 years, negative, ignored", unavailable(rawRetryInfo(-maxPBSeconds-1, 0)), nil, grpcbackoff.Hint{}},
 		{"several RetryInfo: longest wins", unavailable(retryInfo(time.Second), retryInfo(5*time.Second), retryInfo(2*time.Second)), nil,
 			grpcbackoff.Hint{Delay: 5 * time.Second}},
-		{"invalid RetryInfo beside a valid one", unavailable(rawRetryInfo(maxPBSeconds+1, 0), retryInfo(2*time.Second), rawRetryInfo(9, -1)), nil,
+		{"invalid RetryInfo beside a valid one", unavailable(rawRetryInfo(-maxPBSeconds-1, 0), retryInfo(2*time.Second), rawRetryInfo(9, -1)), nil,
 			grpcbackoff.Hint{Delay: 2 * time.Second}},
 		{"other details ignored", unavailable(
 			&errdetails.ErrorInfo{Reason: "RATE_LIMITED", Domain: "example.com"},

@@ -204,7 +204,10 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	if m := c.r.metrics; m != nil {
 		m.attempt(c.method, st.Code())
 	}
-	if cerr := ctx.Err(); cerr != nil {
+	// The caller's context is done, or its deadline has passed (the attempt
+	// can fail with it a moment before ctx.Err says so).
+	dl, hasDeadline := ctx.Deadline()
+	if cerr := ctx.Err(); cerr != nil || hasDeadline && !now.Before(dl) {
 		if c.attempts == 1 {
 			return 0, err
 		}
@@ -224,7 +227,7 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	if !ok {
 		return 0, c.fail(err, now, grpcbackoff.ServerRefused)
 	}
-	if dl, ok := ctx.Deadline(); ok && !now.Add(d).Before(dl) {
+	if hasDeadline && !now.Add(d).Before(dl) {
 		return 0, c.fail(err, now, grpcbackoff.Deadline)
 	}
 	if c.r.budget != nil && !c.r.budget.Allow(now) {
