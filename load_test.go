@@ -1,0 +1,527 @@
+package grpcbackoff_test
+
+// Load: thousands of unary calls and hundreds of streams through one set of
+// interceptors (one Retrier, one ClientConn, the default policy and
+// throttle) during an outage and the recovery. The run is in a synctest
+// bubble, so the 60 s outage costs no real time and a goroutine left behind
+// fails the test.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// ldCallKey is the request metadata that names a call, so that the server
+// and the client can count the attempts of each call.
+const ldCallKey = "x-call"
+
+// ldServer is a TestService that can be down, answers after a latency, and
+// counts the attempts of each call.
+type ldServer struct {
+	testgrpc.UnimplementedTestServiceServer
+
+	latency time.Duration
+	down    atomic.Bool
+	lis     *bufconn.Listener
+	srv     *grpc.Server
+
+	mu   sync.Mutex
+	seen map[string]int // attempts per call
+}
+
+func newLdServer(tb testing.TB, latency time.Duration) *ldServer {
+	s := &ldServer{
+		latency: latency,
+		lis:     bufconn.Listen(1 << 20),
+		srv:     grpc.NewServer(grpc.WaitForHandlers(true)),
+		seen:    make(map[string]int),
+	}
+	testgrpc.RegisterTestServiceServer(s.srv, s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.srv.Serve(s.lis)
+	}()
+	tb.Cleanup(func() {
+		s.srv.Stop()
+		_ = s.lis.Close()
+		<-done
+	})
+	return s
+}
+
+func (s *ldServer) conn(tb testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
+	base := []grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}
+	cc, err := grpc.NewClient("passthrough:///load", append(base, opts...)...)
+	if err != nil {
+		panic(err)
+	}
+	tb.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// admit records an attempt, waits the latency and says whether the server
+// is down.
+func (s *ldServer) admit(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	id := ""
+	if v := md.Get(ldCallKey); len(v) > 0 {
+		id = v[0]
+	}
+	s.mu.Lock()
+	s.seen[id]++
+	s.mu.Unlock()
+	t := time.NewTimer(s.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if s.down.Load() {
+		return status.Error(codes.Unavailable, "load: server is down")
+	}
+	return nil
+}
+
+func (s *ldServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	if err := s.admit(ctx); err != nil {
+		return nil, err
+	}
+	return &testgrpc.SimpleResponse{Payload: req.GetPayload()}, nil
+}
+
+func (s *ldServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+	if err := s.admit(ss.Context()); err != nil {
+		return err
+	}
+	for i := range 3 {
+		body := string(req.GetPayload().GetBody()) + "/" + strconv.Itoa(i)
+		if err := ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte(body)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *ldServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]) error {
+	if err := s.admit(ss.Context()); err != nil {
+		return err
+	}
+	for {
+		m, err := ss.Recv()
+		if err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: m.GetPayload()}); err != nil {
+			return err
+		}
+	}
+}
+
+// ldAttempts is a client interceptor, installed inside the retrying ones,
+// that counts the attempts of each call.
+type ldAttempts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *ldAttempts) record(ctx context.Context) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	id := ""
+	if v := md.Get(ldCallKey); len(v) > 0 {
+		id = v[0]
+	}
+	a.mu.Lock()
+	a.n[id]++
+	a.mu.Unlock()
+}
+
+func (a *ldAttempts) dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			a.record(ctx)
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			a.record(ctx)
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	}
+}
+
+// ldCall is what one call did.
+type ldCall struct {
+	id         string
+	stream     bool
+	start, end time.Time
+	err        error
+	got        []string
+	want       []string
+}
+
+// ldRun makes call c: a unary call, a server stream (even streams) or a bidi
+// stream (odd ones), each with the caller's deadline.
+func ldRun(ctx context.Context, client testgrpc.TestServiceClient, c *ldCall, n int) {
+	ctx = metadata.AppendToOutgoingContext(ctx, ldCallKey, c.id)
+	payload := func(s string) *testgrpc.Payload { return &testgrpc.Payload{Body: []byte(s)} }
+	body := func(m *testgrpc.StreamingOutputCallResponse) string { return string(m.GetPayload().GetBody()) }
+	switch {
+	case !c.stream:
+		c.want = []string{c.id}
+		resp, err := client.UnaryCall(ctx, &testgrpc.SimpleRequest{Payload: payload(c.id)})
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.got = []string{string(resp.GetPayload().GetBody())}
+	case n%2 == 0:
+		c.want = []string{c.id + "/0", c.id + "/1", c.id + "/2"}
+		st, err := client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{Payload: payload(c.id)})
+		if err != nil {
+			c.err = err
+			return
+		}
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				if err != io.EOF {
+					c.err = err
+				}
+				return
+			}
+			c.got = append(c.got, body(m))
+		}
+	default:
+		c.want = []string{c.id + "/a", c.id + "/b", c.id + "/c"}
+		st, err := client.FullDuplexCall(ctx)
+		if err != nil {
+			c.err = err
+			return
+		}
+		// Send on another goroutine while receiving, as bidi callers do:
+		// retries and commits then race with sends.
+		sent := make(chan struct{})
+		go func() {
+			defer close(sent)
+			for _, m := range c.want {
+				if st.Send(&testgrpc.StreamingOutputCallRequest{Payload: payload(m)}) != nil {
+					break // io.EOF: Recv says why
+				}
+			}
+			st.CloseSend()
+		}()
+		defer func() { <-sent }()
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				if err != io.EOF {
+					c.err = err
+				}
+				return
+			}
+			c.got = append(c.got, body(m))
+		}
+	}
+}
+
+// ldPeak samples the process's goroutines and memory.
+type ldPeak struct {
+	samples    int
+	goroutines int
+	heapInuse  uint64
+	sys        uint64
+	inFlight   int64
+}
+
+func (p *ldPeak) sample(inFlight int64) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	p.samples++
+	p.goroutines = max(p.goroutines, runtime.NumGoroutine())
+	p.heapInuse = max(p.heapInuse, ms.HeapInuse)
+	p.sys = max(p.sys, ms.Sys)
+	p.inFlight = max(p.inFlight, inFlight)
+}
+
+// TestLoadOutageAndRecovery runs the storm twice: with the default
+// throttle, which must hold the retries to its budget, and without one, where
+// every call retries as its Policy says and the streams replay concurrently.
+func TestLoadOutageAndRecovery(t *testing.T) {
+	nUnary, nStreams := 2000, 200
+	if testing.Short() {
+		nUnary, nStreams = 200, 20
+	}
+	t.Run("default throttle", func(t *testing.T) {
+		throttle := grpcbackoff.DefaultThrottle()
+		ldStorm(t, nUnary, nStreams, &throttle)
+	})
+	t.Run("no throttle", func(t *testing.T) { ldStorm(t, nUnary, nStreams, nil) })
+}
+
+// ldStorm makes nUnary unary calls and nStreams streams through one Retrier
+// with the default policy and throttle (none if nil), half of them at once
+// when an outage of 60 s starts, the others spread over 90 s, and checks
+// that every call ended within its deadline, that the attempts add up with
+// what the server saw, and that the throttle held.
+func ldStorm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
+	const (
+		outage   = 60 * time.Second       // the server is down from the start for this long
+		span     = 90 * time.Second       // the spread-out half of the calls start within this
+		deadline = 30 * time.Second       // every call's deadline
+		latency  = 250 * time.Millisecond // every attempt's time at the server
+		every    = 100 * time.Millisecond // sampling period
+	)
+	wall := time.Now()
+	synctest.Test(t, func(t *testing.T) {
+		srv := newLdServer(t, latency)
+		srv.down.Store(true)
+
+		type retryEvent struct {
+			at        time.Time
+			throttled bool
+		}
+		var (
+			mu      sync.Mutex
+			retries []retryEvent
+		)
+		policy := grpcbackoff.DefaultPolicy()
+		opts := []interceptor.Option{interceptor.WithOnRetry(func(rt interceptor.Retry) {
+			mu.Lock()
+			retries = append(retries, retryEvent{time.Now(), rt.Throttled})
+			mu.Unlock()
+		})}
+		if throttle != nil {
+			opts = append(opts, interceptor.WithThrottle(*throttle))
+		} else {
+			opts = append(opts, interceptor.WithoutThrottle())
+		}
+		r, err := interceptor.New(policy, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := &ldAttempts{n: make(map[string]int)}
+		cc := srv.conn(t, append(r.DialOptions(), counted.dialOptions()...)...)
+		client := testgrpc.NewTestServiceClient(cc)
+
+		t0 := time.Now()
+		time.AfterFunc(outage, func() { srv.down.Store(false) })
+
+		// Half of each kind start at once at t0 (a burst of over a
+		// thousand concurrent calls); the others spread over span.
+		n := nUnary + nStreams
+		calls := make([]ldCall, n)
+		var wg sync.WaitGroup
+		var inFlight atomic.Int64
+		for i := range calls {
+			c := &calls[i]
+			c.stream = i >= nUnary
+			k := i
+			if c.stream {
+				k = i - nUnary
+				c.id = "s" + strconv.Itoa(k)
+			} else {
+				c.id = "u" + strconv.Itoa(k)
+			}
+			total := nUnary
+			if c.stream {
+				total = nStreams
+			}
+			var at time.Duration
+			if k >= total/2 {
+				at = span * time.Duration(k-total/2) / time.Duration(total-total/2)
+			}
+			wg.Add(1)
+			time.AfterFunc(at, func() {
+				defer wg.Done()
+				inFlight.Add(1)
+				defer inFlight.Add(-1)
+				ctx, cancel := context.WithTimeout(t.Context(), deadline)
+				defer cancel()
+				c.start = time.Now()
+				ldRun(ctx, client, c, k)
+				c.end = time.Now()
+			})
+		}
+
+		var peak ldPeak
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				peak.sample(inFlight.Load())
+				select {
+				case <-tick.C:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		wg.Wait()
+		close(stop)
+		<-sampled
+		peak.sample(inFlight.Load())
+		ended := time.Since(t0)
+
+		// Every call ended, within its deadline, as a success or an
+		// UNAVAILABLE (or DEADLINE_EXCEEDED, if the deadline came
+		// during an attempt) with its attempts counted.
+		var ok, failed int
+		reasons := map[grpcbackoff.Reason]int{}
+		for i := range calls {
+			c := &calls[i]
+			if c.end.IsZero() {
+				t.Fatalf("call %s did not end", c.id)
+			}
+			if d := c.end.Sub(c.start); d > deadline {
+				t.Errorf("call %s took %v, longer than its deadline (%v)", c.id, d, deadline)
+			}
+			counted.mu.Lock()
+			attempts := counted.n[c.id]
+			counted.mu.Unlock()
+			srv.mu.Lock()
+			seen := srv.seen[c.id]
+			srv.mu.Unlock()
+			if seen != attempts || attempts < 1 || attempts > policy.MaxAttempts {
+				t.Errorf("call %s: server saw %d attempts, client made %d, want equal and within 1..%d", c.id, seen, attempts, policy.MaxAttempts)
+			}
+			if c.err == nil {
+				ok++
+				if !slices.Equal(c.got, c.want) {
+					t.Errorf("call %s received %q, want %q", c.id, c.got, c.want)
+				}
+				if !c.start.Before(t0.Add(outage)) && attempts != 1 {
+					t.Errorf("call %s started after the recovery and made %d attempts, want 1", c.id, attempts)
+				}
+				continue
+			}
+			failed++
+			if code := status.Code(c.err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+				t.Errorf("call %s: status.Code(err) = %v, want Unavailable or DeadlineExceeded (%v)", c.id, code, c.err)
+			}
+			if !c.start.Before(t0.Add(outage)) {
+				t.Errorf("call %s started after the recovery and failed: %v", c.id, c.err)
+			}
+			var e *grpcbackoff.Error
+			if errors.As(c.err, &e) {
+				reasons[e.Reason]++
+				if e.Attempts != attempts {
+					t.Errorf("call %s: Error.Attempts = %d, want the %d attempts made", c.id, e.Attempts, attempts)
+				}
+			} else if attempts != 1 {
+				t.Errorf("call %s: err = %v after %d attempts, want a *grpcbackoff.Error", c.id, c.err, attempts)
+			}
+		}
+		if ok+failed != n {
+			t.Errorf("successes + failures = %d + %d, want %d calls", ok, failed, n)
+		}
+
+		// The attempts add up: the server saw one per call and one per
+		// retry granted, and nothing else.
+		granted, throttled := 0, 0
+		for _, ev := range retries {
+			if ev.throttled {
+				throttled++
+			} else {
+				granted++
+			}
+		}
+		serverTotal := 0
+		srv.mu.Lock()
+		for _, v := range srv.seen {
+			serverTotal += v
+		}
+		srv.mu.Unlock()
+		if serverTotal != n+granted {
+			t.Errorf("attempts the server saw = %d, want %d calls + %d retries = %d", serverTotal, n, granted, n+granted)
+		}
+
+		// The throttle held: at every instant, the retries granted so far
+		// are within Burst + Ratio·(calls started so far) + PerSecond·(time).
+		tr := grpcbackoff.Throttle{Burst: math.MaxInt32, Ratio: 1} // no throttle: no bound
+		if throttle != nil {
+			tr = *throttle
+		}
+		starts := make([]time.Time, n)
+		for i := range calls {
+			starts[i] = calls[i].start
+		}
+		slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+		slices.SortStableFunc(retries, func(a, b retryEvent) int { return a.at.Compare(b.at) })
+		bound := func(at time.Time) float64 {
+			started, _ := slices.BinarySearchFunc(starts, at, func(s, at time.Time) int {
+				if s.After(at) {
+					return 1
+				}
+				return -1
+			})
+			return float64(tr.Burst) + tr.Ratio*float64(started) + tr.PerSecond*at.Sub(t0).Seconds()
+		}
+		sofar, duringOutage := 0, 0
+		for i, ev := range retries {
+			if !ev.throttled {
+				sofar++
+				if ev.at.Before(t0.Add(outage)) {
+					duringOutage++
+				}
+			}
+			if i+1 < len(retries) && retries[i+1].at.Equal(ev.at) {
+				continue // check at the end of each instant
+			}
+			if b := bound(ev.at); float64(sofar) > b+1e-9 {
+				t.Errorf("at %v, %d retries granted, want at most %.1f (Burst + Ratio·started + PerSecond·t)", ev.at.Sub(t0), sofar, b)
+				break
+			}
+		}
+		outageBound := bound(t0.Add(outage).Add(-time.Nanosecond))
+		switch {
+		case throttle != nil && throttled == 0:
+			t.Errorf("no retry was throttled, want the throttle to hold the storm back")
+		case throttle == nil && throttled != 0:
+			t.Errorf("%d retries throttled without a throttle, want 0", throttled)
+		}
+
+		t.Logf("%d unary calls + %d streams, outage %v, deadline %v: %d succeeded, %d failed %v; ended after %v of fake time",
+			nUnary, nStreams, outage, deadline, ok, failed, reasons, ended)
+		if throttle != nil {
+			t.Logf("retries: %d granted (%d during the outage, bound %.1f), %d throttled; server attempts %d",
+				granted, duringOutage, outageBound, throttled, serverTotal)
+		} else {
+			t.Logf("retries: %d granted (%d during the outage), none throttled; server attempts %d",
+				granted, duringOutage, serverTotal)
+		}
+		t.Logf("peak over %d samples: %d goroutines, %d calls in flight, HeapInuse %.1f MiB, Sys %.1f MiB",
+			peak.samples, peak.goroutines, peak.inFlight, float64(peak.heapInuse)/(1<<20), float64(peak.sys)/(1<<20))
+	})
+	t.Logf("real time: %v", time.Since(wall).Round(time.Millisecond))
+}
