@@ -759,7 +759,10 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 	}
 }
 
-var stSeed = flag.Uint64("stream.seed", 0, "seed of TestStreamProperty (0: random)")
+var (
+	stSeed    = flag.Uint64("stream.seed", 0, "seed of TestStreamProperty (0: random)")
+	stStreams = flag.Int("stream.n", 200, "number of streams TestStreamProperty runs (CI runs more)")
+)
 
 // TestStreamProperty runs many streams of every kind against a server that
 // fails attempts at random points, and checks what no retry may break:
@@ -779,7 +782,7 @@ func TestStreamProperty(t *testing.T) {
 	}()
 	rng := rand.New(rand.NewPCG(seed, seed))
 
-	const streams = 200
+	streams := *stStreams
 	limits := []int{DefaultBufferLimit, 0, 60, 150}
 	retryable := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 	p := stPolicy()
