@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -90,18 +91,6 @@ func seconds(s ...float64) []time.Duration {
 	return d
 }
 
-func sameDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestRedisClientRetriesWithTheRecipe(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -132,7 +121,7 @@ func TestRedisClientRetriesWithTheRecipe(t *testing.T) {
 				if got := status.Code(err); got != wantCode {
 					t.Errorf("GetInstance code = %v, want %v (%v)", got, wantCode, err)
 				}
-				if got := gaps(srv, redistest.MethodGetInstance); !sameDurations(got, tc.wantGaps) {
+				if got := gaps(srv, redistest.MethodGetInstance); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps between attempts = %v, want %v", got, tc.wantGaps)
 				}
 			})
@@ -189,7 +178,7 @@ func TestRedisClientKeepsStatusDetails(t *testing.T) {
 			t.Errorf("details = %v, want the server's RetryInfo of 2s", st.Details())
 		}
 		// RetryInfo 2 s is longer than 1 s, shorter than 4 s.
-		if got, want := gaps(srv, redistest.MethodGetInstance), seconds(2, 2, 4, 8, 16, 32, 32); !sameDurations(got, want) {
+		if got, want := gaps(srv, redistest.MethodGetInstance), seconds(2, 2, 4, 8, 16, 32, 32); !slices.Equal(got, want) {
 			t.Errorf("gaps = %v, want %v", got, want)
 		}
 	})
@@ -217,7 +206,7 @@ func TestRedisClientHonoursRetryInfo(t *testing.T) {
 				if status.Code(err) != tc.wantCode {
 					t.Errorf("code = %v, want %v", status.Code(err), tc.wantCode)
 				}
-				if got := gaps(srv, redistest.MethodGetInstance); !sameDurations(got, tc.wantGaps) {
+				if got := gaps(srv, redistest.MethodGetInstance); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
 				}
 			})
@@ -406,7 +395,7 @@ func TestRedisClientHonoursPushback(t *testing.T) {
 				if status.Code(err) != tc.wantCode {
 					t.Errorf("code = %v, want %v", status.Code(err), tc.wantCode)
 				}
-				if got := gaps(srv, redistest.MethodGetInstance); !sameDurations(got, tc.wantGaps) {
+				if got := gaps(srv, redistest.MethodGetInstance); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
 				}
 				var e *grpcbackoff.Error

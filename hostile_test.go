@@ -27,7 +27,6 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 	"github.com/platformkit/grpcbackoff/redistest"
 )
 
@@ -165,31 +165,13 @@ func newHsServer(tb testing.TB, act hsAct) *hsServer {
 		delivered: make(chan struct{}),
 	}
 	testgrpc.RegisterTestServiceServer(s.srv, s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.srv.Serve(s.lis) // nil after Stop
-	}()
-	tb.Cleanup(func() {
-		s.srv.Stop()
-		_ = s.lis.Close()
-		<-done
-	})
+	bufconntest.Serve(tb, s.srv, s.lis)
 	return s
 }
 
 // conn dials s with opts; the connection is closed when the test ends.
 func (s *hsServer) conn(tb testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
-	base := []grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-	}
-	cc, err := grpc.NewClient("passthrough:///hostile", append(base, opts...)...)
-	if err != nil {
-		panic(err)
-	}
-	tb.Cleanup(func() { _ = cc.Close() })
-	return cc
+	return bufconntest.Dial(tb, s.lis.DialContext, opts...)
 }
 
 // seen returns the number of attempts the server saw.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"net"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,7 +22,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -31,6 +29,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 // ldCallKey is the request metadata that names a call, so that the server
@@ -59,30 +58,12 @@ func newLdServer(tb testing.TB, latency time.Duration) *ldServer {
 		seen:    make(map[string]int),
 	}
 	testgrpc.RegisterTestServiceServer(s.srv, s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.srv.Serve(s.lis)
-	}()
-	tb.Cleanup(func() {
-		s.srv.Stop()
-		_ = s.lis.Close()
-		<-done
-	})
+	bufconntest.Serve(tb, s.srv, s.lis)
 	return s
 }
 
 func (s *ldServer) conn(tb testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
-	base := []grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-	}
-	cc, err := grpc.NewClient("passthrough:///load", append(base, opts...)...)
-	if err != nil {
-		panic(err)
-	}
-	tb.Cleanup(func() { _ = cc.Close() })
-	return cc
+	return bufconntest.Dial(tb, s.lis.DialContext, opts...)
 }
 
 // admit records an attempt, waits the latency and says whether the server

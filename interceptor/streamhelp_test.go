@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,13 +18,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 // stKind is the kind of a stream, named after the interop method that has it.
@@ -115,31 +114,13 @@ func newStServer(tb testing.TB, script func(stream string, attempt int) stStep) 
 		attempts: make(map[string][]*stAttempt),
 	}
 	testgrpc.RegisterTestServiceServer(s.srv, s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.srv.Serve(s.lis) // nil after Stop
-	}()
-	tb.Cleanup(func() {
-		s.srv.Stop()
-		_ = s.lis.Close()
-		<-done
-	})
+	bufconntest.Serve(tb, s.srv, s.lis)
 	return s
 }
 
 // client dials s with opts; the connection is closed when the test ends.
 func (s *stServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
-	base := []grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-	}
-	cc, err := grpc.NewClient("passthrough:///bufconn", append(base, opts...)...)
-	if err != nil {
-		panic(err)
-	}
-	tb.Cleanup(func() { _ = cc.Close() })
-	return testgrpc.NewTestServiceClient(cc)
+	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
 }
 
 // attemptsOf returns a copy of what the server saw of stream id's attempts.

@@ -78,18 +78,6 @@ func call(ctx context.Context, t *testing.T, ic grpc.UnaryClientInterceptor, s *
 	return ic(ctx, "/pkg.Svc/Get", "req", new(string), nil, s.invoke, opts...)
 }
 
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestUnaryRetriesWithExactDelays(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -116,7 +104,7 @@ func TestUnaryRetriesWithExactDelays(t *testing.T) {
 				if got := status.Code(err); got != tc.wantCode {
 					t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
 				}
-				if got := s.gaps(); !equalDurations(got, tc.wantGaps) {
+				if got := s.gaps(); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps between attempts = %v, want %v", got, tc.wantGaps)
 				}
 			})
@@ -266,7 +254,7 @@ func TestUnaryServerHints(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := &script{errs: []error{tc.err}, trailers: []metadata.MD{tc.trailer}}
 				err := call(t.Context(), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
-				if got := s.gaps(); !equalDurations(got, tc.wantGaps) {
+				if got := s.gaps(); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
 				}
 				if tc.wantGaps == nil {
