@@ -104,6 +104,19 @@ func (s *Server) FailNext(method string, n int, code codes.Code) {
 	}
 }
 
+// ClearFaults drops every queued fault and returns how many failures they
+// still held, so that a test step cannot leak its faults into the next.
+func (s *Server) ClearFaults() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, f := range s.faults {
+		n += f.Count
+	}
+	s.faults = nil
+	return n
+}
+
 // Down makes every call fail with UNAVAILABLE ("redistest: server is down"),
 // after any latency, until [Server.Up]. Calls are still recorded. Queued faults
 // are neither consumed nor dropped while the Server is down.

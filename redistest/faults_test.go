@@ -363,3 +363,21 @@ func TestUnservedMethodsGoThroughInterceptors(t *testing.T) {
 		t.Errorf("recorded %v, want %v", got, want)
 	}
 }
+
+func TestClearFaults(t *testing.T) {
+	srv := NewServer()
+	defer srv.Close()
+	srv.FailNext(MethodGetInstance, 3, codes.Unavailable)
+	srv.FailNext("", 2, codes.ResourceExhausted)
+	if n := srv.ClearFaults(); n != 5 {
+		t.Errorf("ClearFaults() = %d, want the 5 failures still queued", n)
+	}
+	client := redispb.NewCloudRedisClient(srv.Conn())
+	_, err := client.ListInstances(t.Context(), &redispb.ListInstancesRequest{Parent: "projects/p/locations/l"})
+	if err != nil {
+		t.Errorf("ListInstances after ClearFaults = %v, want success", err)
+	}
+	if n := srv.ClearFaults(); n != 0 {
+		t.Errorf("ClearFaults() again = %d, want 0", n)
+	}
+}
