@@ -2,7 +2,6 @@ package grpcbackoff
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -66,15 +65,12 @@ func ServerHint(st *status.Status, trailer metadata.MD) Hint {
 }
 
 // retryInfoDelay returns the longest RetryInfo delay in st's details, or 0.
-// Only RetryInfo details are decoded: a status can carry many others.
+// (Details allocates nothing for a status without details, the common case.)
 func retryInfoDelay(st *status.Status) time.Duration {
 	var longest time.Duration
-	for _, a := range st.Proto().GetDetails() {
-		if !strings.HasSuffix(a.GetTypeUrl(), "/google.rpc.RetryInfo") {
-			continue
-		}
-		var ri errdetails.RetryInfo
-		if a.UnmarshalTo(&ri) != nil || ri.GetRetryDelay() == nil {
+	for _, d := range st.Details() {
+		ri, ok := d.(*errdetails.RetryInfo)
+		if !ok || ri.GetRetryDelay() == nil {
 			continue
 		}
 		d := ri.GetRetryDelay()

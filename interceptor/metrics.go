@@ -62,8 +62,11 @@ type metrics struct {
 	backoff                    metric.Float64Histogram
 
 	// attrs caches the attribute options per method, code and reason, so
-	// that recording allocates nothing once they have been seen.
+	// that recording allocates nothing once they have been seen; ok caches
+	// those of successful attempts by method alone, for the success path
+	// (a string key hashes faster than a struct).
 	attrs sync.Map // attrKey -> *measureOpts
+	ok    sync.Map // method -> *measureOpts
 }
 
 type measureOpts struct {
@@ -121,7 +124,15 @@ func (m *metrics) opts(k attrKey) *measureOpts {
 }
 
 func (m *metrics) attempt(method string, code codes.Code) {
-	m.attempts.Add(context.Background(), 1, m.opts(attrKey{method: method, code: code}).add...)
+	if code != codes.OK {
+		m.attempts.Add(context.Background(), 1, m.opts(attrKey{method: method, code: code}).add...)
+		return
+	}
+	v, ok := m.ok.Load(method)
+	if !ok {
+		v, _ = m.ok.LoadOrStore(method, m.opts(attrKey{method: method, code: codes.OK}))
+	}
+	m.attempts.Add(context.Background(), 1, v.(*measureOpts).add...)
 }
 
 func (m *metrics) retry(method string, code codes.Code, d time.Duration) {

@@ -47,6 +47,8 @@ type Retrier struct {
 	logger   *slog.Logger
 	metrics  *metrics // nil: none
 	bufLimit int
+
+	noPushback bool // do not ask gRPC for unary calls' trailers
 }
 
 // compiled is a validated Policy with its codes as a bit set.
@@ -109,6 +111,16 @@ func WithoutThrottle() Option {
 // block.
 func WithOnRetry(f func(Retry)) Option {
 	return func(r *Retrier) error { r.onRetry = f; return nil }
+}
+
+// WithoutPushback stops reading the grpc-retry-pushback-ms trailer of unary
+// calls (streams read it at no cost). Reading it takes a grpc.Trailer call
+// option on every call, for which grpc-go allocates a copy of the trailer
+// even when the call succeeds: one allocation and about 0.3% of a call over
+// an in-memory connection. RetryInfo details are still honoured. Use it where
+// no server sends pushback and every allocation counts.
+func WithoutPushback() Option {
+	return func(r *Retrier) error { r.noPushback = true; return nil }
 }
 
 // WithLogger logs each retry decision at level Info (Warn when throttled).
@@ -300,10 +312,8 @@ func (c *call) succeeded() {
 }
 
 // retryContext returns the context for attempt c.attempts+1, which tells the
-// server how many attempts came before it.
+// server how many attempts came before it. It always derives from the
+// caller's ctx, so the key is added once.
 func (c *call) retryContext(ctx context.Context) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
-	md.Set(PreviousAttemptsKey, strconv.Itoa(c.attempts))
-	return metadata.NewOutgoingContext(ctx, md)
+	return metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.attempts))
 }

@@ -50,7 +50,9 @@ func getUnaryState(opts []grpc.CallOption) *unaryState {
 }
 
 func (s *unaryState) release() {
-	clear(s.buf[:])
+	if len(s.opts) <= len(s.buf) {
+		clear(s.buf[:len(s.opts)])
+	}
 	s.opts, s.trailer = nil, nil
 	unaryStates.Put(s)
 }
@@ -66,32 +68,44 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	s := getUnaryState(opts)
-	err = invoker(ctx, method, req, reply, cc, s.opts...)
+	var s *unaryState
+	if !r.noPushback {
+		s = getUnaryState(opts)
+		opts = s.opts
+	}
+	err = invoker(ctx, method, req, reply, cc, opts...)
 	if err == nil {
-		s.release()
+		if s != nil {
+			s.release()
+		}
 		if r.metrics != nil {
 			r.metrics.attempt(method, codes.OK)
 		}
 		return nil
 	}
-	return r.retryUnary(ctx, call{r: r, p: p, max: max, method: method, attempts: 1}, req, reply, cc, invoker, s, err)
+	return r.retryUnary(ctx, call{r: r, p: p, max: max, method: method, attempts: 1}, req, reply, cc, invoker, s, opts, err)
 }
 
-// retryUnary is the slow path: attempt 1 failed with err.
-func (r *Retrier) retryUnary(ctx context.Context, c call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, s *unaryState, err error) error {
-	defer s.release()
+// retryUnary is the slow path: attempt 1 failed with err. s is nil without
+// pushback; opts are the options of every attempt.
+func (r *Retrier) retryUnary(ctx context.Context, c call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, s *unaryState, opts []grpc.CallOption, err error) error {
+	if s != nil {
+		defer s.release()
+	}
 	method := c.method
 	for {
-		d, final := c.next(ctx, err, s.trailer)
+		var trailer metadata.MD
+		if s != nil {
+			trailer, s.trailer = s.trailer, nil // not held through the wait
+		}
+		d, final := c.next(ctx, err, trailer)
 		if final != nil {
 			return final
 		}
 		if final := c.wait(ctx, d, err); final != nil {
 			return final
 		}
-		s.trailer = nil
-		err = invoker(c.retryContext(ctx), method, req, reply, cc, s.opts...)
+		err = invoker(c.retryContext(ctx), method, req, reply, cc, opts...)
 		c.attempts++
 		if err == nil {
 			c.succeeded()

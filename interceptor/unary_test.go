@@ -448,3 +448,25 @@ func TestUnaryManyCallOptions(t *testing.T) {
 		}
 	})
 }
+
+func TestUnaryWithoutPushback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pushback := metadata.Pairs(grpcbackoff.PushbackKey, "5000")
+		s := &script{errs: []error{retryInfo(3 * time.Second), status.Error(codes.Unavailable, "x")}, trailers: []metadata.MD{pushback, pushback}}
+		ic := interceptor.Unary(exact(), interceptor.WithoutPushback())
+		if err := call(t.Context(), t, ic, s); err != nil {
+			t.Fatal(err)
+		}
+		// RetryInfo still counts (3 s); the pushback of 5 s is not read.
+		if got, want := s.gaps(), []time.Duration{3 * time.Second, 2 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("gaps = %v, want %v", got, want)
+		}
+		for i, opts := range s.opts {
+			for _, o := range opts {
+				if _, ok := o.(grpc.TrailerCallOption); ok {
+					t.Errorf("attempt %d asked gRPC for the trailer, want no grpc.Trailer option", i+1)
+				}
+			}
+		}
+	})
+}
