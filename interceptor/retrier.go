@@ -19,6 +19,7 @@ package interceptor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -146,19 +147,18 @@ func WithBufferLimit(n int) Option {
 }
 
 // New returns a Retrier that carries out p, or an error naming every invalid
-// field of p and every invalid option. Use it for configuration read at run
+// field of p and every invalid option, all at once. Use it for configuration read at run
 // time; Unary, Stream and DialOptions panic instead.
 func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	c, err := compile(p)
-	if err != nil {
-		return nil, err
-	}
+	errs := []error{err}
 	budget, _ := grpcbackoff.NewBudget(grpcbackoff.DefaultThrottle())
 	r := &Retrier{policy: &c, budget: budget, bufLimit: DefaultBufferLimit}
 	for _, o := range opts {
-		if err := o(r); err != nil {
-			return nil, err
-		}
+		errs = append(errs, o(r))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
