@@ -22,61 +22,39 @@ var sendingNames = slices.DeleteFunc(slices.Clone(streamNames), func(n string) b
 
 // BenchmarkServerStream is a server stream: one request, msgs responses.
 func BenchmarkServerStream(b *testing.B) {
-	ms := newMechs(b, defaults, streamNames...)
-	for _, n := range streamMsgs {
+	benchStreams(b, streamNames, func(ctx context.Context, m *mech, n int) func() error {
 		req := outputRequest(n)
-		for _, i := range order(b, len(ms)) {
-			m := ms[i]
-			b.Run(fmt.Sprintf("msgs=%d/mech=%s", n, m.name), func(b *testing.B) {
-				ctx := context.Background()
-				op := func() error { return serverStream(ctx, m, req, n) }
-				warmUp(b, max(2, 100/n), op)
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := op(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				reportPerMsg(b, n)
-			})
-		}
-	}
+		return func() error { return serverStream(ctx, m, req, n) }
+	})
 }
 
 // BenchmarkClientStream is a client stream: msgs requests, one response.
 func BenchmarkClientStream(b *testing.B) {
-	ms := newMechs(b, defaults, sendingNames...)
 	req := &testgrpc.StreamingInputCallRequest{Payload: newPayload(payloadSize)}
-	for _, n := range streamMsgs {
-		for _, i := range order(b, len(ms)) {
-			m := ms[i]
-			b.Run(fmt.Sprintf("msgs=%d/mech=%s", n, m.name), func(b *testing.B) {
-				ctx := context.Background()
-				op := func() error { return clientStream(ctx, m, req, n) }
-				warmUp(b, max(2, 100/n), op)
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := op(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				reportPerMsg(b, n)
-			})
-		}
-	}
+	benchStreams(b, sendingNames, func(ctx context.Context, m *mech, n int) func() error {
+		return func() error { return clientStream(ctx, m, req, n) }
+	})
 }
 
 // BenchmarkBidiStream is a bidirectional stream of msgs requests, each
 // answered before the next is sent (ping-pong).
 func BenchmarkBidiStream(b *testing.B) {
-	ms := newMechs(b, defaults, sendingNames...)
 	req := outputRequest(1)
+	benchStreams(b, sendingNames, func(ctx context.Context, m *mech, n int) func() error {
+		return func() error { return bidiStream(ctx, m, req, n) }
+	})
+}
+
+// benchStreams runs one sub-benchmark per message count and mechanism of
+// names, in shuffled order; newOp returns the op that makes one whole stream
+// of n messages through m.
+func benchStreams(b *testing.B, names []string, newOp func(ctx context.Context, m *mech, n int) func() error) {
+	ms := newMechs(b, defaults, names...)
 	for _, n := range streamMsgs {
 		for _, i := range order(b, len(ms)) {
 			m := ms[i]
 			b.Run(fmt.Sprintf("msgs=%d/mech=%s", n, m.name), func(b *testing.B) {
-				ctx := context.Background()
-				op := func() error { return bidiStream(ctx, m, req, n) }
+				op := newOp(context.Background(), m, n)
 				warmUp(b, max(2, 100/n), op)
 				b.ReportAllocs()
 				for b.Loop() {
