@@ -41,6 +41,7 @@ var reasonText = [...]string{
 	Throttled:     "retry throttled",
 }
 
+// String returns a short phrase for r, as used in Error's message.
 func (r Reason) String() string {
 	if r > 0 && int(r) < len(reasonText) {
 		return reasonText[r]
@@ -83,6 +84,7 @@ func (e *Error) GRPCStatus() *status.Status {
 	return status.FromProto(p)
 }
 
+// Error formats e as gRPC formats a status error, with GRPCStatus's message.
 func (e *Error) Error() string { return e.GRPCStatus().Err().Error() }
 
 // Unwrap returns the last attempt's error.
