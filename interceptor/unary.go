@@ -17,6 +17,10 @@ import (
 // written in code should fail at start-up, like regexp.MustCompile. Use New
 // for configuration read at run time.
 //
+// Every attempt gets the caller's call options, so those with effects per
+// attempt (grpc.OnFinish, grpc.Header, grpc.Trailer) act on each attempt,
+// the last one's winning.
+//
 // Each call to Unary has its own throttle; use DialOptions, or the methods of
 // one Retrier, to share one between the unary and stream interceptors.
 func Unary(p grpcbackoff.Policy, opts ...Option) grpc.UnaryClientInterceptor {
