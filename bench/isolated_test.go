@@ -19,7 +19,7 @@ import (
 // built-in retry lives inside the transport's stream and has no column here.
 
 // isoNames are the mechanisms of the isolated benchmarks.
-var isoNames = []string{bare, ours, oursHook, oursNoop, oursSDK, oursAll, middleware, gaxInvoke}
+var isoNames = []string{bare, ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB, middleware, gaxInvoke}
 
 // isoMethod is the method every isolated call names.
 const isoMethod = "/grpc.testing.TestService/UnaryCall"
@@ -42,7 +42,7 @@ func isoMech(name string, s setting, kind string) (isoCall, []grpc.CallOption) {
 		return func(ctx context.Context, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 			return invoker(ctx, isoMethod, req, reply, nil, opts...)
 		}, opts
-	case ours, oursHook, oursNoop, oursSDK, oursAll:
+	case ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB:
 		r, err := interceptor.New(oursPolicy(s), oursOptions(name, s, retries)...)
 		if err != nil {
 			panic(err)

@@ -27,22 +27,23 @@ import (
 // The mechanisms, as the mech= key of every benchmark names them. Each one is
 // a client connection to the one fake server, set up as its users set it up.
 const (
-	bare       = "bare"       // no retry layer: grpc.NewClient's defaults; the limit
-	ours       = "ours"       // interceptor.DialOptions(grpcbackoff.DefaultPolicy()): throttle on
-	oursHook   = "ours+hook"  // ours with WithOnRetry
-	oursNoop   = "ours+noop"  // ours with WithMeterProvider(noop.NewMeterProvider())
-	oursSDK    = "ours+sdk"   // ours with the OpenTelemetry SDK and a manual reader
-	oursAll    = "ours+all"   // ours with the hook and the SDK
-	grpcRetry  = "grpcretry"  // grpc-go's built-in retry, from a service config, with its throttle
-	middleware = "middleware" // go-grpc-middleware/v2/interceptors/retry
-	gaxInvoke  = "gax"        // gax.Invoke with gax.OnCodes around each call, as Google's clients do
+	bare       = "bare"          // no retry layer: grpc.NewClient's defaults; the limit
+	ours       = "ours"          // interceptor.DialOptions(grpcbackoff.DefaultPolicy()): throttle on
+	oursHook   = "ours+hook"     // ours with WithOnRetry
+	oursNoop   = "ours+noop"     // ours with WithMeterProvider(noop.NewMeterProvider())
+	oursSDK    = "ours+sdk"      // ours with the OpenTelemetry SDK and a manual reader
+	oursAll    = "ours+all"      // ours with the hook and the SDK
+	oursNoPB   = "ours-pushback" // ours with WithoutPushback: no grpc.Trailer option
+	grpcRetry  = "grpcretry"     // grpc-go's built-in retry, from a service config, with its throttle
+	middleware = "middleware"    // go-grpc-middleware/v2/interceptors/retry
+	gaxInvoke  = "gax"           // gax.Invoke with gax.OnCodes around each call, as Google's clients do
 )
 
 // unaryNames are the mechanisms of the unary benchmarks; streamNames those of
 // the stream benchmarks (the variants of ours that only matter on a retry
 // are left out there).
 var (
-	unaryNames  = []string{bare, ours, oursHook, oursNoop, oursSDK, oursAll, grpcRetry, middleware, gaxInvoke}
+	unaryNames  = []string{bare, ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB, grpcRetry, middleware, gaxInvoke}
 	streamNames = []string{bare, ours, oursAll, grpcRetry, middleware, gaxInvoke}
 )
 
@@ -102,7 +103,7 @@ func dialOptions(name string, s setting, retries *atomic.Int64) []grpc.DialOptio
 	switch name {
 	case bare, gaxInvoke:
 		return nil
-	case ours, oursHook, oursNoop, oursSDK, oursAll:
+	case ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB:
 		return oursDialOptions(name, s, retries)
 	case grpcRetry:
 		return []grpc.DialOption{grpc.WithDefaultServiceConfig(serviceConfig(s))}
@@ -151,6 +152,8 @@ func oursOptions(name string, s setting, retries *atomic.Int64) []interceptor.Op
 		opts = append(opts, interceptor.WithMeterProvider(sdkProvider()))
 	case oursAll:
 		opts = append(opts, hook, interceptor.WithMeterProvider(sdkProvider()))
+	case oursNoPB:
+		opts = append(opts, interceptor.WithoutPushback())
 	case ours:
 		if s == slow { // the memory benchmark needs to know who waits
 			opts = append(opts, hook)

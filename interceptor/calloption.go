@@ -11,7 +11,8 @@ import (
 
 // callOption changes the Policy of one call. gRPC itself ignores it
 // (grpc.EmptyCallOption), so a call carrying it works the same without our
-// interceptors.
+// interceptors. It is used by pointer, so that finding it among a call's
+// options copies nothing.
 type callOption struct {
 	grpc.EmptyCallOption
 	noRetry     bool
@@ -27,7 +28,7 @@ type callOption struct {
 //
 // For cloud.google.com/go clients, pass it with gax.WithGRPCOptions.
 func NoRetry() grpc.CallOption {
-	return callOption{noRetry: true}
+	return &callOption{noRetry: true}
 }
 
 // CallMaxAttempts replaces, for one call, the MaxAttempts of the Policy that
@@ -35,9 +36,9 @@ func NoRetry() grpc.CallOption {
 // INVALID_ARGUMENT naming n, without reaching the server.
 func CallMaxAttempts(n int) grpc.CallOption {
 	if n < 1 {
-		return callOption{err: fmt.Errorf("interceptor: CallMaxAttempts(%d): MaxAttempts must be at least 1", n)}
+		return &callOption{err: fmt.Errorf("interceptor: CallMaxAttempts(%d): MaxAttempts must be at least 1", n)}
 	}
-	return callOption{maxAttempts: n}
+	return &callOption{maxAttempts: n}
 }
 
 // CallPolicy replaces, for one call, the Policy that applies to it. An
@@ -46,9 +47,9 @@ func CallMaxAttempts(n int) grpc.CallOption {
 func CallPolicy(p grpcbackoff.Policy) grpc.CallOption {
 	c, err := compile(p)
 	if err != nil {
-		return callOption{err: fmt.Errorf("interceptor: CallPolicy: %w", err)}
+		return &callOption{err: fmt.Errorf("interceptor: CallPolicy: %w", err)}
 	}
-	return callOption{policy: &c}
+	return &callOption{policy: &c}
 }
 
 // WithMethod gives the methods that name matches their own Policy. name is
@@ -111,7 +112,7 @@ func (r *Retrier) policyFor(method string, opts []grpc.CallOption) (p *compiled,
 		}
 	}
 	for _, o := range opts {
-		co, ok := o.(callOption)
+		co, ok := o.(*callOption)
 		if !ok {
 			continue
 		}
