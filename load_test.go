@@ -173,7 +173,6 @@ type ldCall struct {
 func ldRun(ctx context.Context, client testgrpc.TestServiceClient, c *ldCall, n int) {
 	ctx = metadata.AppendToOutgoingContext(ctx, ldCallKey, c.id)
 	payload := func(s string) *testgrpc.Payload { return &testgrpc.Payload{Body: []byte(s)} }
-	body := func(m *testgrpc.StreamingOutputCallResponse) string { return string(m.GetPayload().GetBody()) }
 	switch {
 	case !c.stream:
 		c.want = []string{c.id}
@@ -190,16 +189,7 @@ func ldRun(ctx context.Context, client testgrpc.TestServiceClient, c *ldCall, n 
 			c.err = err
 			return
 		}
-		for {
-			m, err := st.Recv()
-			if err != nil {
-				if err != io.EOF {
-					c.err = err
-				}
-				return
-			}
-			c.got = append(c.got, body(m))
-		}
+		c.recvAll(st)
 	default:
 		c.want = []string{c.id + "/a", c.id + "/b", c.id + "/c"}
 		st, err := client.FullDuplexCall(ctx)
@@ -220,16 +210,24 @@ func ldRun(ctx context.Context, client testgrpc.TestServiceClient, c *ldCall, n 
 			st.CloseSend()
 		}()
 		defer func() { <-sent }()
-		for {
-			m, err := st.Recv()
-			if err != nil {
-				if err != io.EOF {
-					c.err = err
-				}
-				return
+		c.recvAll(st)
+	}
+}
+
+// recvAll receives until the stream ends, keeping the bodies and the error
+// other than io.EOF.
+func (c *ldCall) recvAll(st interface {
+	Recv() (*testgrpc.StreamingOutputCallResponse, error)
+}) {
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			if err != io.EOF {
+				c.err = err
 			}
-			c.got = append(c.got, body(m))
+			return
 		}
+		c.got = append(c.got, string(m.GetPayload().GetBody()))
 	}
 }
 
