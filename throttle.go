@@ -57,28 +57,58 @@ func (t Throttle) Validate() error {
 }
 
 // Budget is the running state of a Throttle, shared by every call that goes
-// through one set of interceptors. It is safe for concurrent use; Started,
-// on every call's path, is a single atomic addition.
+// through one set of interceptors. It is safe for concurrent use.
+//
+// Started is on every call's path, so it writes no shared memory while the
+// budget is full (a call's credit would be capped away) and is otherwise a
+// single atomic addition: calls on many cores do not contend while no call
+// retries.
 type Budget struct {
 	t       Throttle
-	started atomic.Int64 // calls started, ever
+	full    atomic.Bool  // tokens == Burst; set and cleared under mu
+	started atomic.Int64 // calls started while the budget was not full
 
 	mu       sync.Mutex
 	tokens   float64   // retries saved up, at most Burst
-	credited int64     // calls already turned into tokens
+	credited int64     // value of started already turned into tokens
 	last     time.Time // when PerSecond was last credited
 }
+
+// creditEvery is how many uncredited calls make Started credit them, so that
+// a budget refilled by calls alone is seen to be full again without waiting
+// for the next Allow.
+const creditEvery = 64
 
 // NewBudget returns a full budget for t, or t's validation error.
 func NewBudget(t Throttle) (*Budget, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	return &Budget{t: t, tokens: float64(t.Burst)}, nil
+	b := &Budget{t: t, tokens: float64(t.Burst)}
+	b.full.Store(true)
+	return b, nil
 }
 
 // Started records that a call started (its first attempt).
-func (b *Budget) Started() { b.started.Add(1) }
+//
+// A call that finds the budget full is not counted. That gives the same
+// tokens as counting it: had it been counted, the next refill would have
+// added its Ratio to a full budget and capped it away. (Allow clears full
+// after that refill and before it spends a token, so a call that still saw
+// full is ordered before the spending.)
+func (b *Budget) Started() {
+	if b.full.Load() || b.t.Ratio == 0 {
+		return
+	}
+	b.count()
+}
+
+func (b *Budget) count() {
+	if b.started.Add(1)%creditEvery == 0 && b.mu.TryLock() {
+		b.creditCalls()
+		b.mu.Unlock()
+	}
+}
 
 // Allow reports whether a retry may be sent at time now, and if so pays for it.
 func (b *Budget) Allow(now time.Time) bool {
@@ -88,6 +118,7 @@ func (b *Budget) Allow(now time.Time) bool {
 	if b.tokens < 1 {
 		return false
 	}
+	b.full.Store(false)
 	b.tokens--
 	return true
 }
@@ -104,14 +135,21 @@ func (b *Budget) Tokens(now time.Time) float64 {
 // passed. Only additions happen between two refills, so capping once at the
 // end gives the same result as capping after each one.
 func (b *Budget) refill(now time.Time) {
-	started := b.started.Load()
-	b.tokens += float64(started-b.credited) * b.t.Ratio
-	b.credited = started
 	if !b.last.IsZero() && now.After(b.last) {
 		b.tokens += now.Sub(b.last).Seconds() * b.t.PerSecond
 	}
 	if b.last.IsZero() || now.After(b.last) {
 		b.last = now
 	}
+	b.creditCalls()
+}
+
+// creditCalls turns the calls counted since the last credit into tokens, caps
+// the tokens at Burst and records whether the budget is full. b.mu is held.
+func (b *Budget) creditCalls() {
+	started := b.started.Load()
+	b.tokens += float64(started-b.credited) * b.t.Ratio
+	b.credited = started
 	b.tokens = min(b.tokens, float64(b.t.Burst))
+	b.full.Store(b.tokens >= float64(b.t.Burst))
 }

@@ -3,6 +3,7 @@ package grpcbackoff_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -347,5 +348,85 @@ func TestBudgetConcurrent(t *testing.T) {
 	}
 	if left := b.Tokens(last); float64(got)+left > bound+1e-6 {
 		t.Errorf("Allow was true %d times with %v tokens left, want at most %v earned in all", got, left, bound)
+	}
+}
+
+// budgetModel is the Budget that Throttle describes, written the plain way:
+// every call started adds Ratio at once, and every step caps at Burst.
+type budgetModel struct {
+	th     grpcbackoff.Throttle
+	tokens float64
+	last   time.Time
+}
+
+func (m *budgetModel) started() {
+	m.tokens = min(m.tokens+m.th.Ratio, float64(m.th.Burst))
+}
+
+func (m *budgetModel) refill(now time.Time) {
+	if !m.last.IsZero() && now.After(m.last) {
+		m.tokens = min(m.tokens+now.Sub(m.last).Seconds()*m.th.PerSecond, float64(m.th.Burst))
+	}
+	if m.last.IsZero() || now.After(m.last) {
+		m.last = now
+	}
+}
+
+func (m *budgetModel) allow(now time.Time) bool {
+	m.refill(now)
+	if m.tokens < 1 {
+		return false
+	}
+	m.tokens--
+	return true
+}
+
+// TestBudgetMatchesModel runs random sequences of Started, Allow and Tokens
+// on a Budget and on budgetModel, and wants the same answers every time: the
+// Budget's shortcuts (counting calls in bulk, not counting them while full)
+// change nothing. Ratios, rates and times are multiples of powers of two, so
+// the sums are exact in both.
+func TestBudgetMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	ratios := []float64{0, 0.125, 0.25, 0.5, 1}
+	rates := []float64{0, 0.25, 0.5, 2}
+	const tick = time.Second / 64
+	for trial := range 300 {
+		th := grpcbackoff.Throttle{
+			Ratio:     ratios[rng.IntN(len(ratios))],
+			PerSecond: rates[rng.IntN(len(rates))],
+			Burst:     1 + rng.IntN(12),
+		}
+		b := newBudget(th)
+		m := &budgetModel{th: th, tokens: float64(th.Burst)}
+		now := t0
+		var log []string
+		for i := range 400 {
+			switch op := rng.IntN(10); {
+			case op < 5: // a burst of calls, sometimes more than creditEvery
+				n := 1 + rng.IntN(100)
+				for range n {
+					b.Started()
+					m.started()
+				}
+				log = append(log, fmt.Sprintf("started(%d)", n))
+			case op < 8:
+				now = now.Add(time.Duration(rng.IntN(64)) * tick)
+				got, want := b.Allow(now), m.allow(now)
+				log = append(log, fmt.Sprintf("Allow(t0+%v)=%v", now.Sub(t0), got))
+				if got != want {
+					t.Fatalf("trial %d (%+v), step %d: Allow = %v, model says %v; steps: %v", trial, th, i, got, want, log)
+				}
+			default:
+				// Sometimes earlier than the latest time seen.
+				at := now.Add(time.Duration(rng.IntN(64)-16) * tick)
+				got := b.Tokens(at)
+				m.refill(at)
+				log = append(log, fmt.Sprintf("Tokens(t0+%v)=%v", at.Sub(t0), got))
+				if got != m.tokens {
+					t.Fatalf("trial %d (%+v), step %d: Tokens = %v, model says %v; steps: %v", trial, th, i, got, m.tokens, log)
+				}
+			}
+		}
 	}
 }
