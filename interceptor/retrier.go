@@ -286,11 +286,18 @@ func (c *call) observe(code codes.Code, err error, h grpcbackoff.Hint, d time.Du
 // the error for the caller: CANCELED for a cancellation, and for a deadline
 // (which next makes unlikely) the last real error lastErr.
 func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
+	done := ctx.Done()
+	if done == nil {
+		// ctx can never end (context.Background, say): sleeping uses the
+		// goroutine's own timer, and allocates nothing.
+		time.Sleep(d)
+		return nil
+	}
 	t := time.NewTimer(d)
 	select {
 	case <-t.C:
 		return nil
-	case <-ctx.Done():
+	case <-done:
 		t.Stop()
 		now := time.Now()
 		e := &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: grpcbackoff.Deadline}

@@ -96,19 +96,27 @@ func TestUnaryRetriesWithExactDelays(t *testing.T) {
 		{"retryable then not", []error{status.Error(codes.Unavailable, "down"), status.Error(codes.InvalidArgument, "bad")},
 			[]time.Duration{time.Second}, codes.InvalidArgument},
 	}
+	// A context that can end waits on a timer; one that cannot (Background)
+	// sleeps.
+	contexts := map[string]func(t *testing.T) context.Context{
+		"ctx=test":       (*testing.T).Context,
+		"ctx=background": func(*testing.T) context.Context { return context.Background() },
+	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				s := &script{errs: tc.errs}
-				err := call(t.Context(), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
-				if got := status.Code(err); got != tc.wantCode {
-					t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
-				}
-				if got := s.gaps(); !slices.Equal(got, tc.wantGaps) {
-					t.Errorf("gaps between attempts = %v, want %v", got, tc.wantGaps)
-				}
+		for ctxName, ctx := range contexts {
+			t.Run(tc.name+"/"+ctxName, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s := &script{errs: tc.errs}
+					err := call(ctx(t), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+					if got := status.Code(err); got != tc.wantCode {
+						t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
+					}
+					if got := s.gaps(); !slices.Equal(got, tc.wantGaps) {
+						t.Errorf("gaps between attempts = %v, want %v", got, tc.wantGaps)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
