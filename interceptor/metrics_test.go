@@ -31,6 +31,9 @@ func counts(t *testing.T, rm metricdata.ResourceMetrics, name string) map[string
 			if !ok {
 				t.Fatalf("%s is %T, want a Sum[int64]", name, m.Data)
 			}
+			if !sum.IsMonotonic || sum.Temporality != metricdata.CumulativeTemporality {
+				t.Errorf("%s: monotonic %v, temporality %v, want a monotonic cumulative sum", name, sum.IsMonotonic, sum.Temporality)
+			}
 			for _, dp := range sum.DataPoints {
 				key := attr(dp.Attributes, "rpc.method") + " " + attr(dp.Attributes, "rpc.response.status_code")
 				if r := attr(dp.Attributes, string(interceptor.ReasonKey)); r != "" {
@@ -130,6 +133,42 @@ func TestMetricsExhausted(t *testing.T) {
 		want := map[string]int64{"pkg.Svc/Get UNAVAILABLE exhausted": 1, "pkg.Svc/Get UNAVAILABLE deadline": 1}
 		if got := counts(t, rm, interceptor.MetricGaveUp); !equalCounts(got, want) {
 			t.Errorf("%s = %v, want %v", interceptor.MetricGaveUp, got, want)
+		}
+	})
+}
+
+// TestMetricsAcrossRetrieversAndCollections checks that attempts, counted by
+// each Retrier and reported when the provider collects, add up across two
+// Retriers sharing a provider and stay cumulative from one collection to
+// the next, as a counter's would.
+func TestMetricsAcrossRetrieversAndCollections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		p := exact()
+		p.MaxAttempts = 2
+		a := interceptor.Unary(p, interceptor.WithMeterProvider(mp))
+		b := interceptor.Unary(p, interceptor.WithMeterProvider(mp))
+		collect := func() map[string]int64 {
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(context.Background(), &rm); err != nil {
+				t.Fatal(err)
+			}
+			return counts(t, rm, interceptor.MetricAttempts)
+		}
+		const m = "pkg.Svc/Get"
+
+		call(t.Context(), t, a, &script{})
+		call(t.Context(), t, b, &script{errs: unavailable(1)})
+		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 1}; !equalCounts(got, want) {
+			t.Errorf("first collection: %s = %v, want %v", interceptor.MetricAttempts, got, want)
+		}
+		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 1}; !equalCounts(got, want) {
+			t.Errorf("second collection, no calls between: %s = %v, want %v", interceptor.MetricAttempts, got, want)
+		}
+		call(t.Context(), t, a, &script{errs: unavailable(2)})
+		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 3}; !equalCounts(got, want) {
+			t.Errorf("third collection: %s = %v, want %v", interceptor.MetricAttempts, got, want)
 		}
 	})
 }
