@@ -22,9 +22,7 @@ import (
 const (
 	// MetricAttempts counts attempts as they end, by the attempt's code. A
 	// stream's attempt ends when the caller's RecvMsg returns an error or
-	// io.EOF (code OK). It is an observable counter, read when the provider
-	// collects, so that counting costs a successful call one atomic
-	// addition.
+	// io.EOF (code OK).
 	MetricAttempts = "grpcbackoff.client.attempts"
 	// MetricRetries counts the retries sent, by the code that caused them.
 	MetricRetries = "grpcbackoff.client.retries"
@@ -36,6 +34,11 @@ const (
 	// server_refused, not_retryable).
 	MetricGaveUp = "grpcbackoff.client.gave_up"
 )
+
+// The three counters are observable counters: each call counts with an
+// atomic addition, and the values are read when the provider collects. They
+// are monotonic cumulative sums, as those of counters added to would be,
+// summed over every Retrier that shares the provider.
 
 // ReasonKey is the attribute that says why a call gave up (MetricGaveUp).
 const ReasonKey = attribute.Key("grpcbackoff.reason")
@@ -61,9 +64,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 type metrics struct {
-	attempts         metric.Int64ObservableCounter
-	retries, gaveUps metric.Int64Counter
-	backoff          metric.Float64Histogram
+	attempts, retries, gaveUps metric.Int64ObservableCounter
+	backoff                    metric.Float64Histogram
 
 	// series caches, per method, code and reason, the attribute options and
 	// the count of attempts, so that recording allocates nothing once they
@@ -74,15 +76,14 @@ type metrics struct {
 	ok     sync.Map // method -> *series
 }
 
-// series is one set of attributes. Attempts are counted here and reported
-// by a callback when the provider collects, rather than added to an
-// Int64Counter: on the success path an atomic addition costs a few
-// nanoseconds, the SDK's Add some 150.
+// series is one set of attributes. The counters' values are counted here
+// and reported by a callback when the provider collects, rather than added
+// to Int64Counters: an atomic addition costs a few nanoseconds, the SDK's
+// Add some 150, on the success path of every call.
 type series struct {
-	attempts atomic.Int64
-	add      []metric.AddOption
-	record   []metric.RecordOption
-	observe  []metric.ObserveOption
+	attempts, retries, gaveUps atomic.Int64
+	record                     []metric.RecordOption
+	observe                    []metric.ObserveOption
 }
 
 type attrKey struct {
@@ -99,17 +100,17 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Attempts of calls through the retry interceptors, by the attempt's status code.")); err != nil {
 		return nil, err
 	}
-	// The registration lasts as long as mp: the counts it reports are
-	// cumulative, like those of a counter added to.
-	if _, err = meter.RegisterCallback(m.observe, m.attempts); err != nil {
-		return nil, err
-	}
-	if m.retries, err = meter.Int64Counter(MetricRetries, metric.WithUnit("{retry}"),
+	if m.retries, err = meter.Int64ObservableCounter(MetricRetries, metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries sent, by the status code that caused them.")); err != nil {
 		return nil, err
 	}
-	if m.gaveUps, err = meter.Int64Counter(MetricGaveUp, metric.WithUnit("{call}"),
+	if m.gaveUps, err = meter.Int64ObservableCounter(MetricGaveUp, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that ended failing after retries or with a retry refused, by reason.")); err != nil {
+		return nil, err
+	}
+	// The registration lasts as long as mp: the counts it reports are
+	// cumulative, like those of a counter added to.
+	if _, err = meter.RegisterCallback(m.observe, m.attempts, m.retries, m.gaveUps); err != nil {
 		return nil, err
 	}
 	if m.backoff, err = meter.Float64Histogram(MetricBackoff, metric.WithUnit("s"),
@@ -120,12 +121,17 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	return m, nil
 }
 
-// observe reports the attempts counted so far.
+// observe reports the counts so far.
 func (m *metrics) observe(_ context.Context, o metric.Observer) error {
 	m.series.Range(func(_, v any) bool {
 		s := v.(*series)
-		if n := s.attempts.Load(); n > 0 {
-			o.ObserveInt64(m.attempts, n, s.observe...)
+		for _, c := range [...]struct {
+			inst metric.Int64Observable
+			n    int64
+		}{{m.attempts, s.attempts.Load()}, {m.retries, s.retries.Load()}, {m.gaveUps, s.gaveUps.Load()}} {
+			if c.n > 0 {
+				o.ObserveInt64(c.inst, c.n, s.observe...)
+			}
 		}
 		return true
 	})
@@ -146,7 +152,7 @@ func (m *metrics) get(k attrKey) *series {
 		kvs = append(kvs, ReasonKey.String(reasonValues[k.reason]))
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	s := &series{add: []metric.AddOption{set}, record: []metric.RecordOption{set}, observe: []metric.ObserveOption{set}}
+	s := &series{record: []metric.RecordOption{set}, observe: []metric.ObserveOption{set}}
 	v, _ := m.series.LoadOrStore(k, s)
 	return v.(*series)
 }
@@ -165,12 +171,12 @@ func (m *metrics) attempt(method string, code codes.Code) {
 
 func (m *metrics) retry(method string, code codes.Code, d time.Duration) {
 	s := m.get(attrKey{method: method, code: code})
-	m.retries.Add(context.Background(), 1, s.add...)
+	s.retries.Add(1)
 	m.backoff.Record(context.Background(), d.Seconds(), s.record...)
 }
 
 func (m *metrics) gaveUp(method string, code codes.Code, why grpcbackoff.Reason) {
-	m.gaveUps.Add(context.Background(), 1, m.get(attrKey{method: method, code: code, reason: why}).add...)
+	m.get(attrKey{method: method, code: code, reason: why}).gaveUps.Add(1)
 }
 
 // codeName returns the name gRPC's specification gives code c, such as

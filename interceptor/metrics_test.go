@@ -137,7 +137,7 @@ func TestMetricsExhausted(t *testing.T) {
 	})
 }
 
-// TestMetricsAcrossRetrieversAndCollections checks that attempts, counted by
+// TestMetricsAcrossRetrieversAndCollections checks that the counts, kept by
 // each Retrier and reported when the provider collects, add up across two
 // Retriers sharing a provider and stay cumulative from one collection to
 // the next, as a counter's would.
@@ -169,6 +169,16 @@ func TestMetricsAcrossRetrieversAndCollections(t *testing.T) {
 		call(t.Context(), t, a, &script{errs: unavailable(2)})
 		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 3}; !equalCounts(got, want) {
 			t.Errorf("third collection: %s = %v, want %v", interceptor.MetricAttempts, got, want)
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := counts(t, rm, interceptor.MetricRetries), map[string]int64{m + " UNAVAILABLE": 2}; !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v (one retry by each Retrier)", interceptor.MetricRetries, got, want)
+		}
+		if got, want := counts(t, rm, interceptor.MetricGaveUp), map[string]int64{m + " UNAVAILABLE exhausted": 1}; !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v", interceptor.MetricGaveUp, got, want)
 		}
 	})
 }
