@@ -2,6 +2,8 @@ package interceptor_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -181,6 +183,39 @@ func TestMetricsAcrossRetrieversAndCollections(t *testing.T) {
 			t.Errorf("%s = %v, want %v", interceptor.MetricGaveUp, got, want)
 		}
 	})
+}
+
+// TestMetricsCountConcurrentCalls checks that successful attempts, counted
+// in shards so that cores do not contend, all add up.
+func TestMetricsCountConcurrentCalls(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	ic := interceptor.Unary(exact(), interceptor.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	const goroutines, calls = 50, 200
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			method := "/pkg.Svc/Get"
+			if g%2 == 1 {
+				method = "/pkg.Svc/" + strings.Repeat("Put", 1) // not the constant's bytes
+			}
+			for range calls {
+				if err := ic(context.Background(), method, nil, nil, nil, invoke); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"pkg.Svc/Get OK": goroutines / 2 * calls, "pkg.Svc/Put OK": goroutines / 2 * calls}
+	if got := counts(t, rm, interceptor.MetricAttempts); !equalCounts(got, want) {
+		t.Errorf("%s = %v, want %v", interceptor.MetricAttempts, got, want)
+	}
 }
 
 func TestNoopMetricsAllocateNothing(t *testing.T) {
