@@ -2,6 +2,8 @@ package interceptor
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,12 +58,46 @@ var reasonValues = [...]string{
 // WithMeterProvider records the metrics named Metric* with the meter
 // provider mp (go.opentelemetry.io/otel/metric: no SDK needed unless you
 // want one). Without it nothing is recorded and nothing is paid.
+//
+// The Retriers given one provider (a pointer, as the SDK's is) share their
+// counts and the one callback that reports them, so that making a Retrier
+// per client leaves nothing behind; such a provider is kept for the life
+// of the program.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(r *Retrier) error {
-		m, err := newMetrics(mp)
+		if mp == nil {
+			return errors.New("interceptor: WithMeterProvider(nil): the meter provider is nil")
+		}
+		m, err := metricsFor(mp)
 		r.metrics = m
 		return err
 	}
+}
+
+// metricsByProvider holds the metrics of each meter provider that is a
+// pointer. Other providers (noop.MeterProvider is a struct) get metrics per
+// Retrier.
+var metricsByProvider sync.Map // metric.MeterProvider -> *metrics
+
+func metricsFor(mp metric.MeterProvider) (*metrics, error) {
+	shared := reflect.ValueOf(mp).Kind() == reflect.Pointer
+	if shared {
+		if v, ok := metricsByProvider.Load(mp); ok {
+			return v.(*metrics), nil
+		}
+	}
+	m, reg, err := newMetrics(mp)
+	if err != nil || !shared {
+		return m, err
+	}
+	if v, loaded := metricsByProvider.LoadOrStore(mp, m); loaded {
+		// Another Retrier made them meanwhile: use its.
+		if err := reg.Unregister(); err != nil {
+			return nil, err
+		}
+		return v.(*metrics), nil
+	}
+	return m, nil
 }
 
 type metrics struct {
@@ -128,33 +164,35 @@ type attrKey struct {
 	reason grpcbackoff.Reason
 }
 
-func newMetrics(mp metric.MeterProvider) (*metrics, error) {
+// newMetrics makes the instruments and registers the callback that reports
+// the counts, for as long as mp lives: the counts are cumulative, like those
+// of a counter added to.
+func newMetrics(mp metric.MeterProvider) (*metrics, metric.Registration, error) {
 	meter := mp.Meter("github.com/platformkit/grpcbackoff/interceptor")
 	m := &metrics{}
 	var err error
 	if m.attempts, err = meter.Int64ObservableCounter(MetricAttempts, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts of calls through the retry interceptors, by the attempt's status code.")); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if m.retries, err = meter.Int64ObservableCounter(MetricRetries, metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries sent, by the status code that caused them.")); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if m.gaveUps, err = meter.Int64ObservableCounter(MetricGaveUp, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that ended failing after retries or with a retry refused, by reason.")); err != nil {
-		return nil, err
-	}
-	// The registration lasts as long as mp: the counts it reports are
-	// cumulative, like those of a counter added to.
-	if _, err = meter.RegisterCallback(m.observe, m.attempts, m.retries, m.gaveUps); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if m.backoff, err = meter.Float64Histogram(MetricBackoff, metric.WithUnit("s"),
 		metric.WithDescription("Waits before retries."),
 		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, nil
+	reg, err := meter.RegisterCallback(m.observe, m.attempts, m.retries, m.gaveUps)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, reg, nil
 }
 
 // observe reports the counts so far.

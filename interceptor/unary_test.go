@@ -401,6 +401,7 @@ func TestInvalidConfiguration(t *testing.T) {
 	}{
 		{interceptor.WithBufferLimit(-1), "WithBufferLimit(-1)"},
 		{interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 2, Burst: 1}), "Throttle.Ratio (2)"},
+		{interceptor.WithMeterProvider(nil), "WithMeterProvider(nil)"},
 	}
 	for _, o := range opts {
 		if _, err := interceptor.New(grpcbackoff.DefaultPolicy(), o.opt); err == nil || !strings.Contains(err.Error(), o.want) {
