@@ -60,9 +60,11 @@ func (t Throttle) Validate() error {
 // through one set of interceptors. It is safe for concurrent use.
 //
 // Started is on every call's path, so it writes no shared memory while the
-// budget is full (a call's credit would be capped away) and is otherwise a
-// single atomic addition: calls on many cores do not contend while no call
-// retries.
+// budget is known to be full (a call's credit would be capped away) and is
+// otherwise a single atomic addition: calls on many cores do not contend
+// while no call retries. The budget is known to be full from the refill
+// that fills it: calls credit themselves every 64, and Allow and Tokens
+// credit calls and time.
 type Budget struct {
 	t       Throttle
 	full    atomic.Bool  // tokens == Burst; set and cleared under mu

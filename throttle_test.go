@@ -430,3 +430,32 @@ func TestBudgetMatchesModel(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetConcurrentStartsAllCount checks the other direction from
+// TestBudgetConcurrent: calls started concurrently, while Tokens also
+// credits them, each earn exactly Ratio (0.125, so the sums are exact).
+func TestBudgetConcurrentStartsAllCount(t *testing.T) {
+	th := grpcbackoff.Throttle{Ratio: 0.125, Burst: 1000}
+	b := newBudget(th)
+	for range th.Burst {
+		if !b.Allow(t0) {
+			t.Fatal("a new budget refused one of its Burst retries")
+		}
+	}
+	const goroutines, calls = 8, 500
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range calls {
+				b.Started()
+				if (g+i)%97 == 0 {
+					b.Tokens(t0)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := b.Tokens(t0), goroutines*calls*th.Ratio; got != want {
+		t.Errorf("after %d calls, Tokens = %v, want %v", goroutines*calls, got, want)
+	}
+}
