@@ -80,12 +80,13 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+	attemptOpts := opts
 	var s *unaryState
 	if !r.noPushback {
 		s = getUnaryState(opts)
-		opts = s.opts
+		attemptOpts = s.opts
 	}
-	err = invoker(ctx, method, req, reply, cc, opts...)
+	err = invoker(ctx, method, req, reply, cc, attemptOpts...)
 	if err == nil {
 		if s != nil {
 			s.release()
@@ -95,30 +96,44 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		return nil
 	}
-	return r.retryUnary(ctx, call{r: r, p: p, max: max, method: method, attempts: 1}, req, reply, cc, invoker, s, opts, err)
+	var trailer metadata.MD
+	if s != nil {
+		trailer = s.trailer
+		s.release()
+	}
+	return r.retryUnary(ctx, call{r: r, p: p, max: max, method: method, attempts: 1}, req, reply, cc, invoker, opts, err, trailer)
 }
 
-// retryUnary is the slow path: attempt 1 failed with err. s is nil without
-// pushback; opts are the options of every attempt.
-func (r *Retrier) retryUnary(ctx context.Context, c call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, s *unaryState, opts []grpc.CallOption, err error) error {
-	if s != nil {
-		defer s.release()
-	}
+// retryUnary is the slow path: attempt 1 failed with err, and trailer (if
+// pushback is read). opts are the caller's options.
+//
+// The state that carries grpc.Trailer is taken from the pool for each
+// attempt and put back before the wait: a call waiting in backoff holds as
+// little as it can.
+func (r *Retrier) retryUnary(ctx context.Context, c call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error, trailer metadata.MD) error {
 	method := c.method
+	pushback := !r.noPushback
 	for {
-		var trailer metadata.MD
-		if s != nil {
-			trailer, s.trailer = s.trailer, nil // not held through the wait
-		}
 		d, final := c.next(ctx, err, trailer)
+		trailer = nil // not held through the wait
 		if final != nil {
 			return final
 		}
 		if final := c.wait(ctx, d, err); final != nil {
 			return final
 		}
-		err = invoker(c.retryContext(ctx), method, req, reply, cc, opts...)
+		attemptOpts := opts
+		var s *unaryState
+		if pushback {
+			s = getUnaryState(opts)
+			attemptOpts = s.opts
+		}
+		err = invoker(c.retryContext(ctx), method, req, reply, cc, attemptOpts...)
 		c.attempts++
+		if s != nil {
+			trailer = s.trailer
+			s.release()
+		}
 		if err == nil {
 			c.succeeded()
 			return nil
