@@ -71,6 +71,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		cur: cs, c: call{r: r, p: p, max: max, method: method, attempts: 1},
 	}
 	s.sent = s.first[:0]
+	s.retried.L = &s.mu
 	if err != nil {
 		// No other goroutine has s yet: no need to claim the retry.
 		if final := s.retryLocked(nil, err); final != nil {
@@ -86,8 +87,8 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 // Locking: mu guards the attempt, the kept messages and the flags; it is never
 // held while waiting for the network except while replaying messages to a
 // new attempt. One goroutine at a time retries (RecvMsg and Header may both
-// want to): it claims the retry by setting retrying, and the others wait for
-// it to close that channel. No mutex is held during a backoff wait.
+// want to): it claims the retry by setting retrying, and the others wait on
+// retried until it is done. No mutex is held during a backoff wait.
 type retryStream struct {
 	ctx      context.Context
 	desc     *grpc.StreamDesc
@@ -109,8 +110,9 @@ type retryStream struct {
 
 	final atomic.Pointer[error] // the error the stream ended with, if retrying ended it
 
-	retrying chan struct{} // guarded by mu; non-nil while a goroutine retries, closed when it is done
-	c        call          // used only by the goroutine that claimed the retry
+	retrying bool      // guarded by mu: a goroutine is retrying
+	retried  sync.Cond // on mu; broadcast when retrying ends
+	c        call      // used only by the goroutine that claimed the retry
 
 	// recvMu serializes receiving on an attempt before the commit, which
 	// Header does to learn how an attempt without headers ended. Lock order:
@@ -120,34 +122,33 @@ type retryStream struct {
 
 // claimRetry waits until no other goroutine is retrying, then checks attempt
 // a, which failed. If a is still the current attempt and the stream neither
-// committed nor ended, it claims the retry and returns a release function;
-// otherwise it returns nil and what happened meanwhile: the stream's final
-// error, or nil if another goroutine retried a already.
-func (s *retryStream) claimRetry(a grpc.ClientStream) (release func(), final error, committed bool) {
+// committed nor ended, it claims the retry, which the caller must end with
+// releaseRetry; otherwise it reports what happened meanwhile: the stream's
+// final error, or nil if another goroutine retried a already.
+func (s *retryStream) claimRetry(a grpc.ClientStream) (claimed bool, final error, committed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.retrying != nil {
-		ch := s.retrying
-		s.mu.Unlock()
-		<-ch
-		s.mu.Lock()
+	for s.retrying {
+		s.retried.Wait()
 	}
 	switch {
 	case s.finalErr() != nil:
-		return nil, s.finalErr(), true
+		return false, s.finalErr(), true
 	case a != s.cur:
-		return nil, nil, false
+		return false, nil, false
 	case s.committed.Load():
-		return nil, nil, true
+		return false, nil, true
 	}
-	ch := make(chan struct{})
-	s.retrying = ch
-	return func() {
-		s.mu.Lock()
-		s.retrying = nil
-		s.mu.Unlock()
-		close(ch)
-	}, nil, false
+	s.retrying = true
+	return true, nil, false
+}
+
+// releaseRetry ends the retry claimed by claimRetry.
+func (s *retryStream) releaseRetry() {
+	s.mu.Lock()
+	s.retrying = false
+	s.mu.Unlock()
+	s.retried.Broadcast()
 }
 
 // finalErr returns the error the stream ended with, if retrying ended it.
@@ -316,11 +317,11 @@ func (s *retryStream) Header() (metadata.MD, error) {
 // is done (the stream committed or ended); otherwise a new attempt is in
 // place.
 func (s *retryStream) headerless(a grpc.ClientStream) (done bool) {
-	release, _, committed := s.claimRetry(a)
-	if release == nil {
+	claimed, _, committed := s.claimRetry(a)
+	if !claimed {
 		return committed // if not, another goroutine retried a already
 	}
-	defer release()
+	defer s.releaseRetry()
 	// While the retry is claimed, cur stays a, so a concurrent RecvMsg can
 	// only be receiving on a, which has ended: recvMu comes free at once.
 	s.recvMu.Lock()
@@ -363,15 +364,15 @@ func (s *retryStream) commit() {
 // returns nil when a new attempt is in place (or was already put in place by
 // another goroutine), and otherwise the error the stream ends with.
 func (s *retryStream) retry(a grpc.ClientStream, err error) error {
-	release, final, committed := s.claimRetry(a)
-	if release == nil {
+	claimed, final, committed := s.claimRetry(a)
+	if !claimed {
 		if final == nil && committed {
 			s.ended(err)
 			return err // a SendMsg committed the stream meanwhile
 		}
 		return final // nil: another goroutine retried a already
 	}
-	defer release()
+	defer s.releaseRetry()
 	s.mu.Lock()
 	s.broken = true
 	s.mu.Unlock()
