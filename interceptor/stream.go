@@ -400,21 +400,30 @@ func (s *retryStream) retryLocked(trailer metadata.MD, err error) error {
 			s.mu.Unlock()
 			return final
 		}
-		// Open under mu, so that no SendMsg commits the stream while the
-		// new attempt has not yet got the kept messages.
-		ctx := s.c.retryContext(s.ctx)
-		s.c.attempts++
-		cs, oerr := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
-		if oerr == nil {
-			s.cur, s.broken = cs, false
-			s.replayLocked()
-		}
+		oerr := s.openLocked()
 		s.mu.Unlock()
 		if oerr == nil {
 			return nil
 		}
 		trailer, err = nil, oerr
 	}
+}
+
+// openLocked opens the next attempt and replays the kept messages into it.
+// It runs under mu, so that no SendMsg commits the stream while the new
+// attempt has not yet got them all. (It is apart from retryLocked so that
+// the frame a stream waits in stays small: a goroutine's stack is halved by
+// the garbage collector only while it uses less than a quarter of it.)
+func (s *retryStream) openLocked() error {
+	ctx := s.c.retryContext(s.ctx)
+	s.c.attempts++
+	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	if err != nil {
+		return err
+	}
+	s.cur, s.broken = cs, false
+	s.replayLocked()
+	return nil
 }
 
 // replayLocked sends the kept messages to the new attempt s.cur, and
