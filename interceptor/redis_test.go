@@ -38,7 +38,7 @@ func TestRedisClientPerMethod(t *testing.T) {
 	}{
 		{"options", opt1(interceptor.WithoutRetryFor(redistest.MethodCreateInstance)),
 			[]time.Duration{100 * ms, 200 * ms}, []time.Duration{100 * ms, 200 * ms}},
-		// Initial 100 ms and Jitter 100 ms (see grpcbackoff.ParseServiceConfig).
+		// Initial 100 ms and Jitter 100 ms (see serviceconfig.Parse).
 		{"service config", opt1(interceptor.WithServiceConfig(sc)),
 			[]time.Duration{100 * ms, 200 * ms}, []time.Duration{200 * ms, 300 * ms}},
 	}

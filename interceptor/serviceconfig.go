@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
 // WithServiceConfig applies the retry configuration of a gRPC service config,
-// as read by grpcbackoff.ParseServiceConfig, so that a client moving from
+// as read by serviceconfig.Parse, so that a client moving from
 // grpc-go's built-in retry keeps its configuration:
 //
-//	sc, err := grpcbackoff.ParseServiceConfig(doc)
+//	sc, err := serviceconfig.Parse(doc)
 //	...
 //	r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithServiceConfig(sc))
 //
@@ -37,7 +38,7 @@ import (
 // entry for a name that is malformed or listed twice, an invalid Policy or
 // an invalid Throttle, which can only happen for a ServiceConfig built by
 // hand.
-func WithServiceConfig(sc grpcbackoff.ServiceConfig) Option {
+func WithServiceConfig(sc serviceconfig.Config) Option {
 	return func(r *Retrier) error {
 		type named struct {
 			name string

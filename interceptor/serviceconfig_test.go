@@ -16,6 +16,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/redistest"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
 // scFailing is an invoker that always fails with UNAVAILABLE and counts its
@@ -28,9 +29,9 @@ func (f *scFailing) invoke(context.Context, string, any, any, *grpc.ClientConn, 
 }
 
 // scParse parses doc or fails the test.
-func scParse(t *testing.T, doc string) grpcbackoff.ServiceConfig {
+func scParse(t *testing.T, doc string) serviceconfig.Config {
 	t.Helper()
-	sc, err := grpcbackoff.ParseServiceConfig([]byte(doc))
+	sc, err := serviceconfig.Parse([]byte(doc))
 	if err != nil {
 		t.Fatalf("ParseServiceConfig(%s): %v", doc, err)
 	}
@@ -160,23 +161,23 @@ func TestWithServiceConfigErrors(t *testing.T) {
 	good := exact()
 	bad := exact()
 	bad.Multiplier = 0.5
-	type mc = grpcbackoff.MethodConfig
+	type mc = serviceconfig.Method
 	cases := []struct {
 		name string
-		sc   grpcbackoff.ServiceConfig
+		sc   serviceconfig.Config
 		want []string
 	}{
-		{"malformed name", grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/a.A/", "pkg.Svc/Get"}, Policy: &good}}},
+		{"malformed name", serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/", "pkg.Svc/Get"}, Policy: &good}}},
 			[]string{`interceptor: WithServiceConfig: Methods[0].Names[1]: interceptor: method name "pkg.Svc/Get"`}},
-		{"name twice", grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/a.A/"}}, {Names: []string{""}}, {Names: []string{"/b.B/", "/a.A/"}, Policy: &good}}},
+		{"name twice", serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/"}}, {Names: []string{""}}, {Names: []string{"/b.B/", "/a.A/"}, Policy: &good}}},
 			[]string{`interceptor: WithServiceConfig: Methods[2].Names[1] "/a.A/" is also in Methods[0]`}},
-		{"default twice", grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{""}}, {Names: []string{""}, Policy: &good}}},
+		{"default twice", serviceconfig.Config{Methods: []mc{{Names: []string{""}}, {Names: []string{""}, Policy: &good}}},
 			[]string{`interceptor: WithServiceConfig: Methods[1].Names[0] "" is also in Methods[0]`}},
-		{"bad policy", grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/a.A/Get", "/a.A/List"}, Policy: &bad}}},
+		{"bad policy", serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/Get", "/a.A/List"}, Policy: &bad}}},
 			[]string{`interceptor: WithServiceConfig: Methods[0] ["/a.A/Get" "/a.A/List"]: grpcbackoff: Multiplier (0.5) must be at least 1`}},
-		{"bad throttle", grpcbackoff.ServiceConfig{Throttle: &grpcbackoff.Throttle{Ratio: 0.1, Burst: 0}},
+		{"bad throttle", serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 0.1, Burst: 0}},
 			[]string{"interceptor: WithServiceConfig: Throttle: grpcbackoff: Throttle.Burst (0) must be at least 1"}},
-		{"all at once", grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"x"}, Policy: &bad}, {Names: []string{"y"}}}, Throttle: &grpcbackoff.Throttle{Ratio: 2, Burst: 1}},
+		{"all at once", serviceconfig.Config{Methods: []mc{{Names: []string{"x"}, Policy: &bad}, {Names: []string{"y"}}}, Throttle: &grpcbackoff.Throttle{Ratio: 2, Burst: 1}},
 			[]string{"Methods[0] [\"x\"]: grpcbackoff: Multiplier (0.5)", `Methods[1].Names[0]: interceptor: method name "y"`, "Throttle: grpcbackoff: Throttle.Ratio (2)"}},
 	}
 	for _, tc := range cases {

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/plan"
 )
 
 func main() {
@@ -97,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bad("-deadline %v: must be positive", *deadline)
 	}
 	if set["ratio"] {
-		r, err := grpcbackoff.MultiplierForRatio(*ratio)
+		r, err := plan.MultiplierForRatio(*ratio)
 		if err != nil {
 			return bad("-ratio %v: %v", *ratio, err)
 		}
@@ -112,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		p.Initial, p.Multiplier, p.Max, p.Jitter, p.MaxAttempts)
 	if set["ratio"] {
 		fmt.Fprintf(stdout, "ratio %v: r = %v: after a long time T, each wait is about %v·T\n", *ratio, p.Multiplier, *ratio)
-		if k, err := grpcbackoff.RetryCountRatio(*multiplier, p.Multiplier); err == nil {
+		if k, err := plan.RetryCountRatio(*multiplier, p.Multiplier); err == nil {
 			fmt.Fprintf(stdout, "retries: about %.2f times as many as with r = %v over the same time (log %v / log %v)\n",
 				k, *multiplier, *multiplier, p.Multiplier)
 		}
@@ -208,7 +209,7 @@ func (pr printer) table(p grpcbackoff.Policy, n int) {
 	beyond := false
 	q := p
 	q.MaxAttempts = n + 1 // n < math.MaxInt
-	for s := range q.Schedule() {
+	for s := range plan.Schedule(q) {
 		cells := []string{strconv.Itoa(s.Retry), pr.sec(s.Delay)}
 		if jitter {
 			span := pr.sec(s.Delay)
@@ -235,10 +236,10 @@ func (pr printer) table(p grpcbackoff.Policy, n int) {
 
 // at prints the retry that follows elapsed time t.
 func (pr printer) at(p grpcbackoff.Policy, t time.Duration) {
-	next := p.NextAfter(t)
+	next := plan.NextAfter(p, t)
 	made := "no retry yet"
 	if next.Retry > 1 {
-		made = fmt.Sprintf("%d retries made, the last at %s", next.Retry-1, pr.s(p.Step(next.Retry-1).Elapsed))
+		made = fmt.Sprintf("%d retries made, the last at %s", next.Retry-1, pr.s(plan.Retry(p, next.Retry-1).Elapsed))
 	}
 	fmt.Fprintf(pr.w, "at %s: %s; next is retry %d after %s, at %s (without jitter)\n",
 		pr.s(t), made, next.Retry, pr.s(next.Delay), pr.s(next.Elapsed))
@@ -250,7 +251,7 @@ func (pr printer) at(p grpcbackoff.Policy, t time.Duration) {
 	case p.MaxAttempts == 1:
 		fmt.Fprintln(pr.w, "but -attempts 1 makes no retry")
 	case next.Retry >= p.MaxAttempts:
-		last := p.Step(p.MaxAttempts - 1)
+		last := plan.Retry(p, p.MaxAttempts-1)
 		fmt.Fprintf(pr.w, "but -attempts %d gives up after retry %d, at %s\n",
 			p.MaxAttempts, last.Retry, pr.span(last.Elapsed, last.MaxElapsed))
 	}
@@ -258,15 +259,15 @@ func (pr printer) at(p grpcbackoff.Policy, t time.Duration) {
 
 // deadline prints how p fits deadline d, and reports whether it suits it.
 func (pr printer) deadline(p grpcbackoff.Policy, d time.Duration) bool {
-	fewest, most := p.AttemptsWithin(d)
+	fewest, most := plan.AttemptsWithin(p, d)
 	fit := strconv.Itoa(most)
 	if fewest != most {
 		fit = fmt.Sprintf("%d (with the most jitter) to %d", fewest, most)
 	}
-	last := p.Step(p.MaxAttempts - 1)
+	last := plan.Retry(p, p.MaxAttempts-1)
 	fmt.Fprintf(pr.w, "deadline %s: %s of %d attempts start in time; the last is due at %s\n",
 		pr.s(d), fit, p.MaxAttempts, pr.span(last.Elapsed, last.MaxElapsed))
-	if err := p.CheckDeadline(d); err != nil {
+	if err := plan.CheckDeadline(p, d); err != nil {
 		fmt.Fprintf(pr.w, "warning: %s\n", strings.TrimPrefix(err.Error(), "grpcbackoff: "))
 		return false
 	}

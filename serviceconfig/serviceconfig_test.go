@@ -1,4 +1,4 @@
-package grpcbackoff_test
+package serviceconfig_test
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
 // scGRPCDoc is a service config in the style of grpc's documentation
@@ -71,7 +72,7 @@ func scPolicy(initial, maxDelay, jitter time.Duration, mult float64, attempts in
 }
 
 // scString prints a ServiceConfig without pointers, for messages.
-func scString(sc grpcbackoff.ServiceConfig) string {
+func scString(sc serviceconfig.Config) string {
 	var b strings.Builder
 	for _, m := range sc.Methods {
 		fmt.Fprintf(&b, "%q:", m.Names)
@@ -92,20 +93,20 @@ func scString(sc grpcbackoff.ServiceConfig) string {
 type scCase struct {
 	name string
 	doc  string
-	want grpcbackoff.ServiceConfig
+	want serviceconfig.Config
 }
 
 // scValidCases are documents that both grpcbackoff and grpc-go accept.
 func scValidCases() []scCase {
 	const redis = "/google.cloud.redis.v1.CloudRedis/"
-	type mc = grpcbackoff.MethodConfig
+	type mc = serviceconfig.Method
 	un, re := codes.Unavailable, codes.ResourceExhausted
 	// rp is a retryPolicy with every field valid, for cases that vary one.
 	rp := func(fields string) string {
 		return `{"methodConfig": [{"name": [{"service": "s.S"}], "retryPolicy": {` + fields + `}}]}`
 	}
 	return []scCase{
-		{"grpc docs style", scGRPCDoc, grpcbackoff.ServiceConfig{
+		{"grpc docs style", scGRPCDoc, serviceconfig.Config{
 			Methods: []mc{
 				{Names: []string{redis + "GetInstance", redis + "ListInstances"},
 					Policy: scPolicy(50*time.Millisecond, 500*time.Millisecond, 50*time.Millisecond, 2, 4, un, re)},
@@ -117,51 +118,51 @@ func scValidCases() []scCase {
 			},
 			Throttle: &grpcbackoff.Throttle{Ratio: 0.1, PerSecond: 0, Burst: 5},
 		}},
-		{"empty object", `{}`, grpcbackoff.ServiceConfig{}},
-		{"nulls are absent", `{"methodConfig": null, "retryThrottling": null}`, grpcbackoff.ServiceConfig{}},
-		{"only load balancing", `{"loadBalancingPolicy": "round_robin"}`, grpcbackoff.ServiceConfig{}},
+		{"empty object", `{}`, serviceconfig.Config{}},
+		{"nulls are absent", `{"methodConfig": null, "retryThrottling": null}`, serviceconfig.Config{}},
+		{"only load balancing", `{"loadBalancingPolicy": "round_robin"}`, serviceconfig.Config{}},
 		{"entries without names are skipped", `{"methodConfig": [{"retryPolicy": null}, {"name": []}, {"name": [{"service": "s.S"}]}]}`,
-			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}}}}},
 		{"null and empty method name the service", `{"methodConfig": [{"name": [{"service": "a.A", "method": null}, {"service": "b.B", "method": ""}, {"service": null}]}]}`,
-			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/a.A/", "/b.B/", ""}}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/", "/b.B/", ""}}}}},
 		{"field names match case-insensitively, as in grpc-go", `{"MethodConfig": [{"Name": [{"Service": "s.S", "METHOD": "M"}], "RetryPolicy": {"MaxAttempts": 2, "InitialBackoff": "1s", "MaxBackoff": "2s", "BackoffMultiplier": 1, "RetryableStatusCodes": ["ABORTED"]}}]}`,
-			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/M"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 1, 2, codes.Aborted)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/M"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 1, 2, codes.Aborted)}}}},
 		{"maxAttempts above grpc-go's cap of 5 is kept", rp(`"maxAttempts": 10, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
-			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 2, 10, un)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 2, 10, un)}}}},
 		{"maxBackoff below initialBackoff caps every delay", rp(`"maxAttempts": 2, "initialBackoff": "4s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
-			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 2, 2, un)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 2, 2, un)}}}},
 		{"duration forms", rp(`"maxAttempts": 2, "initialBackoff": ".000000003s", "maxBackoff": "1.000000001s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
-			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(2, 500000001, 1, 2, 2, un)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(2, 500000001, 1, 2, 2, un)}}}},
 		{"every code name and number", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 1, "retryableStatusCodes": ["CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED", 1, 16]`),
-			grpcbackoff.ServiceConfig{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 1, 2,
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 1, 2,
 				1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)}}}},
 		{"throttling with a small bucket and a large ratio", `{"retryThrottling": {"maxTokens": 1, "tokenRatio": 2.5}}`,
-			grpcbackoff.ServiceConfig{Throttle: &grpcbackoff.Throttle{Ratio: 1, Burst: 1}}},
+			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 1, Burst: 1}}},
 		{"throttling at the limits", `{"retryThrottling": {"maxTokens": 1000, "tokenRatio": 0.001}}`,
-			grpcbackoff.ServiceConfig{Throttle: &grpcbackoff.Throttle{Ratio: 0.001, Burst: 500}}},
+			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 0.001, Burst: 500}}},
 	}
 }
 
-func TestParseServiceConfig(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tc := range scValidCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := grpcbackoff.ParseServiceConfig([]byte(tc.doc))
+			got, err := serviceconfig.Parse([]byte(tc.doc))
 			if err != nil {
-				t.Fatalf("ParseServiceConfig(%s): err = %v, want nil", tc.doc, err)
+				t.Fatalf("Parse(%s): err = %v, want nil", tc.doc, err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("ParseServiceConfig(%s) = %s, want %s", tc.doc, scString(got), scString(tc.want))
+				t.Errorf("Parse(%s) = %s, want %s", tc.doc, scString(got), scString(tc.want))
 			}
 			for i, m := range got.Methods {
 				if m.Policy != nil {
 					if err := m.Policy.Validate(); err != nil {
-						t.Errorf("ParseServiceConfig(%s): Methods[%d].Policy.Validate() = %v, want nil", tc.doc, i, err)
+						t.Errorf("Parse(%s): Methods[%d].Policy.Validate() = %v, want nil", tc.doc, i, err)
 					}
 				}
 			}
 			if got.Throttle != nil {
 				if err := got.Throttle.Validate(); err != nil {
-					t.Errorf("ParseServiceConfig(%s): Throttle.Validate() = %v, want nil", tc.doc, err)
+					t.Errorf("Parse(%s): Throttle.Validate() = %v, want nil", tc.doc, err)
 				}
 			}
 		})
@@ -202,22 +203,22 @@ func scInvalidCases() []scBadCase {
 		}
 		return rp(strings.Join(fs, ", "))
 	}
-	const path = "grpcbackoff: methodConfig[0].retryPolicy."
+	const path = "serviceconfig: methodConfig[0].retryPolicy."
 	return []scBadCase{
-		{"syntax error", `{"methodConfig": [}`, []string{"grpcbackoff: service config is not valid JSON: invalid character '}' looking for beginning of value (at offset 19)"}},
-		{"truncated", `{"methodConfig": [`, []string{"grpcbackoff: service config is not valid JSON: unexpected end of JSON input (at offset 18)"}},
-		{"empty", ``, []string{"grpcbackoff: service config is not valid JSON: unexpected end of JSON input (at offset 0)"}},
-		{"not an object", `[]`, []string{"grpcbackoff: service config: [] is not an object"}},
+		{"syntax error", `{"methodConfig": [}`, []string{"serviceconfig: service config is not valid JSON: invalid character '}' looking for beginning of value (at offset 19)"}},
+		{"truncated", `{"methodConfig": [`, []string{"serviceconfig: service config is not valid JSON: unexpected end of JSON input (at offset 18)"}},
+		{"empty", ``, []string{"serviceconfig: service config is not valid JSON: unexpected end of JSON input (at offset 0)"}},
+		{"not an object", `[]`, []string{"serviceconfig: service config: [] is not an object"}},
 		{"methodConfig not an array", `{"methodConfig": {"name": []}}`, []string{`grpcbackoff: methodConfig: {"name":[]} is not an array`}},
-		{"entry not an object", `{"methodConfig": [3]}`, []string{"grpcbackoff: methodConfig[0]: 3 is not an object"}},
+		{"entry not an object", `{"methodConfig": [3]}`, []string{"serviceconfig: methodConfig[0]: 3 is not an object"}},
 		{"name not an array", `{"methodConfig": [{"name": {"service": "s.S"}}]}`, []string{`grpcbackoff: methodConfig[0].name: {"service":"s.S"} is not an array`}},
 		{"name without service", `{"methodConfig": [{"name": [{"method": "Get"}]}]}`, []string{`grpcbackoff: methodConfig[0].name[0]: method "Get" needs a service`}},
-		{"service not a string", `{"methodConfig": [{"name": [{"service": 5}]}]}`, []string{"grpcbackoff: methodConfig[0].name[0].service: 5 is not a string"}},
+		{"service not a string", `{"methodConfig": [{"name": [{"service": 5}]}]}`, []string{"serviceconfig: methodConfig[0].name[0].service: 5 is not a string"}},
 		{"service with a slash", `{"methodConfig": [{"name": [{"service": "a/b"}]}]}`, []string{`grpcbackoff: methodConfig[0].name[0].service: "a/b" contains "/"`}},
 		{"name twice", `{"methodConfig": [{"name": [{"service": "s.S", "method": "M"}]}, {"name": [{"service": "t.T"}, {"service": "s.S", "method": "M"}]}]}`,
 			[]string{`grpcbackoff: methodConfig[1].name[1]: "/s.S/M" is already named by methodConfig[0]`}},
 		{"two defaults", `{"methodConfig": [{"name": [{}]}, {"name": [{"service": ""}]}]}`,
-			[]string{"grpcbackoff: methodConfig[1].name[0]: the default name {} is already named by methodConfig[0]"}},
+			[]string{"serviceconfig: methodConfig[1].name[0]: the default name {} is already named by methodConfig[0]"}},
 		{"retryPolicy not an object", `{"methodConfig": [{"name": [{}], "retryPolicy": "yes"}]}`, []string{`grpcbackoff: methodConfig[0].retryPolicy: "yes" is not an object`}},
 		{"retryPolicy empty", rp(``), []string{
 			path + "maxAttempts is required", path + "initialBackoff is required", path + "maxBackoff is required",
@@ -257,11 +258,11 @@ func scInvalidCases() []scBadCase {
 		{"code of a wrong type", with("retryableStatusCodes", `[true]`), []string{path + "retryableStatusCodes[0]: true is not a status code name or number"}},
 
 		// (grpc-go checks retryThrottling only when there is a methodConfig.)
-		{"throttling not an object", `{"methodConfig": [], "retryThrottling": 10}`, []string{"grpcbackoff: retryThrottling: 10 is not an object"}},
-		{"throttling empty", `{"methodConfig": [], "retryThrottling": {}}`, []string{"grpcbackoff: retryThrottling.maxTokens is required", "grpcbackoff: retryThrottling.tokenRatio is required"}},
-		{"maxTokens 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}`, []string{"grpcbackoff: retryThrottling.maxTokens: 0 is not in (0, 1000]"}},
-		{"maxTokens 2000", `{"methodConfig": [], "retryThrottling": {"maxTokens": 2000, "tokenRatio": 0.1}}`, []string{"grpcbackoff: retryThrottling.maxTokens: 2000 is not in (0, 1000]"}},
-		{"tokenRatio 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": 0}}`, []string{"grpcbackoff: retryThrottling.tokenRatio: 0 must be positive"}},
+		{"throttling not an object", `{"methodConfig": [], "retryThrottling": 10}`, []string{"serviceconfig: retryThrottling: 10 is not an object"}},
+		{"throttling empty", `{"methodConfig": [], "retryThrottling": {}}`, []string{"serviceconfig: retryThrottling.maxTokens is required", "serviceconfig: retryThrottling.tokenRatio is required"}},
+		{"maxTokens 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}`, []string{"serviceconfig: retryThrottling.maxTokens: 0 is not in (0, 1000]"}},
+		{"maxTokens 2000", `{"methodConfig": [], "retryThrottling": {"maxTokens": 2000, "tokenRatio": 0.1}}`, []string{"serviceconfig: retryThrottling.maxTokens: 2000 is not in (0, 1000]"}},
+		{"tokenRatio 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": 0}}`, []string{"serviceconfig: retryThrottling.tokenRatio: 0 must be positive"}},
 		{"tokenRatio a string", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": "0.1"}}`, []string{`grpcbackoff: retryThrottling.tokenRatio: "0.1" is not a number`}},
 
 		{"every problem at once", `{
@@ -271,35 +272,35 @@ func scInvalidCases() []scBadCase {
 			],
 			"retryThrottling": {"maxTokens": 2000, "tokenRatio": 0}}`, []string{
 			`grpcbackoff: methodConfig[0].name[0]: method "Get" needs a service`,
-			"grpcbackoff: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2",
+			"serviceconfig: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2",
 			`grpcbackoff: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"`,
-			"grpcbackoff: methodConfig[0].retryPolicy.backoffMultiplier: 0.5 is less than 1",
-			"grpcbackoff: methodConfig[0].retryPolicy.retryableStatusCodes is empty",
+			"serviceconfig: methodConfig[0].retryPolicy.backoffMultiplier: 0.5 is less than 1",
+			"serviceconfig: methodConfig[0].retryPolicy.retryableStatusCodes is empty",
 			`grpcbackoff: methodConfig[1].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name`,
-			"grpcbackoff: methodConfig[1].retryPolicy.retryableStatusCodes[1]: 17 is not a status code",
-			"grpcbackoff: retryThrottling.maxTokens: 2000 is not in (0, 1000]",
-			"grpcbackoff: retryThrottling.tokenRatio: 0 must be positive",
+			"serviceconfig: methodConfig[1].retryPolicy.retryableStatusCodes[1]: 17 is not a status code",
+			"serviceconfig: retryThrottling.maxTokens: 2000 is not in (0, 1000]",
+			"serviceconfig: retryThrottling.tokenRatio: 0 must be positive",
 		}},
 	}
 }
 
-func TestParseServiceConfigErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	for _, tc := range scInvalidCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := grpcbackoff.ParseServiceConfig([]byte(tc.doc))
+			got, err := serviceconfig.Parse([]byte(tc.doc))
 			if err == nil {
-				t.Fatalf("ParseServiceConfig(%s) = %s, want errors %q", tc.doc, scString(got), tc.want)
+				t.Fatalf("Parse(%s) = %s, want errors %q", tc.doc, scString(got), tc.want)
 			}
-			if !reflect.DeepEqual(got, grpcbackoff.ServiceConfig{}) {
-				t.Errorf("ParseServiceConfig(%s) = %s with an error, want the zero ServiceConfig", tc.doc, scString(got))
+			if !reflect.DeepEqual(got, serviceconfig.Config{}) {
+				t.Errorf("Parse(%s) = %s with an error, want the zero ServiceConfig", tc.doc, scString(got))
 			}
 			lines := strings.Split(err.Error(), "\n")
 			if len(lines) != len(tc.want) {
-				t.Fatalf("ParseServiceConfig(%s): err = %v (%d errors), want %d errors: %q", tc.doc, err, len(lines), len(tc.want), tc.want)
+				t.Fatalf("Parse(%s): err = %v (%d errors), want %d errors: %q", tc.doc, err, len(lines), len(tc.want), tc.want)
 			}
 			for i, w := range tc.want {
 				if !strings.HasPrefix(lines[i], w) {
-					t.Errorf("ParseServiceConfig(%s): error %d = %q, want it to start with %q", tc.doc, i, lines[i], w)
+					t.Errorf("Parse(%s): error %d = %q, want it to start with %q", tc.doc, i, lines[i], w)
 				}
 			}
 		})
@@ -357,9 +358,9 @@ func TestServiceConfigJitterMapping(t *testing.T) {
 	for _, tc := range cases {
 		doc := fmt.Sprintf(`{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 10, "initialBackoff": %q, "maxBackoff": %q, "backoffMultiplier": %v, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`,
 			tc.initial, tc.maxBackoff, tc.mult)
-		sc, err := grpcbackoff.ParseServiceConfig([]byte(doc))
+		sc, err := serviceconfig.Parse([]byte(doc))
 		if err != nil {
-			t.Fatalf("ParseServiceConfig(%s): err = %v", doc, err)
+			t.Fatalf("Parse(%s): err = %v", doc, err)
 		}
 		p := *sc.Methods[0].Policy
 		initial, _ := time.ParseDuration(tc.initial)
@@ -400,9 +401,9 @@ func TestServiceConfigJitterMapping(t *testing.T) {
 func TestServiceConfigThrottleMapping(t *testing.T) {
 	for _, maxTokens := range []float64{1, 3, 10, 11, 100, 1000} {
 		doc := fmt.Sprintf(`{"retryThrottling": {"maxTokens": %v, "tokenRatio": 0.1}}`, maxTokens)
-		sc, err := grpcbackoff.ParseServiceConfig([]byte(doc))
+		sc, err := serviceconfig.Parse([]byte(doc))
 		if err != nil {
-			t.Fatalf("ParseServiceConfig(%s): err = %v", doc, err)
+			t.Fatalf("Parse(%s): err = %v", doc, err)
 		}
 		// A6: every failed attempt takes a token; the retry is sent only
 		// if more than maxTokens/2 remain.
@@ -425,11 +426,11 @@ func TestServiceConfigThrottleMapping(t *testing.T) {
 			ours++
 			now = now.Add(time.Hour) // PerSecond 0: time earns nothing
 			if ours > 1000 {
-				t.Fatalf("ParseServiceConfig(%s): the budget never runs out", doc)
+				t.Fatalf("Parse(%s): the budget never runs out", doc)
 			}
 		}
 		if diff := ours - a6; diff < 0 || diff > 1 {
-			t.Errorf("ParseServiceConfig(%s): a lone call in an outage gets %d retries, want A6's %d (+1 at most)", doc, ours, a6)
+			t.Errorf("Parse(%s): a lone call in an outage gets %d retries, want A6's %d (+1 at most)", doc, ours, a6)
 		}
 	}
 }
@@ -437,23 +438,23 @@ func TestServiceConfigThrottleMapping(t *testing.T) {
 // TestServiceConfigFreshPolicies checks that each entry gets its own Policy:
 // changing one changes neither the others nor a later parse.
 func TestServiceConfigFreshPolicies(t *testing.T) {
-	sc, err := grpcbackoff.ParseServiceConfig([]byte(scGRPCDoc))
+	sc, err := serviceconfig.Parse([]byte(scGRPCDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc.Methods[0].Policy.Codes[0] = codes.Internal
 	sc.Methods[0].Policy.MaxAttempts = 99
-	again, _ := grpcbackoff.ParseServiceConfig([]byte(scGRPCDoc))
+	again, _ := serviceconfig.Parse([]byte(scGRPCDoc))
 	if got := again.Methods[0].Policy; got.MaxAttempts != 4 || got.Codes[0] != codes.Unavailable {
-		t.Errorf("ParseServiceConfig(scGRPCDoc) after changing an earlier result: Methods[0].Policy = %+v, want MaxAttempts 4, Codes[0] Unavailable", *got)
+		t.Errorf("Parse(scGRPCDoc) after changing an earlier result: Methods[0].Policy = %+v, want MaxAttempts 4, Codes[0] Unavailable", *got)
 	}
 	if sc.Methods[2].Policy.Codes[0] != codes.Unavailable {
 		t.Errorf("changing Methods[0].Policy changed Methods[2].Policy.Codes to %v", sc.Methods[2].Policy.Codes)
 	}
 }
 
-func ExampleParseServiceConfig() {
-	sc, err := grpcbackoff.ParseServiceConfig([]byte(`{
+func ExampleParse() {
+	sc, err := serviceconfig.Parse([]byte(`{
 	  "loadBalancingConfig": [{"round_robin": {}}],
 	  "methodConfig": [{
 	    "name": [{"service": "google.cloud.redis.v1.CloudRedis", "method": "GetInstance"},
@@ -486,7 +487,7 @@ func ExampleParseServiceConfig() {
 	}
 	fmt.Printf("throttle %+v\n", *sc.Throttle)
 
-	_, err = grpcbackoff.ParseServiceConfig([]byte(`{"methodConfig": [{"name": [{}],
+	_, err = serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}],
 	  "retryPolicy": {"maxAttempts": 1, "initialBackoff": "100ms", "maxBackoff": "1s",
 	    "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLEX"]}}]}`))
 	fmt.Println(err)
@@ -497,7 +498,7 @@ func ExampleParseServiceConfig() {
 	// [/google.cloud.redis.v1.CloudRedis/CreateInstance]
 	//   no retry
 	// throttle {Ratio:0.1 PerSecond:0 Burst:10}
-	// grpcbackoff: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2
-	// grpcbackoff: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
-	// grpcbackoff: methodConfig[0].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name like "UNAVAILABLE"
+	// serviceconfig: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2
+	// serviceconfig: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
+	// serviceconfig: methodConfig[0].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name like "UNAVAILABLE"
 }

@@ -1,21 +1,22 @@
-package grpcbackoff_test
+package plan_test
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/plan"
 )
 
 // The schedule of the derivation's first example: Initial 1 s, Multiplier 2,
 // no jitter and a cap far away. Retry n waits 2^(n-1) s and starts at
 // 2^n - 1 s.
-func ExamplePolicy_Schedule() {
+func ExampleSchedule() {
 	p := grpcbackoff.DefaultPolicy()
 	p.Max = time.Hour
 	p.Jitter = 0
 	p.MaxAttempts = 12 // 11 retries
-	for s := range p.Schedule() {
+	for s := range plan.Schedule(p) {
 		fmt.Printf("retry %2d: wait %5.0fs, starts at %5.0fs\n", s.Retry, s.Delay.Seconds(), s.Elapsed.Seconds())
 	}
 	// Output:
@@ -34,8 +35,8 @@ func ExamplePolicy_Schedule() {
 
 // DefaultPolicy with its jitter: each wait is between Delay and MaxDelay, so
 // each retry starts between Elapsed and MaxElapsed.
-func ExamplePolicy_Schedule_jitter() {
-	for s := range grpcbackoff.DefaultPolicy().Schedule() {
+func ExampleSchedule_jitter() {
+	for s := range plan.Schedule(grpcbackoff.DefaultPolicy()) {
 		fmt.Printf("retry %d: wait %v to %v, starts at %v to %v\n", s.Retry, s.Delay, s.MaxDelay, s.Elapsed, s.MaxElapsed)
 	}
 	// Output:
@@ -52,7 +53,7 @@ func ExamplePolicy_Schedule_jitter() {
 // about every 10% of the time already waited. About 1000 s in, the waits are
 // then about 100 s.
 func ExampleMultiplierForRatio() {
-	r, err := grpcbackoff.MultiplierForRatio(0.1)
+	r, err := plan.MultiplierForRatio(0.1)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -60,7 +61,7 @@ func ExampleMultiplierForRatio() {
 	p := grpcbackoff.DefaultPolicy()
 	p.Multiplier, p.Max, p.Jitter = r, time.Hour, 0
 
-	next := p.NextAfter(1000 * time.Second)
+	next := plan.NextAfter(p, 1000*time.Second)
 	fmt.Printf("r = %v\n", r)
 	fmt.Printf("at 1000s: %d retries made; retry %d follows after %.3fs, at %.3fs\n",
 		next.Retry-1, next.Retry, next.Delay.Seconds(), next.Elapsed.Seconds())
@@ -71,14 +72,14 @@ func ExampleMultiplierForRatio() {
 
 // NextAfter inverts the schedule: a retry at 1023 s is retry 10, and the wait
 // after it is a + (r-1)·T = 1 + 1023 = 1024 s. Past the cap every wait is Max.
-func ExamplePolicy_NextAfter() {
+func ExampleNextAfter() {
 	p := grpcbackoff.DefaultPolicy()
 	p.Max = time.Hour
 	p.Jitter = 0
-	next := p.NextAfter(1023 * time.Second)
+	next := plan.NextAfter(p, 1023*time.Second)
 	fmt.Printf("retry %d after %.0fs, at %.0fs\n", next.Retry, next.Delay.Seconds(), next.Elapsed.Seconds())
 
-	next = grpcbackoff.DefaultPolicy().NextAfter(1000 * time.Second)
+	next = plan.NextAfter(grpcbackoff.DefaultPolicy(), 1000*time.Second)
 	fmt.Printf("retry %d after %.0fs, at %.0fs\n", next.Retry, next.Delay.Seconds(), next.Elapsed.Seconds())
 	// Output:
 	// retry 11 after 1024s, at 2047s
@@ -88,7 +89,7 @@ func ExamplePolicy_NextAfter() {
 // Retrying every 10% instead of doubling takes about 7 times as many retries
 // over the same time (fewer in practice: 48 instead of 9 by 1000 s).
 func ExampleRetryCountRatio() {
-	k, err := grpcbackoff.RetryCountRatio(2, 1.1)
+	k, err := plan.RetryCountRatio(2, 1.1)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -98,10 +99,10 @@ func ExampleRetryCountRatio() {
 	// 7.27
 }
 
-func ExamplePolicy_AttemptsWithin() {
+func ExampleAttemptsWithin() {
 	p := grpcbackoff.DefaultPolicy()
 	for _, d := range []time.Duration{10 * time.Second, 30 * time.Second, 600 * time.Second} {
-		fewest, most := p.AttemptsWithin(d)
+		fewest, most := plan.AttemptsWithin(p, d)
 		fmt.Printf("%v: %d to %d attempts\n", d, fewest, most)
 	}
 	// Output:
@@ -112,10 +113,10 @@ func ExamplePolicy_AttemptsWithin() {
 
 // DefaultPolicy suits the 600 s timeouts of the Cloud Redis client, but not
 // a 30 s deadline nor an hour.
-func ExamplePolicy_CheckDeadline() {
+func ExampleCheckDeadline() {
 	p := grpcbackoff.DefaultPolicy()
 	for _, d := range []time.Duration{600 * time.Second, 30 * time.Second, time.Hour} {
-		fmt.Println(p.CheckDeadline(d))
+		fmt.Println(plan.CheckDeadline(p, d))
 	}
 	// Output:
 	// <nil>

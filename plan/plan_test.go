@@ -1,4 +1,4 @@
-package grpcbackoff_test
+package plan_test
 
 import (
 	"math"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/plan"
 )
 
 // planPolicy returns a valid Policy with the given arithmetic.
@@ -25,13 +26,13 @@ func planMillis(d time.Duration) int64 { return int64(math.Round(d.Seconds() * 1
 // retry n waits 2^(n-1) s and starts at 2^n - 1 s, exactly.
 func TestSchedulePowersOfTwo(t *testing.T) {
 	p := planPolicy(time.Second, 2, time.Hour, 0, 12)
-	steps := slices.Collect(p.Schedule())
+	steps := slices.Collect(plan.Schedule(p))
 	if len(steps) != 11 {
 		t.Fatalf("len(Schedule()) = %d, want 11 (MaxAttempts-1)", len(steps))
 	}
 	for i, s := range steps {
 		n := i + 1
-		want := grpcbackoff.Step{
+		want := plan.Step{
 			Retry:      n,
 			Delay:      time.Duration(1<<(n-1)) * time.Second,
 			MaxDelay:   time.Duration(1<<(n-1)) * time.Second,
@@ -66,7 +67,7 @@ func TestSchedulePowersOfTwo(t *testing.T) {
 // to the millisecond.
 func TestScheduleTenPercent(t *testing.T) {
 	p := planPolicy(time.Second, 1.1, time.Hour, 0, 50)
-	steps := slices.Collect(p.Schedule())
+	steps := slices.Collect(plan.Schedule(p))
 	if len(steps) != 49 {
 		t.Fatalf("len(Schedule()) = %d, want 49", len(steps))
 	}
@@ -97,11 +98,11 @@ func TestScheduleTenPercent(t *testing.T) {
 // 1–2, 2–3, 4–5, 8–9, 16–17, 32, 32 s, so the last attempt starts between
 // 95 s and 100 s.
 func TestScheduleDefaultPolicy(t *testing.T) {
-	s := func(n int, delay, maxDelay, elapsed, maxElapsed time.Duration) grpcbackoff.Step {
-		return grpcbackoff.Step{Retry: n, Delay: delay * time.Second, MaxDelay: maxDelay * time.Second,
+	s := func(n int, delay, maxDelay, elapsed, maxElapsed time.Duration) plan.Step {
+		return plan.Step{Retry: n, Delay: delay * time.Second, MaxDelay: maxDelay * time.Second,
 			Elapsed: elapsed * time.Second, MaxElapsed: maxElapsed * time.Second}
 	}
-	want := []grpcbackoff.Step{
+	want := []plan.Step{
 		s(1, 1, 2, 1, 2),
 		s(2, 2, 3, 3, 5),
 		s(3, 4, 5, 7, 10),
@@ -110,15 +111,15 @@ func TestScheduleDefaultPolicy(t *testing.T) {
 		s(6, 32, 32, 63, 68),
 		s(7, 32, 32, 95, 100),
 	}
-	got := slices.Collect(grpcbackoff.DefaultPolicy().Schedule())
+	got := slices.Collect(plan.Schedule(grpcbackoff.DefaultPolicy()))
 	if !slices.Equal(got, want) {
-		t.Errorf("DefaultPolicy().Schedule() = %+v, want %+v", got, want)
+		t.Errorf("plan.Schedule(DefaultPolicy()) = %+v, want %+v", got, want)
 	}
 }
 
 // planInvariants checks what every Step of a valid p must satisfy, against
 // the Step before it.
-func planInvariants(t *testing.T, p grpcbackoff.Policy, prev, s grpcbackoff.Step) {
+func planInvariants(t *testing.T, p grpcbackoff.Policy, prev, s plan.Step) {
 	t.Helper()
 	if s.Retry != prev.Retry+1 {
 		t.Fatalf("%+v: Step after retry %d is retry %d", p, prev.Retry, s.Retry)
@@ -183,15 +184,15 @@ func planPolicies() []grpcbackoff.Policy {
 
 func TestScheduleInvariants(t *testing.T) {
 	for _, p := range planPolicies() {
-		prev := p.Step(0)
-		if prev != (grpcbackoff.Step{}) {
+		prev := plan.Retry(p, 0)
+		if prev != (plan.Step{}) {
 			t.Errorf("%+v: Step(0) = %+v, want the zero Step", p, prev)
 		}
 		n := 0
-		for s := range p.Schedule() {
+		for s := range plan.Schedule(p) {
 			n++
 			planInvariants(t, p, prev, s)
-			if got := p.Step(s.Retry); got != s {
+			if got := plan.Retry(p, s.Retry); got != s {
 				t.Errorf("%+v: Step(%d) = %+v, want Schedule's %+v", p, s.Retry, got, s)
 			}
 			if d := p.Backoff(s.Retry - 1); d < s.Delay || d > s.MaxDelay {
@@ -208,24 +209,24 @@ func TestScheduleInvariants(t *testing.T) {
 func TestScheduleEdges(t *testing.T) {
 	t.Run("one attempt", func(t *testing.T) {
 		p := planPolicy(time.Second, 2, time.Minute, 0, 1)
-		if got := slices.Collect(p.Schedule()); len(got) != 0 {
+		if got := slices.Collect(plan.Schedule(p)); len(got) != 0 {
 			t.Errorf("Schedule() with MaxAttempts 1 = %+v, want no retry", got)
 		}
 	})
 	t.Run("huge MaxAttempts is lazy", func(t *testing.T) {
 		p := planPolicy(time.Second, 2, 32*time.Second, time.Second, math.MaxInt)
-		var got []grpcbackoff.Step
-		for s := range p.Schedule() {
+		var got []plan.Step
+		for s := range plan.Schedule(p) {
 			got = append(got, s)
 			if len(got) == 8 {
 				break
 			}
 		}
-		if want := (grpcbackoff.Step{Retry: 8, Delay: 32 * time.Second, MaxDelay: 32 * time.Second,
+		if want := (plan.Step{Retry: 8, Delay: 32 * time.Second, MaxDelay: 32 * time.Second,
 			Elapsed: 127 * time.Second, MaxElapsed: 132 * time.Second}); got[7] != want {
 			t.Errorf("Schedule()[7] = %+v, want %+v", got[7], want)
 		}
-		last := p.Step(math.MaxInt)
+		last := plan.Retry(p, math.MaxInt)
 		if last.Retry != math.MaxInt || last.Delay != 32*time.Second || last.Elapsed != math.MaxInt64 || last.MaxElapsed != math.MaxInt64 {
 			t.Errorf("Step(MaxInt) = %+v, want Delay 32s and saturated times", last)
 		}
@@ -233,20 +234,20 @@ func TestScheduleEdges(t *testing.T) {
 	t.Run("Codes are ignored", func(t *testing.T) {
 		p := planPolicy(time.Second, 2, time.Minute, 0, 3)
 		p.Codes = nil
-		if got := slices.Collect(p.Schedule()); len(got) != 2 {
+		if got := slices.Collect(plan.Schedule(p)); len(got) != 2 {
 			t.Errorf("Schedule() without Codes has %d steps, want 2", len(got))
 		}
 	})
 	t.Run("negative retry", func(t *testing.T) {
-		if got := grpcbackoff.DefaultPolicy().Step(-3); got != (grpcbackoff.Step{}) {
+		if got := plan.Retry(grpcbackoff.DefaultPolicy(), -3); got != (plan.Step{}) {
 			t.Errorf("Step(-3) = %+v, want the zero Step", got)
 		}
 	})
 	t.Run("fixed interval", func(t *testing.T) {
 		p := planPolicy(2*time.Second, 1, time.Minute, time.Second, math.MaxInt)
-		want := grpcbackoff.Step{Retry: 1000, Delay: 2 * time.Second, MaxDelay: 3 * time.Second,
+		want := plan.Step{Retry: 1000, Delay: 2 * time.Second, MaxDelay: 3 * time.Second,
 			Elapsed: 2000 * time.Second, MaxElapsed: 3000 * time.Second}
-		if got := p.Step(1000); got != want {
+		if got := plan.Retry(p, 1000); got != want {
 			t.Errorf("Step(1000) = %+v, want %+v", got, want)
 		}
 	})
@@ -266,19 +267,19 @@ func TestScheduleEdges(t *testing.T) {
 		t.Run("invalid "+tc.name, func(t *testing.T) {
 			p := grpcbackoff.DefaultPolicy()
 			tc.edit(&p)
-			if got := slices.Collect(p.Schedule()); len(got) != 0 {
+			if got := slices.Collect(plan.Schedule(p)); len(got) != 0 {
 				t.Errorf("Schedule() = %+v, want nothing", got)
 			}
-			if got := p.Step(3); got != (grpcbackoff.Step{}) {
+			if got := plan.Retry(p, 3); got != (plan.Step{}) {
 				t.Errorf("Step(3) = %+v, want the zero Step", got)
 			}
-			if got := p.NextAfter(time.Minute); got != (grpcbackoff.Step{}) {
+			if got := plan.NextAfter(p, time.Minute); got != (plan.Step{}) {
 				t.Errorf("NextAfter(1m) = %+v, want the zero Step", got)
 			}
-			if f, m := p.AttemptsWithin(time.Minute); f != 0 || m != 0 {
+			if f, m := plan.AttemptsWithin(p, time.Minute); f != 0 || m != 0 {
 				t.Errorf("AttemptsWithin(1m) = %d, %d, want 0, 0", f, m)
 			}
-			if err := p.CheckDeadline(time.Minute); err == nil || !strings.HasPrefix(err.Error(), "grpcbackoff: ") {
+			if err := plan.CheckDeadline(p, time.Minute); err == nil || !strings.HasPrefix(err.Error(), "grpcbackoff: ") {
 				t.Errorf("CheckDeadline(1m) = %v, want Validate's error", err)
 			} else if want := p.Validate(); !strings.Contains(want.Error(), err.Error()) {
 				t.Errorf("CheckDeadline(1m) = %q, want part of Validate's %q", err, want)
@@ -322,12 +323,12 @@ func TestNextAfter(t *testing.T) {
 		{"longest elapsed", doubling, math.MaxInt64, math.MaxInt, time.Hour, math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.p.NextAfter(tc.elapsed)
+			got := plan.NextAfter(tc.p, tc.elapsed)
 			if got.Retry != tc.retry || got.Delay != tc.delay || got.Elapsed != tc.starts {
 				t.Errorf("NextAfter(%v) = retry %d after %v at %v, want retry %d after %v at %v",
 					tc.elapsed, got.Retry, got.Delay, got.Elapsed, tc.retry, tc.delay, tc.starts)
 			}
-			if want := tc.p.Step(tc.retry); got != want {
+			if want := plan.Retry(tc.p, tc.retry); got != want {
 				t.Errorf("NextAfter(%v) = %+v, want Step(%d) = %+v", tc.elapsed, got, tc.retry, want)
 			}
 		})
@@ -338,14 +339,14 @@ func TestNextAfter(t *testing.T) {
 // retry's start the next one follows, a nanosecond earlier the retry itself.
 func TestNextAfterInvertsSchedule(t *testing.T) {
 	for _, p := range planPolicies() {
-		for s := range p.Schedule() {
+		for s := range plan.Schedule(p) {
 			if s.Elapsed == math.MaxInt64 {
 				break
 			}
-			if got := p.NextAfter(s.Elapsed); got.Retry != s.Retry+1 {
+			if got := plan.NextAfter(p, s.Elapsed); got.Retry != s.Retry+1 {
 				t.Errorf("%+v: NextAfter(Step(%d).Elapsed = %v) = retry %d, want %d", p, s.Retry, s.Elapsed, got.Retry, s.Retry+1)
 			}
-			if got := p.NextAfter(s.Elapsed - 1); got != s {
+			if got := plan.NextAfter(p, s.Elapsed-1); got != s {
 				t.Errorf("%+v: NextAfter(Step(%d).Elapsed - 1ns) = %+v, want %+v", p, s.Retry, got, s)
 			}
 		}
@@ -357,8 +358,8 @@ func TestNextAfterInvertsSchedule(t *testing.T) {
 func TestNextAfterClosedForm(t *testing.T) {
 	for _, r := range []float64{1.01, 1.1, 1.5, 2, 3, 10} {
 		p := planPolicy(time.Second, r, 24*time.Hour, 0, 200)
-		for s := range p.Schedule() {
-			next := p.NextAfter(s.Elapsed)
+		for s := range plan.Schedule(p) {
+			next := plan.NextAfter(p, s.Elapsed)
 			if next.Delay == p.Max {
 				break
 			}
@@ -385,7 +386,7 @@ func TestMultiplierForRatio(t *testing.T) {
 		{1e-20, 1}, // too small to tell from a fixed interval
 		{math.MaxFloat64, math.MaxFloat64},
 	} {
-		got, err := grpcbackoff.MultiplierForRatio(tc.ratio)
+		got, err := plan.MultiplierForRatio(tc.ratio)
 		if got != tc.want || err != nil {
 			t.Errorf("MultiplierForRatio(%v) = %v, %v, want %v, nil", tc.ratio, got, err, tc.want)
 		}
@@ -403,7 +404,7 @@ func TestMultiplierForRatio(t *testing.T) {
 		{math.Inf(1), "grpcbackoff: ratio (+Inf) must be a finite number"},
 		{math.Inf(-1), "grpcbackoff: ratio (-Inf) must be a finite number"},
 	} {
-		got, err := grpcbackoff.MultiplierForRatio(tc.ratio)
+		got, err := plan.MultiplierForRatio(tc.ratio)
 		if err == nil || err.Error() != tc.want || got != 0 {
 			t.Errorf("MultiplierForRatio(%v) = %v, %v, want 0, %q", tc.ratio, got, err, tc.want)
 		}
@@ -421,7 +422,7 @@ func TestRetryCountRatio(t *testing.T) {
 		{2, 4, 0.5},
 		{math.MaxFloat64, 2, 1024},
 	} {
-		got, err := grpcbackoff.RetryCountRatio(tc.from, tc.to)
+		got, err := plan.RetryCountRatio(tc.from, tc.to)
 		if math.Round(got*1e4)/1e4 != tc.want || err != nil {
 			t.Errorf("RetryCountRatio(%v, %v) = %v, %v, want %v, nil", tc.from, tc.to, got, err, tc.want)
 		}
@@ -437,7 +438,7 @@ func TestRetryCountRatio(t *testing.T) {
 		{math.NaN(), 2, "multiplier from (NaN)"},
 		{2, math.Inf(1), "multiplier to (+Inf)"},
 	} {
-		got, err := grpcbackoff.RetryCountRatio(tc.from, tc.to)
+		got, err := plan.RetryCountRatio(tc.from, tc.to)
 		if err == nil || !strings.HasPrefix(err.Error(), "grpcbackoff: "+tc.want+" must be a finite number greater than 1") || got != 0 {
 			t.Errorf("RetryCountRatio(%v, %v) = %v, %v, want 0 and an error about %s", tc.from, tc.to, got, err, tc.want)
 		}
@@ -448,12 +449,12 @@ func TestRetryCountRatio(t *testing.T) {
 // the document does: 7.27 estimated, about 5 at 1000 s.
 func TestRetryCountRatioDocument(t *testing.T) {
 	at := 1000 * time.Second
-	n2 := planPolicy(time.Second, 2, time.Hour, 0, 2).NextAfter(at).Retry - 1
-	n11 := planPolicy(time.Second, 1.1, time.Hour, 0, 2).NextAfter(at).Retry - 1
+	n2 := plan.NextAfter(planPolicy(time.Second, 2, time.Hour, 0, 2), at).Retry - 1
+	n11 := plan.NextAfter(planPolicy(time.Second, 1.1, time.Hour, 0, 2), at).Retry - 1
 	if n2 != 9 || n11 != 48 {
 		t.Fatalf("retries by %v = %d (r=2) and %d (r=1.1), want 9 and 48", at, n2, n11)
 	}
-	est, _ := grpcbackoff.RetryCountRatio(2, 1.1)
+	est, _ := plan.RetryCountRatio(2, 1.1)
 	if ratio := float64(n11) / float64(n2); ratio > est || math.Round(ratio) != 5 {
 		t.Errorf("real ratio at %v = %.2f, want about 5 and below the estimate %.2f", at, ratio, est)
 	}
@@ -488,7 +489,7 @@ func TestAttemptsWithin(t *testing.T) {
 		{"saturating", planPolicy(time.Hour, 2, math.MaxInt64, math.MaxInt64, math.MaxInt), math.MaxInt64, 1, 22}, // the first retry is due at the longest Duration
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fewest, most := tc.p.AttemptsWithin(tc.deadline)
+			fewest, most := plan.AttemptsWithin(tc.p, tc.deadline)
 			if fewest != tc.fewest || most != tc.most {
 				t.Errorf("AttemptsWithin(%v) = %d, %d, want %d, %d", tc.deadline, fewest, most, tc.fewest, tc.most)
 			}
@@ -536,7 +537,7 @@ func TestCheckDeadline(t *testing.T) {
 		{"invalid policy", planPolicy(2*s, 2, s, 0, 8), 600 * s, "grpcbackoff: Max (1s) is less than Initial (2s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.p.CheckDeadline(tc.deadline)
+			err := plan.CheckDeadline(tc.p, tc.deadline)
 			if got := planErrString(err); got != tc.want {
 				t.Errorf("CheckDeadline(%v) = %q, want %q", tc.deadline, got, tc.want)
 			}
@@ -563,24 +564,24 @@ func FuzzPlan(f *testing.F) {
 	f.Add(int64(math.MaxInt64), 1e308, int64(math.MaxInt64), int64(math.MaxInt64), 2, 1, int64(-1))
 	f.Fuzz(func(t *testing.T, initial int64, r float64, maxDelay, jitter int64, attempts, retry int, at int64) {
 		p := planPolicy(time.Duration(initial), r, time.Duration(maxDelay), time.Duration(jitter), attempts)
-		s := p.Step(retry)
-		next := p.NextAfter(time.Duration(at))
-		fewest, most := p.AttemptsWithin(time.Duration(at))
-		err := p.CheckDeadline(time.Duration(at))
+		s := plan.Retry(p, retry)
+		next := plan.NextAfter(p, time.Duration(at))
+		fewest, most := plan.AttemptsWithin(p, time.Duration(at))
+		err := plan.CheckDeadline(p, time.Duration(at))
 		if p.Validate() != nil {
-			if s != (grpcbackoff.Step{}) || next != (grpcbackoff.Step{}) || fewest != 0 || most != 0 || err == nil {
+			if s != (plan.Step{}) || next != (plan.Step{}) || fewest != 0 || most != 0 || err == nil {
 				t.Fatalf("%+v is invalid, yet Step = %+v, NextAfter = %+v, AttemptsWithin = %d, %d, CheckDeadline = %v", p, s, next, fewest, most, err)
 			}
 			return
 		}
 		if retry >= 1 {
-			planInvariants(t, p, p.Step(retry-1), s)
+			planInvariants(t, p, plan.Retry(p, retry-1), s)
 		}
 		// NextAfter: the first retry after at.
 		if next.Retry < 1 || (next.Elapsed <= time.Duration(at) && next.Elapsed < math.MaxInt64) {
 			t.Errorf("%+v: NextAfter(%v) = %+v, not after it", p, time.Duration(at), next)
 		}
-		if prev := p.Step(next.Retry - 1); prev.Elapsed > max(time.Duration(at), 0) {
+		if prev := plan.Retry(p, next.Retry-1); prev.Elapsed > max(time.Duration(at), 0) {
 			t.Errorf("%+v: NextAfter(%v) = retry %d, but retry %d starts at %v, after it", p, time.Duration(at), next.Retry, prev.Retry, prev.Elapsed)
 		}
 		if at <= 0 {
@@ -592,11 +593,11 @@ func FuzzPlan(f *testing.F) {
 		if fewest < 1 || fewest > most || most > p.MaxAttempts {
 			t.Errorf("%+v: AttemptsWithin(%v) = %d, %d, want 1 ≤ fewest ≤ most ≤ MaxAttempts", p, time.Duration(at), fewest, most)
 		}
-		if s := p.Step(most - 1); s.Elapsed >= time.Duration(at) {
+		if s := plan.Retry(p, most-1); s.Elapsed >= time.Duration(at) {
 			t.Errorf("%+v: AttemptsWithin(%v) most = %d, but retry %d starts at %v", p, time.Duration(at), most, s.Retry, s.Elapsed)
 		}
 		if most < p.MaxAttempts {
-			if s := p.Step(most); s.Elapsed < time.Duration(at) {
+			if s := plan.Retry(p, most); s.Elapsed < time.Duration(at) {
 				t.Errorf("%+v: AttemptsWithin(%v) most = %d, but retry %d starts at %v, in time", p, time.Duration(at), most, s.Retry, s.Elapsed)
 			}
 		}

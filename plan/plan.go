@@ -1,4 +1,8 @@
-package grpcbackoff
+// Package plan answers questions about a grpcbackoff.Policy before any call
+// is made: its schedule of retries, which retry comes next after a given
+// elapsed time, how many attempts fit a deadline, and which multiplier gives
+// a wanted spacing. Command backoffplan prints its answers.
+package plan
 
 import (
 	"fmt"
@@ -10,6 +14,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/platformkit/grpcbackoff"
 )
 
 // This file plans a Policy: its schedule of retries, the inverse (which
@@ -37,7 +43,7 @@ import (
 // for wall-clock time.
 type Step struct {
 	// Retry is the retry's number, from 1: retry n is attempt n+1, and its
-	// delay is drawn by Policy.Backoff(n-1). Retry 0 stands for the first
+	// delay is drawn by grpcbackoff.Policy.Backoff(n-1). Retry 0 stands for the first
 	// attempt, which has no delay.
 	Retry int
 
@@ -62,14 +68,14 @@ type Step struct {
 	MaxElapsed time.Duration
 }
 
-// Step returns retry number retry of p's schedule, counting from 1 (retry n
+// Retry returns retry number retry of p's schedule, counting from 1 (retry n
 // is attempt n+1). A retry of 0 or less gives the first attempt: Retry 0 and
 // all durations 0. It is not limited by MaxAttempts, so it also answers what
 // a longer policy would do, and it takes constant time for any retry.
 //
 // For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
 // Validate rejects, it returns the zero Step.
-func (p Policy) Step(retry int) Step {
+func Retry(p grpcbackoff.Policy, retry int) Step {
 	pl, ok := newPlanner(p)
 	if !ok {
 		return Step{}
@@ -85,7 +91,7 @@ func (p Policy) Step(retry int) Step {
 //
 // For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
 // Validate rejects, Schedule yields nothing.
-func (p Policy) Schedule() iter.Seq[Step] {
+func Schedule(p grpcbackoff.Policy) iter.Seq[Step] {
 	return func(yield func(Step) bool) {
 		pl, ok := newPlanner(p)
 		if !ok {
@@ -114,7 +120,7 @@ func (p Policy) Schedule() iter.Seq[Step] {
 //
 // For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
 // Validate rejects, it returns the zero Step.
-func (p Policy) NextAfter(elapsed time.Duration) Step {
+func NextAfter(p grpcbackoff.Policy, elapsed time.Duration) Step {
 	pl, ok := newPlanner(p)
 	if !ok {
 		return Step{}
@@ -134,7 +140,7 @@ func (p Policy) NextAfter(elapsed time.Duration) Step {
 //
 // For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
 // Validate rejects, it returns 0, 0.
-func (p Policy) AttemptsWithin(deadline time.Duration) (fewest, most int) {
+func AttemptsWithin(p grpcbackoff.Policy, deadline time.Duration) (fewest, most int) {
 	pl, ok := newPlanner(p)
 	if !ok || deadline <= 0 {
 		return 0, 0
@@ -156,7 +162,7 @@ func (p Policy) AttemptsWithin(deadline time.Duration) (fewest, most int) {
 // counted. It returns Validate's error for a Policy whose Initial,
 // Multiplier, Max, Jitter or MaxAttempts Validate rejects, and an error for
 // a deadline of 0 or less.
-func (p Policy) CheckDeadline(deadline time.Duration) error {
+func CheckDeadline(p grpcbackoff.Policy, deadline time.Duration) error {
 	pl, ok := newPlanner(p)
 	if !ok {
 		return planValidate(p)
@@ -232,7 +238,7 @@ func RetryCountRatio(from, to float64) (float64, error) {
 
 // planner holds what every Step of a Policy needs, worked out once.
 type planner struct {
-	p Policy
+	p grpcbackoff.Policy
 	// capped is the number of retries whose delay is below Max: retries
 	// 1..capped follow the geometric series, later ones wait Max.
 	capped int
@@ -249,12 +255,12 @@ type planner struct {
 var planCodes = []codes.Code{codes.Unavailable}
 
 // planValidate is Validate for the fields a plan uses.
-func planValidate(p Policy) error {
+func planValidate(p grpcbackoff.Policy) error {
 	p.Codes = planCodes
 	return p.Validate()
 }
 
-func newPlanner(p Policy) (planner, bool) {
+func newPlanner(p grpcbackoff.Policy) (planner, bool) {
 	if planValidate(p) != nil {
 		return planner{}, false
 	}

@@ -1,4 +1,8 @@
-package grpcbackoff
+// Package serviceconfig reads the retry configuration of a gRPC service
+// config document (grpc/doc/service_config.md, gRFC A6), so that a team that
+// configured grpc-go's built-in retry keeps its configuration with
+// interceptor.WithServiceConfig.
+package serviceconfig
 
 import (
 	"bytes"
@@ -12,37 +16,39 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/platformkit/grpcbackoff"
 )
 
-// ServiceConfig is the retry configuration of a gRPC service config
-// document (grpc/doc/service_config.md, gRFC A6), as ParseServiceConfig
+// Config is the retry configuration of a gRPC service config
+// document (grpc/doc/service_config.md, gRFC A6), as Parse
 // reads it: the retryPolicy of each methodConfig entry and retryThrottling.
 // It lets a team that configured grpc-go's built-in retry keep its
 // configuration; interceptor.WithServiceConfig applies it.
-type ServiceConfig struct {
+type Config struct {
 	// Methods are the methodConfig entries that name at least one method,
 	// in the order of the document.
-	Methods []MethodConfig
+	Methods []Method
 	// Throttle is retryThrottling mapped onto a retry budget, nil if the
-	// document has none (see ParseServiceConfig for the mapping).
-	Throttle *Throttle
+	// document has none (see Parse for the mapping).
+	Throttle *grpcbackoff.Throttle
 }
 
-// MethodConfig is one methodConfig entry of a service config.
-type MethodConfig struct {
+// Method is one methodConfig entry of a service config.
+type Method struct {
 	// Names are the methods the entry applies to, each either
 	// "/pkg.Service/Method" (one method), "/pkg.Service/" (every method of a
 	// service), or "" (every method no other entry names: the default). No
 	// name appears in two entries. For a call, the method's own entry wins
 	// over its service's, which wins over the default.
 	Names []string
-	// Policy is the entry's retryPolicy, mapped as ParseServiceConfig says;
+	// Policy is the entry's retryPolicy, mapped as Parse says;
 	// nil if the entry has none, which means that its methods are not
 	// retried.
-	Policy *Policy
+	Policy *grpcbackoff.Policy
 }
 
-// ParseServiceConfig reads the retry configuration of a gRPC service config
+// Parse reads the retry configuration of a gRPC service config
 // JSON document: methodConfig[].name and methodConfig[].retryPolicy, and
 // retryThrottling. Every other field (loadBalancingConfig, timeout,
 // waitForReady, hedgingPolicy, ...) is ignored, as are entries without a
@@ -51,7 +57,7 @@ type MethodConfig struct {
 // It accepts what grpc-go accepts, with the exceptions below, and returns
 // every problem at once, each naming its JSON path and value, e.g.
 //
-//	grpcbackoff: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
+//	serviceconfig: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
 //
 // The rules: a name is {"service": "pkg.Service", "method": "Method"};
 // method empty or absent names every method of the service; service and
@@ -120,32 +126,32 @@ type MethodConfig struct {
 // with the cap on Ratio). A6 also counts every failed attempt, first
 // attempts included, where the budget counts retries.
 //
-// ParseServiceConfig does not apply the config: see
+// Parse does not apply the config: see
 // interceptor.WithServiceConfig. Methods no entry names keep the Policy
 // given to the interceptor, unless the document has a default entry.
-func ParseServiceConfig(data []byte) (ServiceConfig, error) {
-	var sc ServiceConfig
+func Parse(data []byte) (Config, error) {
+	var sc Config
 	if !json.Valid(data) {
 		var v any
 		err := json.Unmarshal(data, &v)
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return sc, fmt.Errorf("grpcbackoff: service config is not valid JSON: %v (at offset %d)", se, se.Offset)
+			return sc, fmt.Errorf("serviceconfig: service config is not valid JSON: %v (at offset %d)", se, se.Offset)
 		}
-		return sc, fmt.Errorf("grpcbackoff: service config is not valid JSON: %v", err)
+		return sc, fmt.Errorf("serviceconfig: service config is not valid JSON: %v", err)
 	}
 	p := &scParser{}
 	var doc struct {
-		MethodConfig    json.RawMessage `json:"methodConfig"`
+		Method          json.RawMessage `json:"methodConfig"`
 		RetryThrottling json.RawMessage `json:"retryThrottling"`
 	}
 	if !p.object("service config", data, &doc) {
 		return sc, p.err()
 	}
-	sc.Methods = p.methods(doc.MethodConfig)
+	sc.Methods = p.methods(doc.Method)
 	sc.Throttle = p.throttle(doc.RetryThrottling)
 	if err := p.err(); err != nil {
-		return ServiceConfig{}, err
+		return Config{}, err
 	}
 	return sc, nil
 }
@@ -157,7 +163,7 @@ type scParser struct {
 }
 
 func (p *scParser) bad(path, format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("grpcbackoff: %s: %s", path, fmt.Sprintf(format, args...)))
+	p.errs = append(p.errs, fmt.Errorf("serviceconfig: %s: %s", path, fmt.Sprintf(format, args...)))
 }
 
 func (p *scParser) err() error { return errors.Join(p.errs...) }
@@ -192,7 +198,7 @@ func (p *scParser) array(path string, raw json.RawMessage) ([]json.RawMessage, b
 	return elems, true
 }
 
-func (p *scParser) methods(raw json.RawMessage) []MethodConfig {
+func (p *scParser) methods(raw json.RawMessage) []Method {
 	if absent(raw) {
 		return nil
 	}
@@ -200,7 +206,7 @@ func (p *scParser) methods(raw json.RawMessage) []MethodConfig {
 	if !ok {
 		return nil
 	}
-	var out []MethodConfig
+	var out []Method
 	for i, e := range entries {
 		path := fmt.Sprintf("methodConfig[%d]", i)
 		var entry struct {
@@ -211,12 +217,12 @@ func (p *scParser) methods(raw json.RawMessage) []MethodConfig {
 			continue
 		}
 		names := p.entryNames(path+".name", entry.Name, i)
-		var pol *Policy
+		var pol *grpcbackoff.Policy
 		if !absent(entry.RetryPolicy) {
 			pol = p.retryPolicy(path+".retryPolicy", entry.RetryPolicy)
 		}
 		if len(names) > 0 {
-			out = append(out, MethodConfig{Names: names, Policy: pol})
+			out = append(out, Method{Names: names, Policy: pol})
 		}
 	}
 	return out
@@ -290,7 +296,7 @@ func (p *scParser) nameString(path string, raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
-func (p *scParser) retryPolicy(path string, raw json.RawMessage) *Policy {
+func (p *scParser) retryPolicy(path string, raw json.RawMessage) *grpcbackoff.Policy {
 	var rp struct {
 		MaxAttempts          json.RawMessage `json:"maxAttempts"`
 		InitialBackoff       json.RawMessage `json:"initialBackoff"`
@@ -314,12 +320,12 @@ func (p *scParser) retryPolicy(path string, raw json.RawMessage) *Policy {
 	return &pol
 }
 
-// fromA6 maps a valid A6 retryPolicy onto a Policy, as ParseServiceConfig
+// fromA6 maps a valid A6 retryPolicy onto a Policy, as Parse
 // documents. Halving rounds up, so that a 1 ns backoff stays positive.
-func fromA6(attempts int, initial, maxBackoff time.Duration, mult float64, cs []codes.Code) Policy {
+func fromA6(attempts int, initial, maxBackoff time.Duration, mult float64, cs []codes.Code) grpcbackoff.Policy {
 	base := min(initial, maxBackoff)
 	half := func(d time.Duration) time.Duration { return d/2 + d%2 }
-	return Policy{
+	return grpcbackoff.Policy{
 		Initial:     half(base),
 		Multiplier:  mult,
 		Max:         half(maxBackoff),
@@ -331,7 +337,7 @@ func fromA6(attempts int, initial, maxBackoff time.Duration, mult float64, cs []
 
 func (p *scParser) required(path string, raw json.RawMessage) bool {
 	if absent(raw) {
-		p.errs = append(p.errs, fmt.Errorf("grpcbackoff: %s is required", path))
+		p.errs = append(p.errs, fmt.Errorf("serviceconfig: %s is required", path))
 		return false
 	}
 	return true
@@ -490,7 +496,7 @@ func (p *scParser) codes(path string, raw json.RawMessage) []codes.Code {
 		return nil
 	}
 	if len(elems) == 0 {
-		p.errs = append(p.errs, fmt.Errorf("grpcbackoff: %s is empty: no code would be retried", path))
+		p.errs = append(p.errs, fmt.Errorf("serviceconfig: %s is empty: no code would be retried", path))
 		return nil
 	}
 	var out []codes.Code
@@ -557,7 +563,7 @@ func containsName(s string) bool {
 	return false
 }
 
-func (p *scParser) throttle(raw json.RawMessage) *Throttle {
+func (p *scParser) throttle(raw json.RawMessage) *grpcbackoff.Throttle {
 	if absent(raw) {
 		return nil
 	}
@@ -585,7 +591,7 @@ func (p *scParser) throttle(raw json.RawMessage) *Throttle {
 	if !okTokens || !okRatio {
 		return nil
 	}
-	return &Throttle{
+	return &grpcbackoff.Throttle{
 		Ratio:     min(ratio, 1),
 		PerSecond: 0,
 		Burst:     max(1, int(maxTokens/2)),
