@@ -209,17 +209,17 @@ func scInvalidCases() []scBadCase {
 		{"truncated", `{"methodConfig": [`, []string{"serviceconfig: service config is not valid JSON: unexpected end of JSON input (at offset 18)"}},
 		{"empty", ``, []string{"serviceconfig: service config is not valid JSON: unexpected end of JSON input (at offset 0)"}},
 		{"not an object", `[]`, []string{"serviceconfig: service config: [] is not an object"}},
-		{"methodConfig not an array", `{"methodConfig": {"name": []}}`, []string{`grpcbackoff: methodConfig: {"name":[]} is not an array`}},
+		{"methodConfig not an array", `{"methodConfig": {"name": []}}`, []string{`serviceconfig: methodConfig: {"name":[]} is not an array`}},
 		{"entry not an object", `{"methodConfig": [3]}`, []string{"serviceconfig: methodConfig[0]: 3 is not an object"}},
-		{"name not an array", `{"methodConfig": [{"name": {"service": "s.S"}}]}`, []string{`grpcbackoff: methodConfig[0].name: {"service":"s.S"} is not an array`}},
-		{"name without service", `{"methodConfig": [{"name": [{"method": "Get"}]}]}`, []string{`grpcbackoff: methodConfig[0].name[0]: method "Get" needs a service`}},
+		{"name not an array", `{"methodConfig": [{"name": {"service": "s.S"}}]}`, []string{`serviceconfig: methodConfig[0].name: {"service":"s.S"} is not an array`}},
+		{"name without service", `{"methodConfig": [{"name": [{"method": "Get"}]}]}`, []string{`serviceconfig: methodConfig[0].name[0]: method "Get" needs a service`}},
 		{"service not a string", `{"methodConfig": [{"name": [{"service": 5}]}]}`, []string{"serviceconfig: methodConfig[0].name[0].service: 5 is not a string"}},
-		{"service with a slash", `{"methodConfig": [{"name": [{"service": "a/b"}]}]}`, []string{`grpcbackoff: methodConfig[0].name[0].service: "a/b" contains "/"`}},
+		{"service with a slash", `{"methodConfig": [{"name": [{"service": "a/b"}]}]}`, []string{`serviceconfig: methodConfig[0].name[0].service: "a/b" contains "/"`}},
 		{"name twice", `{"methodConfig": [{"name": [{"service": "s.S", "method": "M"}]}, {"name": [{"service": "t.T"}, {"service": "s.S", "method": "M"}]}]}`,
-			[]string{`grpcbackoff: methodConfig[1].name[1]: "/s.S/M" is already named by methodConfig[0]`}},
+			[]string{`serviceconfig: methodConfig[1].name[1]: "/s.S/M" is already named by methodConfig[0]`}},
 		{"two defaults", `{"methodConfig": [{"name": [{}]}, {"name": [{"service": ""}]}]}`,
 			[]string{"serviceconfig: methodConfig[1].name[0]: the default name {} is already named by methodConfig[0]"}},
-		{"retryPolicy not an object", `{"methodConfig": [{"name": [{}], "retryPolicy": "yes"}]}`, []string{`grpcbackoff: methodConfig[0].retryPolicy: "yes" is not an object`}},
+		{"retryPolicy not an object", `{"methodConfig": [{"name": [{}], "retryPolicy": "yes"}]}`, []string{`serviceconfig: methodConfig[0].retryPolicy: "yes" is not an object`}},
 		{"retryPolicy empty", rp(``), []string{
 			path + "maxAttempts is required", path + "initialBackoff is required", path + "maxBackoff is required",
 			path + "backoffMultiplier is required", path + "retryableStatusCodes is required"}},
@@ -263,7 +263,7 @@ func scInvalidCases() []scBadCase {
 		{"maxTokens 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}`, []string{"serviceconfig: retryThrottling.maxTokens: 0 is not in (0, 1000]"}},
 		{"maxTokens 2000", `{"methodConfig": [], "retryThrottling": {"maxTokens": 2000, "tokenRatio": 0.1}}`, []string{"serviceconfig: retryThrottling.maxTokens: 2000 is not in (0, 1000]"}},
 		{"tokenRatio 0", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": 0}}`, []string{"serviceconfig: retryThrottling.tokenRatio: 0 must be positive"}},
-		{"tokenRatio a string", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": "0.1"}}`, []string{`grpcbackoff: retryThrottling.tokenRatio: "0.1" is not a number`}},
+		{"tokenRatio a string", `{"methodConfig": [], "retryThrottling": {"maxTokens": 10, "tokenRatio": "0.1"}}`, []string{`serviceconfig: retryThrottling.tokenRatio: "0.1" is not a number`}},
 
 		{"every problem at once", `{
 			"methodConfig": [
@@ -271,12 +271,12 @@ func scInvalidCases() []scBadCase {
 				{"name": [{"service": "s.S"}], "retryPolicy": {"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLEX", 17]}}
 			],
 			"retryThrottling": {"maxTokens": 2000, "tokenRatio": 0}}`, []string{
-			`grpcbackoff: methodConfig[0].name[0]: method "Get" needs a service`,
+			`serviceconfig: methodConfig[0].name[0]: method "Get" needs a service`,
 			"serviceconfig: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2",
-			`grpcbackoff: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"`,
+			`serviceconfig: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"`,
 			"serviceconfig: methodConfig[0].retryPolicy.backoffMultiplier: 0.5 is less than 1",
 			"serviceconfig: methodConfig[0].retryPolicy.retryableStatusCodes is empty",
-			`grpcbackoff: methodConfig[1].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name`,
+			`serviceconfig: methodConfig[1].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name`,
 			"serviceconfig: methodConfig[1].retryPolicy.retryableStatusCodes[1]: 17 is not a status code",
 			"serviceconfig: retryThrottling.maxTokens: 2000 is not in (0, 1000]",
 			"serviceconfig: retryThrottling.tokenRatio: 0 must be positive",
