@@ -34,3 +34,7 @@ require (
 )
 
 tool golang.org/x/perf/cmd/benchstat
+
+require github.com/platformkit/grpcbackoff/opentelemetry v0.0.0-00010101000000-000000000000
+
+replace github.com/platformkit/grpcbackoff/opentelemetry => ../opentelemetry

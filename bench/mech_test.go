@@ -22,6 +22,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/opentelemetry"
 )
 
 // The mechanisms, as the mech= key of every benchmark names them. Each one is
@@ -147,11 +148,11 @@ func oursOptions(name string, s setting, retries *atomic.Int64) []interceptor.Op
 	case oursHook:
 		opts = append(opts, hook)
 	case oursNoop:
-		opts = append(opts, interceptor.WithMeterProvider(noop.NewMeterProvider()))
+		opts = append(opts, opentelemetry.WithMeterProvider(noop.NewMeterProvider()))
 	case oursSDK:
-		opts = append(opts, interceptor.WithMeterProvider(sdkProvider()))
+		opts = append(opts, opentelemetry.WithMeterProvider(sdkProvider()))
 	case oursAll:
-		opts = append(opts, hook, interceptor.WithMeterProvider(sdkProvider()))
+		opts = append(opts, hook, opentelemetry.WithMeterProvider(sdkProvider()))
 	case oursNoPB:
 		opts = append(opts, interceptor.WithoutPushback())
 	case ours:

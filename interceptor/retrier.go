@@ -41,13 +41,12 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // interceptors it returns share its Policy, throttle and hooks. Build one per
 // client connection (DialOptions does). A Retrier is safe for concurrent use.
 type Retrier struct {
-	policy   *compiled            // the default Policy; nil: no retry
-	budget   *grpcbackoff.Budget  // nil: no throttle
-	methods  map[string]*compiled // per-method policies; nil entry: no retry
-	onRetry  func(Retry)
-	logger   *slog.Logger
-	metrics  *metrics // nil: none
-	bufLimit int
+	policy    *compiled            // the default Policy; nil: no retry
+	budget    *grpcbackoff.Budget  // nil: no throttle
+	methods   map[string]*compiled // per-method policies; nil entry: no retry
+	observers []Observer
+	logger    *slog.Logger
+	bufLimit  int
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 }
@@ -111,7 +110,13 @@ func WithoutThrottle() Option {
 // throttle refuses a retry. It runs on the caller's goroutine and must not
 // block.
 func WithOnRetry(f func(Retry)) Option {
-	return func(r *Retrier) error { r.onRetry = f; return nil }
+	return func(r *Retrier) error {
+		if f == nil {
+			return errors.New("interceptor: WithOnRetry(nil): the function is nil")
+		}
+		r.observers = append(r.observers, hookObserver(f))
+		return nil
+	}
 }
 
 // WithoutPushback stops reading the grpc-retry-pushback-ms trailer of unary
@@ -200,8 +205,11 @@ type call struct {
 	p        *compiled
 	max      int // the call's MaxAttempts
 	method   string
-	attempts int       // attempts made so far
-	start    time.Time // end of the first attempt
+	target   string             // the ClientConn's target, for observers
+	attempts int                // attempts made so far
+	start    time.Time          // end of the first attempt
+	delay    time.Duration      // time spent waiting between attempts
+	reason   grpcbackoff.Reason // why retrying stopped, once it did
 }
 
 // next is called when attempt c.attempts failed with err (and trailer, for
@@ -213,9 +221,6 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		c.start = now
 	}
 	st := status.Convert(err)
-	if m := c.r.metrics; m != nil {
-		m.attempt(c.method, st.Code())
-	}
 	// The caller's context is done, or its deadline has passed (the attempt
 	// can fail with it a moment before ctx.Err says so).
 	dl, hasDeadline := ctx.Deadline()
@@ -243,10 +248,10 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		return 0, c.fail(err, now, grpcbackoff.Deadline)
 	}
 	if c.r.budget != nil && !c.r.budget.Allow(now) {
-		c.observe(st.Code(), err, h, 0, true)
+		c.observe(ctx, st.Code(), err, h, 0, true)
 		return 0, c.fail(err, now, grpcbackoff.Throttled)
 	}
-	c.observe(st.Code(), err, h, d, false)
+	c.observe(ctx, st.Code(), err, h, d, false)
 	return d, nil
 }
 
@@ -255,21 +260,16 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 // retryable, a *grpcbackoff.Error otherwise. (next also returns err itself
 // when the caller's context ended during the first attempt.)
 func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
+	c.reason = why
 	if c.attempts == 1 && why == grpcbackoff.NotRetryable {
 		return err
-	}
-	if m := c.r.metrics; m != nil {
-		m.gaveUp(c.method, status.Code(err), why)
 	}
 	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
 }
 
-func (c *call) observe(code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled bool) {
-	if m := c.r.metrics; m != nil && !throttled {
-		m.retry(c.method, code, d)
-	}
-	if c.r.onRetry != nil {
-		c.r.onRetry(Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d, Throttled: throttled})
+func (c *call) observe(ctx context.Context, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled bool) {
+	for _, o := range c.r.observers {
+		o.OnRetry(ctx, Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d, Throttled: throttled})
 	}
 	if l := c.r.logger; l != nil {
 		level, msg := slog.LevelInfo, "grpcbackoff: retrying"
@@ -286,43 +286,22 @@ func (c *call) observe(code codes.Code, err error, h grpcbackoff.Hint, d time.Du
 // the error for the caller: CANCELED for a cancellation, and for a deadline
 // (which next makes unlikely) the last real error lastErr.
 func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
-	done := ctx.Done()
-	if done == nil {
-		// ctx can never end (context.Background, say): sleeping uses the
-		// goroutine's own timer, and allocates nothing.
-		time.Sleep(d)
-		return nil
-	}
 	t := time.NewTimer(d)
+	defer t.Stop()
+	start := time.Now()
 	select {
 	case <-t.C:
+		c.delay += d
 		return nil
-	case <-done:
-		t.Stop()
-		return c.waitEnded(ctx, lastErr)
+	case <-ctx.Done():
 	}
-}
-
-// waitEnded returns the error for a call whose ctx ended during its wait. It
-// is apart from wait so that the frame a call waits in stays small: a
-// goroutine's stack is halved by the garbage collector only while it uses
-// less than a quarter of it.
-func (c *call) waitEnded(ctx context.Context, lastErr error) error {
-	e := &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: time.Since(c.start), Reason: grpcbackoff.Deadline}
+	now := time.Now()
+	c.delay += now.Sub(start)
+	c.reason = grpcbackoff.Deadline
 	if ctx.Err() == context.Canceled {
-		e.Err, e.Reason = status.FromContextError(ctx.Err()).Err(), grpcbackoff.Canceled
+		c.reason, lastErr = grpcbackoff.Canceled, status.FromContextError(ctx.Err()).Err()
 	}
-	if m := c.r.metrics; m != nil {
-		m.gaveUp(c.method, status.Code(e.Err), e.Reason)
-	}
-	return e
-}
-
-// succeeded records that attempt c.attempts succeeded.
-func (c *call) succeeded() {
-	if m := c.r.metrics; m != nil {
-		m.attempt(c.method, codes.OK)
-	}
+	return &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: c.reason}
 }
 
 // retryContext returns the context for attempt c.attempts+1, which tells the

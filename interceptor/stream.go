@@ -68,7 +68,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
-		cur: cs, c: call{r: r, p: p, max: max, method: method, attempts: 1},
+		cur: cs, c: call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1},
 	}
 	s.sent = s.first[:0]
 	s.retried.L = &s.mu
@@ -98,7 +98,7 @@ type retryStream struct {
 	opts     []grpc.CallOption
 
 	committed atomic.Bool // set once, under mu; cur never changes after
-	endSeen   atomic.Bool // the metrics have counted the last attempt's end
+	endSeen   atomic.Bool // the observers were told of the end
 
 	mu     sync.Mutex
 	cur    grpc.ClientStream // the current attempt
@@ -268,18 +268,16 @@ func (s *retryStream) RecvMsg(m any) error {
 	}
 }
 
-// ended records in the metrics, once, that the last attempt ended with err
-// (io.EOF: OK), for the endings that no retry decision (call.next) saw.
+// ended tells the observers, once, that the stream ended with err (io.EOF:
+// success).
 func (s *retryStream) ended(err error) {
-	m := s.c.r.metrics
-	if m == nil || s.endSeen.Swap(true) {
+	if len(s.c.r.observers) == 0 || s.endSeen.Swap(true) {
 		return
 	}
-	code := codes.OK
-	if err != io.EOF {
-		code = status.Code(err)
+	if err == io.EOF {
+		err = nil
 	}
-	m.attempt(s.method, code)
+	s.c.end(s.ctx, err)
 }
 
 func (s *retryStream) Header() (metadata.MD, error) {

@@ -15,8 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -1030,10 +1028,28 @@ func TestStreamPerCallPolicy(t *testing.T) {
 	}
 }
 
-func TestStreamMetrics(t *testing.T) {
+// recorder is an Observer that keeps what it is told.
+type recorder struct {
+	mu      sync.Mutex
+	retries []Retry
+	ends    []End
+}
+
+func (r *recorder) OnRetry(_ context.Context, x Retry) {
+	r.mu.Lock()
+	r.retries = append(r.retries, x)
+	r.mu.Unlock()
+}
+func (r *recorder) OnEnd(_ context.Context, e End) {
+	r.mu.Lock()
+	r.ends = append(r.ends, e)
+	r.mu.Unlock()
+}
+
+// TestStreamObserver checks that a stream's end is reported once, when the
+// caller's RecvMsg returns it, with the attempts it took.
+func TestStreamObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		down := status.Error(codes.Unavailable, "down")
 		srv := newStServer(t, func(id string, n int) stStep {
 			switch id {
@@ -1045,7 +1061,8 @@ func TestStreamMetrics(t *testing.T) {
 				return stOK(2)
 			}
 		})
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithMeterProvider(mp))...)
+		rec := &recorder{}
+		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried", "committed"} {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id)
 			s, err := c.StreamingOutputCall(ctx, stOutReq("q"))
@@ -1057,31 +1074,24 @@ func TestStreamMetrics(t *testing.T) {
 					break
 				}
 			}
-			// Receiving again after the end must not count the attempt again.
+			// Receiving again after the end must not report the end again.
 			if _, err := s.Recv(); err == nil {
 				t.Errorf("%s: Recv after the end succeeded", id)
 			}
 		}
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
+		var got []string
+		for _, e := range rec.ends {
+			got = append(got, fmt.Sprintf("%v×%d", e.Code, e.Attempts))
 		}
-		got := map[string]int64{}
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				if m.Name != MetricAttempts {
-					continue
-				}
-				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					code, _ := dp.Attributes.Value("rpc.response.status_code")
-					got[code.AsString()] += dp.Value
-				}
-			}
+		// ok: 1 attempt; retried: 3 attempts; committed: 1 attempt, UNAVAILABLE.
+		if want := []string{"OK×1", "OK×3", "Unavailable×1"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("ends = %v, want %v", got, want)
 		}
-		// ok: 1 OK; retried: 2 UNAVAILABLE, 1 OK; committed: 1 UNAVAILABLE.
-		want := map[string]int64{"OK": 2, "UNAVAILABLE": 3}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s = %v, want %v", MetricAttempts, got, want)
+		if len(rec.retries) != 2 {
+			t.Errorf("%d retries reported, want 2", len(rec.retries))
+		}
+		if d := rec.ends[1].Delay; d != 3*time.Second {
+			t.Errorf("retried stream: Delay = %v, want 3s (1 s + 2 s)", d)
 		}
 	})
 }

@@ -31,11 +31,10 @@ func Unary(p grpcbackoff.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 func (r *Retrier) Unary() grpc.UnaryClientInterceptor { return r.unary }
 
 // unaryState holds what an attempt needs besides the caller's arguments: the
-// trailer (for pushback) and the call options with the trailer's. It is
-// pooled, so that a call that succeeds allocates nothing.
+// trailer, for pushback, and the call options with grpc.Trailer added. It is
+// pooled so that a call that succeeds allocates nothing.
 type unaryState struct {
 	trailer metadata.MD
-	buf     [8]grpc.CallOption
 	opts    []grpc.CallOption
 }
 
@@ -43,29 +42,13 @@ var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 
 func getUnaryState(opts []grpc.CallOption) *unaryState {
 	s := unaryStates.Get().(*unaryState)
-	if n := len(opts); n < len(s.buf) {
-		// Loops, not copy and clear: for the one or two options calls
-		// carry, the runtime's typedslicecopy and memclrHasPointers cost
-		// more (~2 ns in all, measured with BenchmarkIsolated).
-		//lint:ignore S1001 measured slower for short slices, see above
-		for i, o := range opts {
-			s.buf[i] = o
-		}
-		s.buf[n] = grpc.Trailer(&s.trailer)
-		s.opts = s.buf[:n+1]
-	} else {
-		s.opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&s.trailer))
-	}
+	s.opts = append(append(s.opts[:0], opts...), grpc.Trailer(&s.trailer))
 	return s
 }
 
 func (s *unaryState) release() {
-	if len(s.opts) <= len(s.buf) {
-		for i := range s.opts { // see getUnaryState
-			s.buf[i] = nil
-		}
-	}
-	s.opts, s.trailer = nil, nil
+	clear(s.opts)
+	s.opts, s.trailer = s.opts[:0], nil
 	unaryStates.Put(s)
 }
 
@@ -80,6 +63,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+	c := call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1}
 	attemptOpts := opts
 	var s *unaryState
 	if !r.noPushback {
@@ -87,35 +71,32 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		attemptOpts = s.opts
 	}
 	err = invoker(ctx, method, req, reply, cc, attemptOpts...)
-	if err == nil {
-		if s != nil {
-			s.release()
-		}
-		if r.metrics != nil {
-			r.metrics.attempt(method, codes.OK)
-		}
-		return nil
-	}
 	var trailer metadata.MD
 	if s != nil {
 		trailer = s.trailer
 		s.release()
 	}
-	return r.retryUnary(ctx, call{r: r, p: p, max: max, method: method, attempts: 1}, req, reply, cc, invoker, opts, err, trailer)
+	if err == nil {
+		return c.end(ctx, nil)
+	}
+	return c.end(ctx, r.retryUnary(ctx, &c, req, reply, cc, invoker, opts, err, trailer))
+}
+
+// target returns cc's target, or "" for a call made without a ClientConn.
+func target(cc *grpc.ClientConn) string {
+	if cc == nil {
+		return ""
+	}
+	return cc.Target()
 }
 
 // retryUnary is the slow path: attempt 1 failed with err, and trailer (if
-// pushback is read). opts are the caller's options.
-//
-// The state that carries grpc.Trailer is taken from the pool for each
-// attempt and put back before the wait: a call waiting in backoff holds as
-// little as it can.
-func (r *Retrier) retryUnary(ctx context.Context, c call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error, trailer metadata.MD) error {
-	method := c.method
-	pushback := !r.noPushback
+// pushback is read). opts are the caller's options. The trailer of an
+// attempt is not held through the wait that follows it.
+func (r *Retrier) retryUnary(ctx context.Context, c *call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error, trailer metadata.MD) error {
 	for {
 		d, final := c.next(ctx, err, trailer)
-		trailer = nil // not held through the wait
+		trailer = nil
 		if final != nil {
 			return final
 		}
@@ -124,18 +105,17 @@ func (r *Retrier) retryUnary(ctx context.Context, c call, req, reply any, cc *gr
 		}
 		attemptOpts := opts
 		var s *unaryState
-		if pushback {
+		if !r.noPushback {
 			s = getUnaryState(opts)
 			attemptOpts = s.opts
 		}
-		err = invoker(c.retryContext(ctx), method, req, reply, cc, attemptOpts...)
+		err = invoker(c.retryContext(ctx), c.method, req, reply, cc, attemptOpts...)
 		c.attempts++
 		if s != nil {
 			trailer = s.trailer
 			s.release()
 		}
 		if err == nil {
-			c.succeeded()
 			return nil
 		}
 	}

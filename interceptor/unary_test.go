@@ -9,7 +9,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -402,8 +401,8 @@ func TestInvalidConfiguration(t *testing.T) {
 	}{
 		{interceptor.WithBufferLimit(-1), "WithBufferLimit(-1)"},
 		{interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 2, Burst: 1}), "Throttle.Ratio (2)"},
-		{interceptor.WithMeterProvider(nil), "WithMeterProvider(nil)"},
-		{interceptor.WithMeterProvider((*sdkmetric.MeterProvider)(nil)), "WithMeterProvider((*metric.MeterProvider)(nil))"},
+		{interceptor.WithObserver(nil), "WithObserver(nil)"},
+		{interceptor.WithOnRetry(nil), "WithOnRetry(nil)"},
 	}
 	for _, o := range opts {
 		if _, err := interceptor.New(grpcbackoff.DefaultPolicy(), o.opt); err == nil || !strings.Contains(err.Error(), o.want) {

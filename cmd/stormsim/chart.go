@@ -13,7 +13,7 @@ import (
 	chart "github.com/wcharczuk/go-chart/v2"
 	"github.com/wcharczuk/go-chart/v2/drawing"
 
-	"github.com/platformkit/grpcbackoff/internal/stormsim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/stormsim"
 )
 
 const (

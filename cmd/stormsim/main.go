@@ -35,7 +35,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/platformkit/grpcbackoff/internal/stormsim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/stormsim"
 )
 
 func main() {

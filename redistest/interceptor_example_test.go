@@ -1,4 +1,4 @@
-package interceptor_test
+package redistest_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package interceptor_test
+package redistest_test
 
 import (
 	"context"
@@ -51,9 +51,9 @@ func TestWithServiceConfig(t *testing.T) {
 	noDefault := scParse(t, `{"methodConfig": [`+entries+`]}`)
 	defaultOff := scParse(t, `{"methodConfig": [`+entries+`, {"name": [{}]}]}`)
 
-	five := exact()
+	five := exactPolicy()
 	five.MaxAttempts = 5
-	six := exact()
+	six := exactPolicy()
 	six.MaxAttempts = 6
 	cases := []struct {
 		name   string
@@ -103,6 +103,8 @@ func TestWithServiceConfig(t *testing.T) {
 	}
 }
 
+func opt(o ...grpc.CallOption) []grpc.CallOption { return o }
+
 func opt1(o ...interceptor.Option) []interceptor.Option { return o }
 
 func TestWithServiceConfigDelays(t *testing.T) {
@@ -110,7 +112,7 @@ func TestWithServiceConfigDelays(t *testing.T) {
 	// Jitter 100 ms, Max 1 s (see ParseServiceConfig).
 	sc := scParse(t, `{"methodConfig": [{"name": [{}], "retryPolicy": `+scRetry("6")+`}]}`)
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact(), interceptor.WithoutThrottle(), interceptor.WithServiceConfig(sc))
+		r, err := interceptor.New(exactPolicy(), interceptor.WithoutThrottle(), interceptor.WithServiceConfig(sc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +141,7 @@ func TestWithServiceConfigThrottle(t *testing.T) {
 	sc := scParse(t, `{"methodConfig": [{"name": [{}], "retryPolicy": `+scRetry("3")+`}],
 		"retryThrottling": {"maxTokens": 4, "tokenRatio": 0.1}}`)
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc))
+		r, err := interceptor.New(exactPolicy(), interceptor.WithServiceConfig(sc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,8 +160,8 @@ func TestWithServiceConfigThrottle(t *testing.T) {
 }
 
 func TestWithServiceConfigErrors(t *testing.T) {
-	good := exact()
-	bad := exact()
+	good := exactPolicy()
+	bad := exactPolicy()
 	bad.Multiplier = 0.5
 	type mc = serviceconfig.Method
 	cases := []struct {
@@ -182,7 +184,7 @@ func TestWithServiceConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := interceptor.New(exact(), interceptor.WithServiceConfig(tc.sc))
+			r, err := interceptor.New(exactPolicy(), interceptor.WithServiceConfig(tc.sc))
 			if err == nil {
 				t.Fatalf("New(WithServiceConfig(%+v)) = %v, nil; want an error", tc.sc, r)
 			}
@@ -214,7 +216,7 @@ const scOneLayerConfig = `{"methodConfig": [{"name": [{"service": "google.cloud.
 // Until interceptor.DialOptions includes grpc.WithDisableRetry, the test
 // appends it; once it does, the appended one changes nothing.
 func TestOnlyOneRetryLayer(t *testing.T) {
-	p := exact()
+	p := exactPolicy()
 	p.Initial = 10 * time.Millisecond
 	p.MaxAttempts = 3
 	cases := []struct {

@@ -1,4 +1,4 @@
-package grpcbackoff_test
+package redistest_test
 
 // End-to-end: the real cloud.google.com/go/redis/apiv1 client, our unary
 // interceptor installed the way the README says, and the redistest fake over

@@ -1,4 +1,4 @@
-package grpcbackoff_test
+package interceptor_test
 
 // Hostile and broken servers. A retry library sits on every call a service
 // makes, so whatever the server does, a call must end within the caller's
@@ -21,8 +21,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"cloud.google.com/go/redis/apiv1/redispb"
-	"google.golang.org/api/option"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -38,7 +36,6 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
-	"github.com/platformkit/grpcbackoff/redistest"
 )
 
 // hsDeadline is the deadline every hostile call gets.
@@ -699,58 +696,6 @@ func hsCheck(t *testing.T, tc hsCase, k hsKind) {
 	}
 	if tc.check != nil {
 		tc.check(t, res.err)
-	}
-}
-
-// TestHostileRedisClient puts the hostile hints in front of the real Cloud
-// Redis client, with the interceptor installed as the README says, and the
-// default retry throttle.
-func TestHostileRedisClient(t *testing.T) {
-	cases := []struct {
-		name   string
-		fault  redistest.Fault
-		gaps   []time.Duration
-		reason grpcbackoff.Reason
-	}{
-		{"RetryInfo 100 years", redistest.Fault{RetryDelay: 100 * hsYear}, nil, grpcbackoff.ServerRefused},
-		{"RetryInfo −1 s", redistest.Fault{RetryDelay: -time.Second, RetryDelaySet: true}, hsExhausted, grpcbackoff.Exhausted},
-		{"RetryInfo 0 s", redistest.Fault{RetryDelaySet: true}, hsExhausted, grpcbackoff.Exhausted},
-		{"RetryInfo = Max", redistest.Fault{RetryDelay: 8 * time.Second}, hsSeconds(8, 8, 8), grpcbackoff.Deadline},
-		{"pushback 0 forever", redistest.Fault{Pushback: "0"}, hsExhausted, grpcbackoff.Exhausted},
-		{"pushback −1", redistest.Fault{Pushback: "-1"}, nil, grpcbackoff.ServerRefused},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				srv := redistest.NewServer()
-				t.Cleanup(srv.Close)
-				c := srv.Client(t.Context(), option.WithGRPCDialOption(grpc.WithUnaryInterceptor(interceptor.Unary(hsPolicy()))))
-				f := tc.fault
-				f.Method, f.Code, f.Count = redistest.MethodGetInstance, codes.Unavailable, 1000
-				if err := srv.Inject(f); err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithTimeout(t.Context(), hsDeadline)
-				defer cancel()
-				start := time.Now()
-				_, err := c.GetInstance(ctx, &redispb.GetInstanceRequest{Name: "projects/p/locations/l/instances/i"})
-				if got, want := time.Since(start), hsSum(tc.gaps); got != want {
-					t.Errorf("GetInstance returned after %v, want %v", got, want)
-				}
-				as := srv.AttemptsFor(redistest.MethodGetInstance)
-				var g []time.Duration
-				for i := 1; i < len(as); i++ {
-					g = append(g, as[i].Time.Sub(as[i-1].Time))
-				}
-				if !slices.Equal(g, tc.gaps) {
-					t.Errorf("gaps between attempts = %v, want %v", g, tc.gaps)
-				}
-				var e *grpcbackoff.Error
-				if !errors.As(err, &e) || e.Attempts != len(as) || e.Reason != tc.reason || status.Code(err) != codes.Unavailable {
-					t.Errorf("GetInstance = %v, want UNAVAILABLE after %d attempts, %v", err, len(as), tc.reason)
-				}
-			})
-		})
 	}
 }
 

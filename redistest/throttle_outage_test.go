@@ -1,4 +1,4 @@
-package grpcbackoff_test
+package redistest_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package interceptor_test
+package opentelemetry_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/opentelemetry"
 )
 
 // counts returns the sums of an Int64 counter by its code and reason attributes.
@@ -38,7 +39,7 @@ func counts(t *testing.T, rm metricdata.ResourceMetrics, name string) map[string
 			}
 			for _, dp := range sum.DataPoints {
 				key := attr(dp.Attributes, "rpc.method") + " " + attr(dp.Attributes, "rpc.response.status_code")
-				if r := attr(dp.Attributes, string(interceptor.ReasonKey)); r != "" {
+				if r := attr(dp.Attributes, string(opentelemetry.ReasonKey)); r != "" {
 					key += " " + r
 				}
 				if attr(dp.Attributes, "rpc.system.name") != "grpc" {
@@ -74,7 +75,7 @@ func TestMetrics(t *testing.T) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		p := exact()
 		p.MaxAttempts = 3
-		ic := interceptor.Unary(p, interceptor.WithMeterProvider(mp),
+		ic := interceptor.Unary(p, opentelemetry.WithMeterProvider(mp),
 			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
 
 		call(t.Context(), t, ic, &script{})                                                // 1 OK attempt
@@ -91,9 +92,9 @@ func TestMetrics(t *testing.T) {
 			metric string
 			want   map[string]int64
 		}{
-			{interceptor.MetricAttempts, map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 4, m + " NOT_FOUND": 1}},
-			{interceptor.MetricRetries, map[string]int64{m + " UNAVAILABLE": 3}},
-			{interceptor.MetricGaveUp, map[string]int64{m + " UNAVAILABLE throttled": 1}},
+			{opentelemetry.MetricAttempts, map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 4, m + " NOT_FOUND": 1}},
+			{opentelemetry.MetricRetries, map[string]int64{m + " UNAVAILABLE": 3}},
+			{opentelemetry.MetricGaveUp, map[string]int64{m + " UNAVAILABLE throttled": 1}},
 		}
 		for _, c := range checks {
 			if got := counts(t, rm, c.metric); !equalCounts(got, c.want) {
@@ -103,7 +104,7 @@ func TestMetrics(t *testing.T) {
 		var delays []float64
 		for _, sm := range rm.ScopeMetrics {
 			for _, mm := range sm.Metrics {
-				if mm.Name == interceptor.MetricBackoff {
+				if mm.Name == opentelemetry.MetricBackoff {
 					for _, dp := range mm.Data.(metricdata.Histogram[float64]).DataPoints {
 						delays = append(delays, float64(dp.Count), dp.Sum)
 					}
@@ -112,7 +113,7 @@ func TestMetrics(t *testing.T) {
 		}
 		// Three waits: 1 s and 2 s in the second call, 1 s in the last.
 		if len(delays) != 2 || delays[0] != 3 || delays[1] != 4 {
-			t.Errorf("%s (count, sum) = %v, want (3, 4s)", interceptor.MetricBackoff, delays)
+			t.Errorf("%s (count, sum) = %v, want (3, 4s)", opentelemetry.MetricBackoff, delays)
 		}
 	})
 }
@@ -123,7 +124,7 @@ func TestMetricsExhausted(t *testing.T) {
 		p := exact()
 		p.MaxAttempts = 2
 		ic := interceptor.Unary(p, interceptor.WithoutThrottle(),
-			interceptor.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+			opentelemetry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 		call(t.Context(), t, ic, &script{errs: unavailable(5)})
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
@@ -133,8 +134,8 @@ func TestMetricsExhausted(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[string]int64{"pkg.Svc/Get UNAVAILABLE exhausted": 1, "pkg.Svc/Get UNAVAILABLE deadline": 1}
-		if got := counts(t, rm, interceptor.MetricGaveUp); !equalCounts(got, want) {
-			t.Errorf("%s = %v, want %v", interceptor.MetricGaveUp, got, want)
+		if got := counts(t, rm, opentelemetry.MetricGaveUp); !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v", opentelemetry.MetricGaveUp, got, want)
 		}
 	})
 }
@@ -149,38 +150,38 @@ func TestMetricsAcrossRetriersAndCollections(t *testing.T) {
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		p := exact()
 		p.MaxAttempts = 2
-		a := interceptor.Unary(p, interceptor.WithMeterProvider(mp))
-		b := interceptor.Unary(p, interceptor.WithMeterProvider(mp))
+		a := interceptor.Unary(p, opentelemetry.WithMeterProvider(mp))
+		b := interceptor.Unary(p, opentelemetry.WithMeterProvider(mp))
 		collect := func() map[string]int64 {
 			var rm metricdata.ResourceMetrics
 			if err := reader.Collect(context.Background(), &rm); err != nil {
 				t.Fatal(err)
 			}
-			return counts(t, rm, interceptor.MetricAttempts)
+			return counts(t, rm, opentelemetry.MetricAttempts)
 		}
 		const m = "pkg.Svc/Get"
 
 		call(t.Context(), t, a, &script{})
 		call(t.Context(), t, b, &script{errs: unavailable(1)})
 		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 1}; !equalCounts(got, want) {
-			t.Errorf("first collection: %s = %v, want %v", interceptor.MetricAttempts, got, want)
+			t.Errorf("first collection: %s = %v, want %v", opentelemetry.MetricAttempts, got, want)
 		}
 		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 1}; !equalCounts(got, want) {
-			t.Errorf("second collection, no calls between: %s = %v, want %v", interceptor.MetricAttempts, got, want)
+			t.Errorf("second collection, no calls between: %s = %v, want %v", opentelemetry.MetricAttempts, got, want)
 		}
 		call(t.Context(), t, a, &script{errs: unavailable(2)})
 		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 3}; !equalCounts(got, want) {
-			t.Errorf("third collection: %s = %v, want %v", interceptor.MetricAttempts, got, want)
+			t.Errorf("third collection: %s = %v, want %v", opentelemetry.MetricAttempts, got, want)
 		}
 		var rm metricdata.ResourceMetrics
 		if err := reader.Collect(context.Background(), &rm); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := counts(t, rm, interceptor.MetricRetries), map[string]int64{m + " UNAVAILABLE": 2}; !equalCounts(got, want) {
-			t.Errorf("%s = %v, want %v (one retry by each Retrier)", interceptor.MetricRetries, got, want)
+		if got, want := counts(t, rm, opentelemetry.MetricRetries), map[string]int64{m + " UNAVAILABLE": 2}; !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v (one retry by each Retrier)", opentelemetry.MetricRetries, got, want)
 		}
-		if got, want := counts(t, rm, interceptor.MetricGaveUp), map[string]int64{m + " UNAVAILABLE exhausted": 1}; !equalCounts(got, want) {
-			t.Errorf("%s = %v, want %v", interceptor.MetricGaveUp, got, want)
+		if got, want := counts(t, rm, opentelemetry.MetricGaveUp), map[string]int64{m + " UNAVAILABLE exhausted": 1}; !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v", opentelemetry.MetricGaveUp, got, want)
 		}
 	})
 }
@@ -190,7 +191,7 @@ func TestMetricsAcrossRetriersAndCollections(t *testing.T) {
 // built at run time (a new address each time).
 func TestMetricsCountConcurrentCalls(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
-	ic := interceptor.Unary(exact(), interceptor.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	ic := interceptor.Unary(exact(), opentelemetry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	const goroutines, calls = 50, 200
 	var wg sync.WaitGroup
@@ -214,13 +215,13 @@ func TestMetricsCountConcurrentCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int64{"pkg.Svc/Get OK": goroutines / 2 * calls, "pkg.Svc/Put OK": goroutines / 2 * calls}
-	if got := counts(t, rm, interceptor.MetricAttempts); !equalCounts(got, want) {
-		t.Errorf("%s = %v, want %v", interceptor.MetricAttempts, got, want)
+	if got := counts(t, rm, opentelemetry.MetricAttempts); !equalCounts(got, want) {
+		t.Errorf("%s = %v, want %v", opentelemetry.MetricAttempts, got, want)
 	}
 }
 
 func TestNoopMetricsAllocateNothing(t *testing.T) {
-	ic := interceptor.Unary(exact(), interceptor.WithMeterProvider(noop.NewMeterProvider()))
+	ic := interceptor.Unary(exact(), opentelemetry.WithMeterProvider(noop.NewMeterProvider()))
 	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	ctx := context.Background()
 	ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke) // warm the attribute cache

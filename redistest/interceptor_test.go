@@ -1,4 +1,4 @@
-package interceptor_test
+package redistest_test
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ import (
 // a service config.
 func TestRedisClientPerMethod(t *testing.T) {
 	ms := time.Millisecond
-	p := exact()
+	p := exactPolicy()
 	p.Initial = 100 * ms
 	p.MaxAttempts = 4
 	sc := scParse(t, `{"methodConfig": [

@@ -1,4 +1,4 @@
-package grpcbackoff_test
+package interceptor_test
 
 // Load: thousands of unary calls and hundreds of streams through one set of
 // interceptors (one Retrier, one ClientConn, the default policy and

@@ -1,0 +1,21 @@
+module github.com/platformkit/grpcbackoff/cmd
+
+go 1.26.0
+
+require (
+	github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+	github.com/wcharczuk/go-chart/v2 v2.1.2
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	golang.org/x/image v0.18.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
+)
+
+replace github.com/platformkit/grpcbackoff => ../

@@ -1,0 +1,85 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// An Observer is told how each call went: of every retry decision, and once
+// of the call's end. It is the seam for metrics, traces and logs; the module
+// github.com/platformkit/grpcbackoff/opentelemetry implements one, so that
+// this module does not depend on OpenTelemetry.
+//
+// Its methods run on the caller's goroutine, for calls on many goroutines at
+// once: they must be safe for concurrent use and must not block. ctx is the
+// call's context (the caller's span, if any, is in it).
+type Observer interface {
+	// OnRetry is called when an attempt failed and the call decided to
+	// retry, before the wait, and when a retry was refused by the retry
+	// budget (r.Throttled).
+	OnRetry(ctx context.Context, r Retry)
+	// OnEnd is called once per call that a retry policy applies to, when it
+	// ends: for a unary call, when the interceptor returns; for a stream,
+	// when the caller's RecvMsg returns its final error or io.EOF. A stream
+	// that the caller abandons before that has no end to report.
+	OnEnd(ctx context.Context, e End)
+}
+
+// End describes how a call ended, as passed to Observer.OnEnd.
+type End struct {
+	// Method is the full method name, "/pkg.Service/Method".
+	Method string
+	// Target is the target of the call's ClientConn (cc.Target()), "" when
+	// the interceptor was called without one.
+	Target string
+	// Code is the call's final status code (OK for success).
+	Code codes.Code
+	// Err is the error the caller got; nil for success.
+	Err error
+	// Attempts is the number of attempts sent, the first one included.
+	Attempts int
+	// Delay is the total time the call spent with no attempt in flight:
+	// the sum of its waits between attempts.
+	Delay time.Duration
+	// Reason says why retrying stopped, for a call that ended with an error
+	// after a retry was asked for; 0 otherwise.
+	Reason grpcbackoff.Reason
+}
+
+// WithObserver adds o to the observers of the Retrier; each is told of
+// every retry decision and call end, in the order they were added.
+func WithObserver(o Observer) Option {
+	return func(r *Retrier) error {
+		if o == nil {
+			return errors.New("interceptor: WithObserver(nil): the observer is nil")
+		}
+		r.observers = append(r.observers, o)
+		return nil
+	}
+}
+
+// hookObserver is the Observer of WithOnRetry: it forwards retry decisions.
+type hookObserver func(Retry)
+
+func (f hookObserver) OnRetry(_ context.Context, r Retry) { f(r) }
+func (hookObserver) OnEnd(context.Context, End)           {}
+
+// end tells every observer that the call ended with err (nil: success) and
+// returns err.
+func (c *call) end(ctx context.Context, err error) error {
+	if len(c.r.observers) == 0 {
+		return err
+	}
+	e := End{Method: c.method, Target: c.target, Err: err, Attempts: c.attempts, Delay: c.delay, Reason: c.reason}
+	e.Code = status.Code(err)
+	for _, o := range c.r.observers {
+		o.OnEnd(ctx, e)
+	}
+	return err
+}
