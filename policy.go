@@ -53,6 +53,15 @@ type Policy struct {
 	// 1 means no retry. It must be at least 1. Default 8.
 	MaxAttempts int
 
+	// AttemptTimeout bounds each attempt: an attempt runs under the earlier
+	// of the caller's deadline and its start plus AttemptTimeout, and one cut
+	// by its own timeout (the caller's context still live) is retried like a
+	// retryable code, whatever Codes says. For a stream it bounds the time to
+	// the first response message (a stream that received one is never cut).
+	// It must not be negative; 0, the default, means no per-attempt timeout:
+	// an attempt then lasts as long as the caller's deadline allows.
+	AttemptTimeout time.Duration
+
 	// Codes are the status codes that are retried. Other codes, and OK, are
 	// returned to the caller at once. It must not be empty nor contain OK or
 	// a code outside the 17 defined by gRPC. Default UNAVAILABLE and
@@ -106,6 +115,9 @@ func (p Policy) Validate() error {
 	}
 	if p.Jitter < 0 {
 		bad("Jitter (%v) must not be negative", p.Jitter)
+	}
+	if p.AttemptTimeout < 0 {
+		bad("AttemptTimeout (%v) must not be negative", p.AttemptTimeout)
 	}
 	if p.MaxAttempts < 1 {
 		bad("MaxAttempts (%d) must be at least 1", p.MaxAttempts)
