@@ -12,33 +12,33 @@ import (
 type Reason int
 
 const (
-	// Exhausted: the call used all of Policy.MaxAttempts.
-	Exhausted Reason = iota + 1
-	// NotRetryable: the last attempt failed with a code the Policy does not
+	// ReasonExhausted: the call used all of Policy.MaxAttempts.
+	ReasonExhausted Reason = iota + 1
+	// ReasonNotRetryable: the last attempt failed with a code the Policy does not
 	// retry, after earlier attempts had been retried.
-	NotRetryable
-	// Deadline: the next retry could not have started before the caller's
+	ReasonNotRetryable
+	// ReasonDeadline: the next retry could not have started before the caller's
 	// deadline, so the last error was returned at once instead of sleeping
 	// into DEADLINE_EXCEEDED.
-	Deadline
-	// Canceled: the caller's context was canceled while the call waited to
+	ReasonDeadline
+	// ReasonCanceled: the caller's context was canceled while the call waited to
 	// retry. The error's code is CANCELED.
-	Canceled
-	// ServerRefused: the server asked not to retry, or to wait longer than
+	ReasonCanceled
+	// ReasonServerRefused: the server asked not to retry, or to wait longer than
 	// Policy.Max (see Policy.RetryDelay).
-	ServerRefused
-	// Throttled: the retry throttle refused the retry because too many calls
+	ReasonServerRefused
+	// ReasonThrottled: the retry throttle refused the retry because too many calls
 	// through the same interceptors were retrying (a storm).
-	Throttled
+	ReasonThrottled
 )
 
 var reasonText = [...]string{
-	Exhausted:     "attempts exhausted",
-	NotRetryable:  "code not retryable",
-	Deadline:      "next retry would pass the deadline",
-	Canceled:      "canceled while waiting",
-	ServerRefused: "server asked not to retry",
-	Throttled:     "retry throttled",
+	ReasonExhausted:     "attempts exhausted",
+	ReasonNotRetryable:  "code not retryable",
+	ReasonDeadline:      "next retry would pass the deadline",
+	ReasonCanceled:      "canceled while waiting",
+	ReasonServerRefused: "server asked not to retry",
+	ReasonThrottled:     "retry throttled",
 }
 
 // String returns a short phrase for r, as used in Error's message.

@@ -21,14 +21,14 @@ func TestReasonString(t *testing.T) {
 		r    grpcbackoff.Reason
 		want string
 	}{
-		{grpcbackoff.Exhausted, "attempts exhausted"},
-		{grpcbackoff.NotRetryable, "code not retryable"},
-		{grpcbackoff.Deadline, "next retry would pass the deadline"},
-		{grpcbackoff.Canceled, "canceled while waiting"},
-		{grpcbackoff.ServerRefused, "server asked not to retry"},
-		{grpcbackoff.Throttled, "retry throttled"},
+		{grpcbackoff.ReasonExhausted, "attempts exhausted"},
+		{grpcbackoff.ReasonNotRetryable, "code not retryable"},
+		{grpcbackoff.ReasonDeadline, "next retry would pass the deadline"},
+		{grpcbackoff.ReasonCanceled, "canceled while waiting"},
+		{grpcbackoff.ReasonServerRefused, "server asked not to retry"},
+		{grpcbackoff.ReasonThrottled, "retry throttled"},
 		{0, "Reason(0)"},
-		{grpcbackoff.Throttled + 1, "Reason(7)"},
+		{grpcbackoff.ReasonThrottled + 1, "Reason(7)"},
 		{-1, "Reason(-1)"},
 		{1 << 40, "Reason(1099511627776)"},
 	}
@@ -60,44 +60,44 @@ func TestError(t *testing.T) {
 	}{
 		{
 			name:     "details kept",
-			e:        &grpcbackoff.Error{Err: withDetails.Err(), Attempts: 3, Elapsed: 7*time.Second + 200*time.Microsecond, Reason: grpcbackoff.Exhausted},
+			e:        &grpcbackoff.Error{Err: withDetails.Err(), Attempts: 3, Elapsed: 7*time.Second + 200*time.Microsecond, Reason: grpcbackoff.ReasonExhausted},
 			wantCode: codes.Unavailable,
 			wantMsg:  "backend down (grpcbackoff: 3 attempts over 7s: attempts exhausted)",
 			details:  []proto.Message{retry, info},
 		},
 		{
 			name:     "one attempt",
-			e:        &grpcbackoff.Error{Err: status.Error(codes.ResourceExhausted, "quota"), Attempts: 1, Elapsed: 1499 * time.Microsecond, Reason: grpcbackoff.Deadline},
+			e:        &grpcbackoff.Error{Err: status.Error(codes.ResourceExhausted, "quota"), Attempts: 1, Elapsed: 1499 * time.Microsecond, Reason: grpcbackoff.ReasonDeadline},
 			wantCode: codes.ResourceExhausted,
 			wantMsg:  "quota (grpcbackoff: 1 attempt over 1ms: next retry would pass the deadline)",
 		},
 		{
 			name:     "not retryable",
-			e:        &grpcbackoff.Error{Err: status.Error(codes.NotFound, "no such key"), Attempts: 2, Elapsed: 1500 * time.Millisecond, Reason: grpcbackoff.NotRetryable},
+			e:        &grpcbackoff.Error{Err: status.Error(codes.NotFound, "no such key"), Attempts: 2, Elapsed: 1500 * time.Millisecond, Reason: grpcbackoff.ReasonNotRetryable},
 			wantCode: codes.NotFound,
 			wantMsg:  "no such key (grpcbackoff: 2 attempts over 1.5s: code not retryable)",
 		},
 		{
 			name:     "server refused",
-			e:        &grpcbackoff.Error{Err: status.Error(codes.Unavailable, ""), Attempts: 4, Elapsed: 15 * time.Second, Reason: grpcbackoff.ServerRefused},
+			e:        &grpcbackoff.Error{Err: status.Error(codes.Unavailable, ""), Attempts: 4, Elapsed: 15 * time.Second, Reason: grpcbackoff.ReasonServerRefused},
 			wantCode: codes.Unavailable,
 			wantMsg:  " (grpcbackoff: 4 attempts over 15s: server asked not to retry)",
 		},
 		{
 			name:     "canceled",
-			e:        &grpcbackoff.Error{Err: canceled, Attempts: 2, Elapsed: 1200 * time.Millisecond, Reason: grpcbackoff.Canceled},
+			e:        &grpcbackoff.Error{Err: canceled, Attempts: 2, Elapsed: 1200 * time.Millisecond, Reason: grpcbackoff.ReasonCanceled},
 			wantCode: codes.Canceled,
 			wantMsg:  context.Canceled.Error() + " (grpcbackoff: 2 attempts over 1.2s: canceled while waiting)",
 		},
 		{
 			name:     "not a status error",
-			e:        &grpcbackoff.Error{Err: plain, Attempts: 2, Elapsed: 1500 * time.Millisecond, Reason: grpcbackoff.Throttled},
+			e:        &grpcbackoff.Error{Err: plain, Attempts: 2, Elapsed: 1500 * time.Millisecond, Reason: grpcbackoff.ReasonThrottled},
 			wantCode: codes.Unknown,
 			wantMsg:  "connection reset (grpcbackoff: 2 attempts over 1.5s: retry throttled)",
 		},
 		{
 			name:     "wrapped status error",
-			e:        &grpcbackoff.Error{Err: fmt.Errorf("get: %w", withDetails.Err()), Attempts: 8, Elapsed: 100 * time.Second, Reason: grpcbackoff.Exhausted},
+			e:        &grpcbackoff.Error{Err: fmt.Errorf("get: %w", withDetails.Err()), Attempts: 8, Elapsed: 100 * time.Second, Reason: grpcbackoff.ReasonExhausted},
 			wantCode: codes.Unavailable,
 			wantMsg:  "get: rpc error: code = Unavailable desc = backend down (grpcbackoff: 8 attempts over 1m40s: attempts exhausted)",
 			details:  []proto.Message{retry, info},

@@ -110,7 +110,7 @@ func ExampleServerHint() {
 func ExampleError() {
 	st, _ := status.New(codes.Unavailable, "backend down").WithDetails(
 		&errdetails.ErrorInfo{Reason: "BACKEND_DOWN", Domain: "example.com"})
-	var err error = &grpcbackoff.Error{Err: st.Err(), Attempts: 3, Elapsed: 7 * time.Second, Reason: grpcbackoff.Exhausted}
+	var err error = &grpcbackoff.Error{Err: st.Err(), Attempts: 3, Elapsed: 7 * time.Second, Reason: grpcbackoff.ReasonExhausted}
 
 	fmt.Println(err)
 	fmt.Println(status.Code(err))

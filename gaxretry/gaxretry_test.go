@@ -91,7 +91,7 @@ func TestRetryer(t *testing.T) {
 		{"as gax.Invoke wraps it", fast(3), []error{asGax(unavailable()), asGax(withRetryInfo(codes.Unavailable, 5*ms))},
 			[]decision{{1 * ms, true}, {5 * ms, true}}},
 		{"wrapped with %w", fast(3), []error{fmt.Errorf("getting: %w", unavailable())}, []decision{{1 * ms, true}}},
-		{"the interceptor's error", fast(3), []error{&grpcbackoff.Error{Err: unavailable(), Attempts: 3, Reason: grpcbackoff.Exhausted}},
+		{"the interceptor's error", fast(3), []error{&grpcbackoff.Error{Err: unavailable(), Attempts: 3, Reason: grpcbackoff.ReasonExhausted}},
 			[]decision{{1 * ms, true}}},
 		{"HTTP 503 and 429", fast(4), []error{httpError(503, ""), asGax(httpError(429, "")), httpError(502, "")},
 			[]decision{{1 * ms, true}, {2 * ms, true}, {0, false}}},

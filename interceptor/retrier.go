@@ -229,27 +229,27 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 			return 0, err
 		}
 		if cerr == context.Canceled {
-			return 0, c.fail(err, now, grpcbackoff.Canceled)
+			return 0, c.fail(err, now, grpcbackoff.ReasonCanceled)
 		}
-		return 0, c.fail(err, now, grpcbackoff.Deadline)
+		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
 	}
 	if !c.p.retryable(st.Code()) {
-		return 0, c.fail(err, now, grpcbackoff.NotRetryable)
+		return 0, c.fail(err, now, grpcbackoff.ReasonNotRetryable)
 	}
 	if c.attempts >= c.max {
-		return 0, c.fail(err, now, grpcbackoff.Exhausted)
+		return 0, c.fail(err, now, grpcbackoff.ReasonExhausted)
 	}
 	h := grpcbackoff.ServerHint(st, trailer)
 	d, ok := c.p.RetryDelay(c.attempts-1, h)
 	if !ok {
-		return 0, c.fail(err, now, grpcbackoff.ServerRefused)
+		return 0, c.fail(err, now, grpcbackoff.ReasonServerRefused)
 	}
 	if hasDeadline && !now.Add(d).Before(dl) {
-		return 0, c.fail(err, now, grpcbackoff.Deadline)
+		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
 	}
 	if c.r.budget != nil && !c.r.budget.Allow(now) {
 		c.observe(ctx, st.Code(), err, h, 0, true)
-		return 0, c.fail(err, now, grpcbackoff.Throttled)
+		return 0, c.fail(err, now, grpcbackoff.ReasonThrottled)
 	}
 	c.observe(ctx, st.Code(), err, h, d, false)
 	return d, nil
@@ -261,7 +261,7 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 // when the caller's context ended during the first attempt.)
 func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 	c.reason = why
-	if c.attempts == 1 && why == grpcbackoff.NotRetryable {
+	if c.attempts == 1 && why == grpcbackoff.ReasonNotRetryable {
 		return err
 	}
 	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
@@ -297,9 +297,9 @@ func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
 	}
 	now := time.Now()
 	c.delay += now.Sub(start)
-	c.reason = grpcbackoff.Deadline
+	c.reason = grpcbackoff.ReasonDeadline
 	if ctx.Err() == context.Canceled {
-		c.reason, lastErr = grpcbackoff.Canceled, status.FromContextError(ctx.Err()).Err()
+		c.reason, lastErr = grpcbackoff.ReasonCanceled, status.FromContextError(ctx.Err()).Err()
 	}
 	return &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: c.reason}
 }

@@ -187,7 +187,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			if r.Opened {
 				t.Fatal("stream opened, want the creation error")
 			}
-			stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.Exhausted)
+			stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.ReasonExhausted)
 			if got := r.End.Sub(start); got != 3*time.Second || len(f.calls) != 3 {
 				t.Errorf("gave up after %v and %d creations, want 3s and 3", got, len(f.calls))
 			}
@@ -306,7 +306,7 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 		{"bidi/ok without responses", stBidi, stOK(0), codes.OK, nil},
 		{"server/not retryable", stServerStream, stFail(codes.NotFound), codes.NotFound, nil},
 		{"bidi/not retryable", stBidi, stFail(codes.NotFound), codes.NotFound, nil},
-		{"bidi/exhausted", stBidi, stFail(codes.Unavailable), codes.Unavailable, &grpcbackoff.Error{Attempts: 2, Reason: grpcbackoff.Exhausted}},
+		{"bidi/exhausted", stBidi, stFail(codes.Unavailable), codes.Unavailable, &grpcbackoff.Error{Attempts: 2, Reason: grpcbackoff.ReasonExhausted}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -502,7 +502,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 				if got := r.End.Sub(start); got != time.Second {
 					t.Errorf("stream ended after %v, want 1s (at the failure, not at the deadline)", got)
 				}
-				stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.Deadline)
+				stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
 				if n := len(srv.attemptsOf("")); n != 2 {
 					t.Errorf("attempts = %d, want 2", n)
 				}
@@ -521,7 +521,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 			if got := r.End.Sub(start); got != time.Second || r.Opened {
 				t.Errorf("creation ended after %v (opened %v), want a failure after 1s", got, r.Opened)
 			}
-			stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.Deadline)
+			stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
 		})
 	})
 }
@@ -540,7 +540,7 @@ func TestStreamCancelDuringBackoff(t *testing.T) {
 				if got := r.End.Sub(start); got != 2500*time.Millisecond {
 					t.Errorf("stream ended after %v, want 2.5s (at the cancel)", got)
 				}
-				stCheckFinal(t, r.Err, codes.Canceled, 2, grpcbackoff.Canceled)
+				stCheckFinal(t, r.Err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
 				if n := len(srv.attemptsOf("")); n != 2 {
 					t.Errorf("attempts = %d, want 2", n)
 				}
@@ -566,7 +566,7 @@ func TestStreamExhausted(t *testing.T) {
 				if got := r.End.Sub(start); got != 3*time.Second {
 					t.Errorf("gave up after %v, want 3s", got)
 				}
-				stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.Exhausted)
+				stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.ReasonExhausted)
 				if got := r.Trailer.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
 					t.Errorf("Trailer() x-attempt = %q, want the last attempt's, 2", got)
 				}
@@ -618,7 +618,7 @@ func TestStreamRetryInfo(t *testing.T) {
 				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
 				start := time.Now()
 				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
-				stCheckFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ServerRefused)
+				stCheckFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
 				if n := len(srv.attemptsOf("")); n != 1 || r.End != start {
 					t.Errorf("%d attempts, ended after %v; want 1 and at once", n, r.End.Sub(start))
 				}

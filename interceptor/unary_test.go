@@ -143,7 +143,7 @@ func TestUnaryExhausted(t *testing.T) {
 		if got, want := time.Since(start), 7*time.Second; got != want {
 			t.Errorf("gave up after %v, want %v", got, want)
 		}
-		checkFinal(t, err, codes.Unavailable, 4, grpcbackoff.Exhausted)
+		checkFinal(t, err, codes.Unavailable, 4, grpcbackoff.ReasonExhausted)
 		got, _ := status.FromError(err)
 		if len(got.Details()) != 1 {
 			t.Fatalf("details = %v, want the ErrorInfo", got.Details())
@@ -184,7 +184,7 @@ func TestUnaryDeadline(t *testing.T) {
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("returned after %v, want 1s (at the failure, not at the deadline)", got)
 		}
-		checkFinal(t, err, codes.Unavailable, 2, grpcbackoff.Deadline)
+		checkFinal(t, err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
 	})
 }
 
@@ -197,7 +197,7 @@ func TestUnaryWaitEndingExactlyAtDeadlineIsNotStarted(t *testing.T) {
 		if len(s.times) != 1 {
 			t.Errorf("attempts = %d, want 1: a retry at the deadline could not start before it", len(s.times))
 		}
-		checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.Deadline)
+		checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.ReasonDeadline)
 	})
 }
 
@@ -211,7 +211,7 @@ func TestUnaryCancelDuringWait(t *testing.T) {
 		if got := time.Since(start); got != 2500*time.Millisecond {
 			t.Errorf("returned after %v, want 2.5s (at the cancel)", got)
 		}
-		checkFinal(t, err, codes.Canceled, 2, grpcbackoff.Canceled)
+		checkFinal(t, err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
 	})
 }
 
@@ -266,7 +266,7 @@ func TestUnaryServerHints(t *testing.T) {
 					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
 				}
 				if tc.wantGaps == nil {
-					checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.ServerRefused)
+					checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
 				} else if err != nil {
 					t.Errorf("err = %v, want success on the retry", err)
 				}
@@ -356,7 +356,7 @@ func TestUnaryThrottled(t *testing.T) {
 		if len(s.times) != 3 {
 			t.Errorf("attempts = %d, want 3 (two retries paid for)", len(s.times))
 		}
-		checkFinal(t, err, codes.Unavailable, 3, grpcbackoff.Throttled)
+		checkFinal(t, err, codes.Unavailable, 3, grpcbackoff.ReasonThrottled)
 		if throttled != 1 {
 			t.Errorf("hook saw %d throttled retries, want 1", throttled)
 		}

@@ -43,12 +43,12 @@ const (
 const ReasonKey = attribute.Key("grpcbackoff.reason")
 
 var reasonValues = [...]string{
-	grpcbackoff.Exhausted:     "exhausted",
-	grpcbackoff.NotRetryable:  "not_retryable",
-	grpcbackoff.Deadline:      "deadline",
-	grpcbackoff.Canceled:      "canceled",
-	grpcbackoff.ServerRefused: "server_refused",
-	grpcbackoff.Throttled:     "throttled",
+	grpcbackoff.ReasonExhausted:     "exhausted",
+	grpcbackoff.ReasonNotRetryable:  "not_retryable",
+	grpcbackoff.ReasonDeadline:      "deadline",
+	grpcbackoff.ReasonCanceled:      "canceled",
+	grpcbackoff.ReasonServerRefused: "server_refused",
+	grpcbackoff.ReasonThrottled:     "throttled",
 }
 
 // WithMeterProvider records the metrics named Metric* with mp.
@@ -144,7 +144,7 @@ func (m *metrics) OnRetry(ctx context.Context, r interceptor.Retry) {
 // OnEnd counts the last attempt, and the give-up.
 func (m *metrics) OnEnd(ctx context.Context, e interceptor.End) {
 	m.attempts.Add(ctx, 1, m.set(attrKey{method: e.Method, code: e.Code}).add...)
-	if e.Reason != 0 && !(e.Reason == grpcbackoff.NotRetryable && e.Attempts == 1) {
+	if e.Reason != 0 && !(e.Reason == grpcbackoff.ReasonNotRetryable && e.Attempts == 1) {
 		m.gaveUps.Add(ctx, 1, m.set(attrKey{method: e.Method, code: e.Code, reason: e.Reason}).add...)
 	}
 }

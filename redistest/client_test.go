@@ -148,7 +148,7 @@ func TestRedisClientGivesUpAfterMaxAttempts(t *testing.T) {
 			t.Errorf("status.Code(err) = %v, want Unavailable", status.Code(err))
 		}
 		var e *grpcbackoff.Error
-		if !errors.As(err, &e) || e.Attempts != 8 || e.Reason != grpcbackoff.Exhausted || e.Elapsed != 95*time.Second {
+		if !errors.As(err, &e) || e.Attempts != 8 || e.Reason != grpcbackoff.ReasonExhausted || e.Elapsed != 95*time.Second {
 			t.Errorf("errors.As(*grpcbackoff.Error) = %+v, want 8 attempts over 95s, exhausted", e)
 		}
 		if msg := status.Convert(err).Message(); !strings.Contains(msg, "maintenance") || !strings.Contains(msg, "8 attempts over 1m35s") {
@@ -232,7 +232,7 @@ func TestRedisClientDeadline(t *testing.T) {
 			t.Errorf("code = %v, want the last real error, Unavailable (%v)", status.Code(err), err)
 		}
 		var e *grpcbackoff.Error
-		if !errors.As(err, &e) || e.Reason != grpcbackoff.Deadline || e.Attempts != 4 {
+		if !errors.As(err, &e) || e.Reason != grpcbackoff.ReasonDeadline || e.Attempts != 4 {
 			t.Errorf("error = %+v, want 4 attempts, Reason Deadline", e)
 		}
 	})
@@ -399,7 +399,7 @@ func TestRedisClientHonoursPushback(t *testing.T) {
 					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
 				}
 				var e *grpcbackoff.Error
-				if tc.wantGaps == nil && (!errors.As(err, &e) || e.Reason != grpcbackoff.ServerRefused) {
+				if tc.wantGaps == nil && (!errors.As(err, &e) || e.Reason != grpcbackoff.ReasonServerRefused) {
 					t.Errorf("err = %v, want a *grpcbackoff.Error with Reason ServerRefused", err)
 				}
 			})

@@ -50,12 +50,12 @@ func TestHostileRedisClient(t *testing.T) {
 		gaps   []time.Duration
 		reason grpcbackoff.Reason
 	}{
-		{"RetryInfo 100 years", redistest.Fault{RetryDelay: 100 * year}, nil, grpcbackoff.ServerRefused},
-		{"RetryInfo −1 s", redistest.Fault{RetryDelay: -time.Second, RetryDelaySet: true}, exhaustedGaps, grpcbackoff.Exhausted},
-		{"RetryInfo 0 s", redistest.Fault{RetryDelaySet: true}, exhaustedGaps, grpcbackoff.Exhausted},
-		{"RetryInfo = Max", redistest.Fault{RetryDelay: 8 * time.Second}, seconds(8, 8, 8), grpcbackoff.Deadline},
-		{"pushback 0 forever", redistest.Fault{Pushback: "0"}, exhaustedGaps, grpcbackoff.Exhausted},
-		{"pushback −1", redistest.Fault{Pushback: "-1"}, nil, grpcbackoff.ServerRefused},
+		{"RetryInfo 100 years", redistest.Fault{RetryDelay: 100 * year}, nil, grpcbackoff.ReasonServerRefused},
+		{"RetryInfo −1 s", redistest.Fault{RetryDelay: -time.Second, RetryDelaySet: true}, exhaustedGaps, grpcbackoff.ReasonExhausted},
+		{"RetryInfo 0 s", redistest.Fault{RetryDelaySet: true}, exhaustedGaps, grpcbackoff.ReasonExhausted},
+		{"RetryInfo = Max", redistest.Fault{RetryDelay: 8 * time.Second}, seconds(8, 8, 8), grpcbackoff.ReasonDeadline},
+		{"pushback 0 forever", redistest.Fault{Pushback: "0"}, exhaustedGaps, grpcbackoff.ReasonExhausted},
+		{"pushback −1", redistest.Fault{Pushback: "-1"}, nil, grpcbackoff.ReasonServerRefused},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,7 +86,7 @@ func TestRedisClientPerMethod(t *testing.T) {
 				srv.FailNext(redistest.MethodGetInstance, 10, codes.Unavailable)
 				_, err = c.GetInstance(ctx, &redispb.GetInstanceRequest{Name: inst.GetName()})
 				var e *grpcbackoff.Error
-				if status.Code(err) != codes.Unavailable || !errors.As(err, &e) || e.Attempts != 4 || e.Reason != grpcbackoff.Exhausted {
+				if status.Code(err) != codes.Unavailable || !errors.As(err, &e) || e.Attempts != 4 || e.Reason != grpcbackoff.ReasonExhausted {
 					t.Errorf("GetInstance after 10 failures: err = %v, want UNAVAILABLE after 4 attempts, exhausted", err)
 				}
 				if n := len(srv.AttemptsFor(redistest.MethodGetInstance)); n != 4 {

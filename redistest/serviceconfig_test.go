@@ -148,12 +148,12 @@ func TestWithServiceConfigThrottle(t *testing.T) {
 		f := &scFailing{}
 		err = r.Unary()(t.Context(), "/s.S/Get", "req", new(string), nil, f.invoke)
 		var e *grpcbackoff.Error
-		if f.attempts != 3 || !errors.As(err, &e) || e.Reason != grpcbackoff.Exhausted {
+		if f.attempts != 3 || !errors.As(err, &e) || e.Reason != grpcbackoff.ReasonExhausted {
 			t.Fatalf("first call: %d attempts, err %v; want 3 attempts, exhausted", f.attempts, err)
 		}
 		f.attempts = 0
 		err = r.Unary()(t.Context(), "/s.S/Get", "req", new(string), nil, f.invoke)
-		if f.attempts != 1 || !errors.As(err, &e) || e.Reason != grpcbackoff.Throttled {
+		if f.attempts != 1 || !errors.As(err, &e) || e.Reason != grpcbackoff.ReasonThrottled {
 			t.Errorf("second call: %d attempts, err %v; want 1 attempt, throttled", f.attempts, err)
 		}
 	})

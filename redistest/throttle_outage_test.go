@@ -61,7 +61,7 @@ func TestThrottleHoldsRetriesDuringAnOutage(t *testing.T) {
 				switch {
 				case err == nil:
 					ok++
-				case errors.As(err, &e) && e.Reason == grpcbackoff.Throttled:
+				case errors.As(err, &e) && e.Reason == grpcbackoff.ReasonThrottled:
 					throttle++
 				default:
 					failed++
