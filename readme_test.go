@@ -1,0 +1,97 @@
+package grpcbackoff_test
+
+import (
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// The README's Go snippets, compiled here; TestReadmeSnippetsCompile checks
+// that each snippet of README.md stands in this file, line for line.
+
+func readmeFirst(target string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(target,
+		append(interceptor.DialOptions(grpcbackoff.DefaultPolicy()),
+			grpc.WithTransportCredentials(creds))...)
+	return conn, err
+}
+
+func readmeUsage(target string, reads grpcbackoff.Policy, creds grpc.DialOption) (*grpc.ClientConn, error) {
+	r, err := interceptor.New(grpcbackoff.DefaultPolicy(),
+		interceptor.WithMethod("/google.cloud.redis.v1.CloudRedis/GetInstance", reads),
+		interceptor.WithoutRetryFor("/google.cloud.redis.v1.CloudRedis/FailoverInstance"),
+		interceptor.WithLogger(slog.Default()))
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(target, append(r.DialOptions(), creds)...)
+	return conn, err
+}
+
+// lines returns the non-empty lines of s, without indentation.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestReadmeSnippetsCompile(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("readme_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := "\n" + strings.Join(lines(string(self)), "\n") + "\n"
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no Go snippet")
+	}
+	for _, b := range blocks {
+		if snippet := strings.Join(lines(b[1]), "\n"); !strings.Contains(here, "\n"+snippet+"\n") {
+			t.Errorf("this README snippet is not compiled in readme_test.go:\n%s", b[1])
+		}
+	}
+}
+
+// TestReadmeNamesRealTests checks that every test, example and fuzz target
+// the README's Guarantees table names exists in the repository.
+func TestReadmeNamesRealTests(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources strings.Builder
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, "_test.go") {
+			b, err := os.ReadFile(path)
+			sources.Write(b)
+			return err
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile("`((?:Test|Fuzz|Example)[A-Za-z0-9_]+)`").FindAllStringSubmatch(string(readme), -1) {
+		if !strings.Contains(sources.String(), "func "+name[1]+"(") {
+			t.Errorf("README names %s, which no test file defines", name[1])
+		}
+	}
+}
