@@ -59,6 +59,9 @@ type stStep struct {
 	Recv int
 	// Echo answers every client message read with a response (bidi only).
 	Echo bool
+	// Mirror makes each echo carry the body of the message it answers,
+	// instead of r0, r1, …
+	Mirror bool
 	// Send is the number of responses sent after reading (server and bidi
 	// streams; a client stream's only response is sent on success).
 	Send int
@@ -166,13 +169,17 @@ func (s *stServer) halfClosed(a *stAttempt) {
 	s.mu.Unlock()
 }
 
-// respond sends response number a.Sent.
-func (s *stServer) respond(ss grpc.ServerStream, a *stAttempt) error {
+// respond sends response number a.Sent, with body, or r<number> if body is
+// nil.
+func (s *stServer) respond(ss grpc.ServerStream, a *stAttempt, body []byte) error {
 	s.mu.Lock()
 	n := a.Sent
 	a.Sent++
 	s.mu.Unlock()
-	return ss.SendMsg(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte("r" + strconv.Itoa(n))}})
+	if body == nil {
+		body = []byte("r" + strconv.Itoa(n))
+	}
+	return ss.SendMsg(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: body}})
 }
 
 func stAttemptHeader(n int) metadata.MD { return metadata.Pairs("x-attempt", strconv.Itoa(n)) }
@@ -187,7 +194,7 @@ func (s *stServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest,
 		}
 	}
 	for range step.Send {
-		if err := s.respond(ss, a); err != nil {
+		if err := s.respond(ss, a, nil); err != nil {
 			return err
 		}
 	}
@@ -195,8 +202,8 @@ func (s *stServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest,
 }
 
 // recv reads up to limit messages (stAll: up to the half-close), echoing each
-// if echo. It returns io.EOF at the half-close.
-func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo bool, m interface{ GetPayload() *testgrpc.Payload }) error {
+// if echo (with its body if mirror). It returns io.EOF at the half-close.
+func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo, mirror bool, m interface{ GetPayload() *testgrpc.Payload }) error {
 	for i := 0; limit == stAll || i < limit; i++ {
 		if err := ss.RecvMsg(m); err == io.EOF {
 			s.halfClosed(a)
@@ -206,7 +213,11 @@ func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo bool
 		}
 		s.received(a, string(m.GetPayload().GetBody()))
 		if echo {
-			if err := s.respond(ss, a); err != nil {
+			var body []byte
+			if mirror {
+				body = m.GetPayload().GetBody()
+			}
+			if err := s.respond(ss, a, body); err != nil {
 				return err
 			}
 		}
@@ -221,7 +232,7 @@ func (s *stServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.Str
 			return err
 		}
 	}
-	err := s.recv(ss, a, step.Recv, false, new(testgrpc.StreamingInputCallRequest))
+	err := s.recv(ss, a, step.Recv, false, false, new(testgrpc.StreamingInputCallRequest))
 	if err != nil && err != io.EOF {
 		return err
 	}
@@ -229,7 +240,7 @@ func (s *stServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.Str
 		return step.Err
 	}
 	if err == nil {
-		if err := s.recv(ss, a, stAll, false, new(testgrpc.StreamingInputCallRequest)); err != io.EOF {
+		if err := s.recv(ss, a, stAll, false, false, new(testgrpc.StreamingInputCallRequest)); err != io.EOF {
 			return err
 		}
 	}
@@ -247,12 +258,12 @@ func (s *stServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Streaming
 			return err
 		}
 	}
-	err := s.recv(ss, a, step.Recv, step.Echo, new(testgrpc.StreamingOutputCallRequest))
+	err := s.recv(ss, a, step.Recv, step.Echo, step.Mirror, new(testgrpc.StreamingOutputCallRequest))
 	if err != nil && err != io.EOF {
 		return err
 	}
 	for range step.Send {
-		if err := s.respond(ss, a); err != nil {
+		if err := s.respond(ss, a, nil); err != nil {
 			return err
 		}
 	}
@@ -260,7 +271,7 @@ func (s *stServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Streaming
 		return step.Err
 	}
 	if err == nil {
-		if err := s.recv(ss, a, stAll, step.Echo, new(testgrpc.StreamingOutputCallRequest)); err != io.EOF {
+		if err := s.recv(ss, a, stAll, step.Echo, step.Mirror, new(testgrpc.StreamingOutputCallRequest)); err != io.EOF {
 			return err
 		}
 	}
@@ -507,5 +518,5 @@ func stRetryStream(tb testing.TB, cs any) *retryStream {
 func stBuffer(rs *retryStream) (size, kept int, firstHeld, committed bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	return rs.size, len(rs.sent), rs.first[0] != nil, rs.committed.Load()
+	return rs.size, len(rs.sent), rs.sent0[0] != nil, rs.state == streamCommitted
 }
