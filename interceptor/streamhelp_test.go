@@ -69,6 +69,9 @@ type stStep struct {
 	// reads (and echoes) what is left up to the half-close, and a client
 	// stream then answers with the number of messages received.
 	Err error
+	// Hang, instead of Err, waits after reading and sending until the client
+	// ends the attempt.
+	Hang bool
 }
 
 // stOK is the step of an attempt that reads everything and answers with n
@@ -85,6 +88,7 @@ type stAttempt struct {
 	Msgs       []string    // payload bodies of the messages received, in order
 	HalfClosed bool        // whether the client's half-close was received
 	Sent       int         // responses sent
+	End        time.Time   // when the handler returned
 }
 
 // stServer is a TestService whose every attempt follows a script. Start it
@@ -163,6 +167,19 @@ func (s *stServer) received(a *stAttempt, body string) {
 	s.mu.Unlock()
 }
 
+// end records the end of attempt a.
+func (s *stServer) end(a *stAttempt) {
+	s.mu.Lock()
+	a.End = time.Now()
+	s.mu.Unlock()
+}
+
+// hang waits until the client ends the attempt.
+func hang(ss grpc.ServerStream) error {
+	<-ss.Context().Done()
+	return status.FromContextError(ss.Context().Err()).Err()
+}
+
 func (s *stServer) halfClosed(a *stAttempt) {
 	s.mu.Lock()
 	a.HalfClosed = true
@@ -186,6 +203,7 @@ func stAttemptHeader(n int) metadata.MD { return metadata.Pairs("x-attempt", str
 
 func (s *stServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
 	a, n, step := s.begin(ss)
+	defer s.end(a)
 	s.received(a, string(req.GetPayload().GetBody()))
 	s.halfClosed(a) // a server stream's request comes with the half-close
 	if step.Header {
@@ -197,6 +215,9 @@ func (s *stServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest,
 		if err := s.respond(ss, a, nil); err != nil {
 			return err
 		}
+	}
+	if step.Hang {
+		return hang(ss)
 	}
 	return step.Err
 }
@@ -227,6 +248,7 @@ func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo, mir
 
 func (s *stServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse]) error {
 	a, n, step := s.begin(ss)
+	defer s.end(a)
 	if step.Header {
 		if err := ss.SendHeader(stAttemptHeader(n)); err != nil {
 			return err
@@ -235,6 +257,9 @@ func (s *stServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.Str
 	err := s.recv(ss, a, step.Recv, false, false, new(testgrpc.StreamingInputCallRequest))
 	if err != nil && err != io.EOF {
 		return err
+	}
+	if step.Hang {
+		return hang(ss)
 	}
 	if step.Err != nil {
 		return step.Err
@@ -253,6 +278,7 @@ func (s *stServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.Str
 
 func (s *stServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]) error {
 	a, n, step := s.begin(ss)
+	defer s.end(a)
 	if step.Header {
 		if err := ss.SendHeader(stAttemptHeader(n)); err != nil {
 			return err
@@ -266,6 +292,9 @@ func (s *stServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Streaming
 		if err := s.respond(ss, a, nil); err != nil {
 			return err
 		}
+	}
+	if step.Hang {
+		return hang(ss)
 	}
 	if step.Err != nil {
 		return step.Err
