@@ -210,6 +210,11 @@ type call struct {
 	start    time.Time          // end of the first attempt
 	delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did
+
+	// attemptCut is set by the caller of next when the attempt that failed
+	// was cut by its own Policy.AttemptTimeout, the caller's context being
+	// live: next then retries it whatever Policy.Codes says.
+	attemptCut bool
 }
 
 // next is called when attempt c.attempts failed with err (and trailer, for
@@ -233,7 +238,7 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		}
 		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
 	}
-	if !c.p.retryable(st.Code()) {
+	if !c.attemptCut && !c.p.retryable(st.Code()) {
 		return 0, c.fail(err, now, grpcbackoff.ReasonNotRetryable)
 	}
 	if c.attempts >= c.max {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,7 +29,13 @@ import (
 // when the kept messages would exceed the buffer limit (WithBufferLimit). From
 // then on no retry happens and errors go to the caller: a retry then would
 // hand the caller duplicates, or lose the messages no longer kept. The kept
-// messages are released at commit.
+// messages are released at commit, or when the replay to the current attempt
+// ends if one is under way.
+//
+// While a retry waits for its backoff, SendMsg keeps the caller's messages
+// for the next attempt and returns at once; Header, Context, and a SendMsg
+// whose message would exceed the buffer limit, wait for the next attempt and
+// commit the stream to it.
 //
 // Messages are kept by reference, as gRPC allows (a message must not be
 // changed after SendMsg), and each weighs what it takes on the wire: its
@@ -37,13 +43,24 @@ import (
 // count against the limit. A message that is not a proto.Message cannot be
 // measured and commits the stream.
 //
+// Policy.AttemptTimeout bounds the time from the start of an attempt (before
+// it is opened) to the first response message the caller's RecvMsg returns
+// from it. An attempt that reaches it is cut (its context is canceled) and
+// fails with DEADLINE_EXCEEDED; it is retried whatever Policy.Codes says,
+// unless the stream has committed, or the caller's context has ended, in
+// which case the stream ends with that error. An attempt from which the
+// caller has received a message is never cut; one that committed otherwise
+// (Header, Context, buffer limit) still is. So a client stream, whose only
+// response comes after the upload, is cut whenever its upload takes longer
+// than AttemptTimeout, and replayed while it fits in the buffer: give such
+// methods a Policy whose AttemptTimeout is 0 or longer than any upload, with
+// WithMethod or CallPolicy.
+//
 // The per-method policies (WithMethod, WithoutRetryFor) and the call options
 // (NoRetry, CallMaxAttempts, CallPolicy) apply to streams as to unary calls.
 //
 // As with any gRPC stream, one goroutine may call SendMsg while another calls
-// RecvMsg. Header must not be called concurrently with RecvMsg: until the
-// stream commits, it may receive on the current attempt to learn how it
-// ended.
+// RecvMsg; Header may be called from either of them, or from a third.
 //
 // Each call to Stream has its own throttle; use DialOptions, or the methods
 // of one Retrier, to share one between the unary and stream interceptors.
@@ -65,30 +82,58 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	cs, err := streamer(ctx, desc, cc, method, opts...)
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
-		cur: cs, c: call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1},
+		timeout: p.AttemptTimeout,
+		c:       call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1},
 	}
-	s.sent = s.first[:0]
-	s.retried.L = &s.mu
-	if err != nil {
-		// No other goroutine has s yet: no need to claim the retry.
-		if final := s.retryLocked(nil, err); final != nil {
+	s.changed.L = &s.mu
+	s.sent = s.sent0[:0]
+	s.cur = &s.first
+	if err := s.open(s.cur, ctx); err != nil {
+		// No other goroutine has s yet; mu is taken for retryLocked's rules.
+		s.mu.Lock()
+		final := s.retryLocked(s.cur, err)
+		s.mu.Unlock()
+		if final != nil {
 			return nil, final
 		}
 	}
 	return s, nil
 }
 
+// streamState is where a stream is in its life.
+type streamState int8
+
+const (
+	// streamOpen: the current attempt is live, as far as the stream knows,
+	// and has got every message sent so far, or is getting them from its
+	// replay.
+	streamOpen streamState = iota
+	// streamRetrying: the current attempt failed before the commit, and the
+	// goroutine that saw it fail (in RecvMsg or Header) is replacing it: it
+	// waits for the backoff, then opens attempts until one opens or
+	// retrying ends.
+	streamRetrying
+	// streamCommitted: no retry any more; operations go to the current
+	// attempt.
+	streamCommitted
+	// streamEnded: retrying ended the stream, with the error err.
+	streamEnded
+)
+
 // retryStream is the stream the caller holds: it stands for the current
-// attempt, and replaces it when an attempt fails before the stream commits.
+// attempt, and replaces it when the attempt fails before the stream commits.
 //
-// Locking: mu guards the attempt, the kept messages and the flags; it is never
-// held while waiting for the network except while replaying messages to a
-// new attempt. One goroutine at a time retries (RecvMsg and Header may both
-// want to): it claims the retry by setting retrying, and the others wait on
-// retried until it is done. No mutex is held during a backoff wait.
+// Every operation goes the same way: under mu, it looks at the state and the
+// current attempt, and decides what to do; it then does it without mu, which
+// is never held while waiting for the network or a backoff. An operation that
+// cannot go on in the current state (Header or Context while a retry is under
+// way, a send that must follow a replay, a receive while Header receives)
+// waits on changed, which is broadcast at every change of state, of cur, and
+// of an attempt's receiving and replaying flags. These waits end by
+// themselves: a retry ends with its backoff or the caller's context, and a
+// receive or a replay with its attempt.
 type retryStream struct {
 	ctx      context.Context
 	desc     *grpc.StreamDesc
@@ -96,117 +141,256 @@ type retryStream struct {
 	method   string
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
+	timeout  time.Duration // Policy.AttemptTimeout; 0: none
 
-	committed atomic.Bool // set once, under mu; cur never changes after
-	endSeen   atomic.Bool // the observers were told of the end
+	mu      sync.Mutex
+	changed sync.Cond // on mu
+	state   streamState
+	cur     *attempt // the current attempt
+	first   attempt  // the first attempt, which most streams only have
+	sent    []any    // messages sent before the commit, for replay
+	sent0   [1]any   // sent's first backing array: a server stream sends one
+	size    int      // weight of sent (see sizeOf)
+	closed  bool     // the caller called CloseSend
+	err     error    // the error the stream ended with, in state streamEnded
+	endSeen bool     // the observers were told of the end
 
-	mu     sync.Mutex
-	cur    grpc.ClientStream // the current attempt
-	broken bool              // cur cannot take messages: it ended, or a retry is under way
-	sent   []any             // messages sent before commit, for replay
-	first  [1]any            // sent's first backing array: a server stream sends one
-	size   int               // weight of sent (see sizeOf)
-	closed bool              // the caller called CloseSend
-
-	final atomic.Pointer[error] // the error the stream ended with, if retrying ended it
-
-	retrying bool      // guarded by mu: a goroutine is retrying
-	retried  sync.Cond // on mu; broadcast when retrying ends
-	c        call      // used only by the goroutine that claimed the retry
-
-	// recvMu serializes receiving on an attempt before the commit, which
-	// Header does to learn how an attempt without headers ended. Lock order:
-	// recvMu, then mu.
-	recvMu sync.Mutex
+	// c follows the attempts. The goroutine that retries, in state
+	// streamRetrying, is the only one to change it.
+	c call
 }
 
-// claimRetry waits until no other goroutine is retrying, then checks attempt
-// a, which failed. If a is still the current attempt and the stream neither
-// committed nor ended, it claims the retry, which the caller must end with
-// releaseRetry; otherwise it reports what happened meanwhile: the stream's
-// final error, or nil if another goroutine retried a already.
-func (s *retryStream) claimRetry(a grpc.ClientStream) (claimed bool, final error, committed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.retrying {
-		s.retried.Wait()
-	}
-	switch {
-	case s.finalErr() != nil:
-		return false, s.finalErr(), true
-	case a != s.cur:
-		return false, nil, false
-	case s.committed.Load():
-		return false, nil, true
-	}
-	s.retrying = true
-	return true, nil, false
+// attempt is one attempt of a stream. cs, cancel and timer are set before
+// the attempt becomes current; the flags are guarded by the stream's mu.
+type attempt struct {
+	cs     grpc.ClientStream
+	cancel context.CancelFunc // cuts the attempt; set with timer
+	timer  *time.Timer        // the AttemptTimeout; nil without one
+
+	receiving bool // a goroutine is in cs.RecvMsg: the caller's RecvMsg, or Header learning how cs ended
+	replaying bool // the replay goroutine is sending the kept messages to cs
+	broken    bool // cs refused a message (it ended): a receive will tell how
+	received  bool // the caller received a message from cs: it is never cut
+	cut       bool // the AttemptTimeout ended cs
+	done      bool // the stream is done with the attempt (see release)
 }
 
-// releaseRetry ends the retry claimed by claimRetry.
-func (s *retryStream) releaseRetry() {
+// open opens attempt a on ctx. With an AttemptTimeout, a runs under a
+// context of its own, which its timer cancels. It is called without mu.
+func (s *retryStream) open(a *attempt, ctx context.Context) error {
+	if s.timeout > 0 {
+		ctx, a.cancel = context.WithCancel(ctx)
+		a.timer = time.AfterFunc(s.timeout, func() { s.cutAttempt(a) })
+	}
+	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	a.cs = cs
+	return err
+}
+
+// cutAttempt is attempt a's AttemptTimeout: it ends a, unless the caller
+// received a message from it or the stream is done with it.
+func (s *retryStream) cutAttempt(a *attempt) {
 	s.mu.Lock()
-	s.retrying = false
+	cut := !a.received && !a.done
+	a.cut = a.cut || cut
 	s.mu.Unlock()
-	s.retried.Broadcast()
-}
-
-// finalErr returns the error the stream ended with, if retrying ended it.
-func (s *retryStream) finalErr() error {
-	if e := s.final.Load(); e != nil {
-		return *e
+	if cut {
+		a.cancel()
 	}
-	return nil
 }
 
-// commitLocked ends retrying: from now on the caller talks to cur directly.
+// release ends the stream's use of attempt a: it stops a's timer and cancels
+// a's context, if a has them. mu is held.
+func (a *attempt) release() {
+	a.done = true
+	if a.timer != nil {
+		a.timer.Stop()
+		a.cancel()
+	}
+}
+
+// failureLocked returns how attempt a failed, given the error err it
+// returned: an attempt cut by its AttemptTimeout, the caller's context being
+// live, fails with DEADLINE_EXCEEDED, and cut says so.
+func (s *retryStream) failureLocked(a *attempt, err error) (_ error, cut bool) {
+	if !a.cut || err == io.EOF || s.ctx.Err() != nil {
+		return err, false
+	}
+	return status.Errorf(codes.DeadlineExceeded,
+		"interceptor: attempt cut by its AttemptTimeout (%v) before any response message", s.timeout), true
+}
+
+// commitLocked commits the stream if it is open: from now on no retry
+// happens. The kept messages are released, or, if a replay is under way, by
+// the replay when it ends.
 func (s *retryStream) commitLocked() {
-	if s.committed.Load() {
+	if s.state != streamOpen {
 		return
 	}
-	clear(s.first[:])
+	s.state = streamCommitted
+	if !s.cur.replaying {
+		s.releaseSent()
+	}
+	s.changed.Broadcast()
+}
+
+// releaseSent drops the kept messages.
+func (s *retryStream) releaseSent() {
+	clear(s.sent0[:])
 	s.sent, s.size = nil, 0
-	s.committed.Store(true)
+}
+
+// retryLocked replaces attempt a, the current one, which failed with err
+// before the stream committed: it waits as the Policy says, then opens
+// attempts until one opens or retrying ends. It returns nil when a new
+// attempt is current (and gets the kept messages from a replay), and
+// otherwise the error the stream ended with. mu is held on entry and on
+// return, and released while it waits and opens; meanwhile the state is
+// streamRetrying, and this goroutine alone uses s.c.
+func (s *retryStream) retryLocked(a *attempt, err error) error {
+	s.state = streamRetrying
+	for {
+		var cut bool
+		err, cut = s.failureLocked(a, err)
+		var trailer metadata.MD
+		if a.cs != nil {
+			trailer = a.cs.Trailer()
+		}
+		a.release()
+		s.mu.Unlock()
+
+		s.c.attemptCut = cut
+		d, final := s.c.next(s.ctx, err, trailer)
+		if final == nil {
+			final = s.c.wait(s.ctx, d, err)
+		}
+		if final != nil {
+			s.mu.Lock()
+			s.state, s.err = streamEnded, final
+			s.releaseSent()
+			s.changed.Broadcast()
+			return final
+		}
+		next := new(attempt)
+		ctx := s.c.retryContext(s.ctx)
+		s.c.attempts++
+		err = s.open(next, ctx)
+		s.mu.Lock()
+		if err != nil {
+			a = next
+			continue
+		}
+		s.cur, s.state = next, streamOpen
+		if len(s.sent) > 0 || s.closed {
+			next.replaying = true
+			go s.replay(next)
+		}
+		s.changed.Broadcast()
+		return nil
+	}
+}
+
+// replay sends the kept messages to attempt a, which has just opened, then
+// CloseSend if the caller called it. The caller's SendMsg calls made
+// meanwhile keep their messages, which the replay sends too, in order; after
+// the commit they wait for it to end.
+//
+// It runs on a goroutine of its own, not on the goroutine that retried,
+// which is usually the caller's receiving one: that goroutine goes back to
+// receiving from a while the replay runs. Were it to replay instead, a server
+// that answers as it reads (an echo) would fill the flow-control window
+// towards the caller, stop reading, and so stall the replay and the receiver
+// with it, for good. The goroutine lives no longer than a: it ends when every
+// kept message is sent or when a refuses one, which a does once it ended.
+func (s *retryStream) replay(a *attempt) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; ; i++ {
+		if i == len(s.sent) {
+			if s.closed {
+				s.mu.Unlock()
+				a.cs.CloseSend()
+				s.mu.Lock()
+			}
+			break
+		}
+		m := s.sent[i]
+		s.mu.Unlock()
+		err := a.cs.SendMsg(m)
+		s.mu.Lock()
+		if err != nil {
+			a.broken = true
+			if err != io.EOF {
+				// Made by the client for m (its size, its encoding): any
+				// attempt would fail the same way, so the stream commits
+				// and the receiver gets the error.
+				s.commitLocked()
+			}
+			break
+		}
+	}
+	a.replaying = false
+	if s.state == streamCommitted {
+		s.releaseSent()
+	}
+	s.changed.Broadcast()
 }
 
 func (s *retryStream) SendMsg(m any) error {
-	if s.committed.Load() {
-		return s.cur.SendMsg(m)
-	}
 	s.mu.Lock()
-	if !s.committed.Load() {
+	for {
+		if s.state == streamEnded {
+			s.mu.Unlock()
+			return io.EOF // the stream is over: RecvMsg says how
+		}
+		if s.state == streamCommitted {
+			a := s.cur
+			if a.replaying {
+				s.changed.Wait() // m goes after the replayed messages
+				continue
+			}
+			s.mu.Unlock()
+			return a.cs.SendMsg(m)
+		}
 		if n, ok := sizeOf(m); ok && s.size+n <= s.c.r.bufLimit {
 			s.sent = append(s.sent, m)
 			s.size += n
-		} else {
-			s.commitLocked()
+			break
 		}
+		// m cannot be kept: the stream commits, to the next attempt if a
+		// retry is under way (the messages kept until now must reach it).
+		if s.state == streamRetrying {
+			s.changed.Wait()
+			continue
+		}
+		s.commitLocked()
 	}
-	a, broken, kept := s.cur, s.broken, !s.committed.Load()
+	a := s.cur
+	if s.state == streamRetrying || a.broken || a.replaying {
+		s.mu.Unlock()
+		return nil // the next attempt, or the replay, sends m
+	}
 	s.mu.Unlock()
-	if broken {
-		if kept {
-			return nil // the next attempt gets it
-		}
-		return io.EOF // the attempt ended; RecvMsg tells how
-	}
-	err := a.SendMsg(m)
-	if err == nil || !kept {
-		return err
+	err := a.cs.SendMsg(m)
+	if err == nil {
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != io.EOF { // made by the client, not the server: the stream is over
+	switch {
+	case err != io.EOF:
+		// Made by the client for m: another attempt would fail the same way.
 		s.commitLocked()
 		return err
+	case a != s.cur || s.state == streamRetrying:
+		return nil // a failed and is replaced: the next attempt gets m
+	case s.state == streamOpen:
+		a.broken = true // a ended: m is kept for the next attempt, if any
+		return nil
 	}
-	if a == s.cur {
-		// The attempt ended; m is kept for the next one, if RecvMsg retries.
-		// If instead the stream commits, m is lost exactly as it would be
-		// with a plain stream that ended while m was in flight.
-		s.broken = true
-	}
-	return nil
+	// The stream committed meanwhile: m is lost with a, as it would be with
+	// a plain stream that ended under it.
+	return io.EOF
 }
 
 // msgPrefix is the size of the prefix gRPC puts before every message on the
@@ -226,217 +410,183 @@ func sizeOf(m any) (int, bool) {
 }
 
 func (s *retryStream) CloseSend() error {
-	if s.committed.Load() {
-		return s.cur.CloseSend()
-	}
 	s.mu.Lock()
+	if s.state == streamEnded {
+		s.mu.Unlock()
+		return nil
+	}
 	s.closed = true
-	a, broken := s.cur, s.broken
+	a := s.cur
+	// While a retry or a replay is under way, it closes the next attempt.
+	direct := s.state != streamRetrying && !a.broken && !a.replaying
 	s.mu.Unlock()
-	if !broken {
-		a.CloseSend()
+	if direct {
+		return a.cs.CloseSend()
 	}
 	return nil
 }
 
 func (s *retryStream) RecvMsg(m any) error {
-	if s.committed.Load() {
-		if err := s.finalErr(); err != nil {
-			return err // the retry decision that made it counted the attempt
-		}
-		err := s.cur.RecvMsg(m)
-		if err != nil {
-			s.ended(err)
-		}
-		return err
-	}
+	s.mu.Lock()
 	for {
-		s.recvMu.Lock()
-		a := s.attempt()
-		err := a.RecvMsg(m)
-		s.recvMu.Unlock()
-		if err == nil || err == io.EOF {
-			s.commit()
-			if err == io.EOF {
-				s.ended(err)
+		if s.state == streamEnded {
+			err := s.err
+			s.mu.Unlock()
+			return s.ended(err)
+		}
+		if s.state == streamRetrying || s.cur.receiving {
+			s.changed.Wait()
+			continue
+		}
+		a := s.cur
+		a.receiving = true
+		s.mu.Unlock()
+		err := a.cs.RecvMsg(m)
+		s.mu.Lock()
+		a.receiving = false
+		s.changed.Broadcast()
+		if err == nil {
+			if !a.received {
+				a.received = true
+				if a.timer != nil {
+					a.timer.Stop()
+				}
 			}
-			return err
+			s.commitLocked()
+			if s.desc.ServerStreams {
+				s.mu.Unlock()
+				return nil
+			}
+			// A client stream's only response ends it.
+			a.release()
+			s.mu.Unlock()
+			s.ended(io.EOF)
+			return nil
 		}
-		if final := s.retry(a, err); final != nil {
-			return final
+		// Only a receiver retries, and a had one, this goroutine: a is still
+		// the current attempt, and the state is open or committed.
+		if s.state == streamOpen && err != io.EOF {
+			// Learn how the replay to a ended before deciding: it may have
+			// committed the stream. a ended, so the replay ends soon.
+			for a.replaying {
+				s.changed.Wait()
+			}
+			if s.state == streamOpen {
+				if final := s.retryLocked(a, err); final != nil {
+					s.mu.Unlock()
+					return s.ended(final)
+				}
+				continue
+			}
 		}
+		s.commitLocked() // io.EOF: the stream ended well
+		err, _ = s.failureLocked(a, err)
+		a.release()
+		s.mu.Unlock()
+		return s.ended(err)
 	}
 }
 
 // ended tells the observers, once, that the stream ended with err (io.EOF:
-// success).
-func (s *retryStream) ended(err error) {
-	if len(s.c.r.observers) == 0 || s.endSeen.Swap(true) {
-		return
+// success), and returns err.
+func (s *retryStream) ended(err error) error {
+	if len(s.c.r.observers) == 0 {
+		return err
 	}
-	if err == io.EOF {
-		err = nil
+	s.mu.Lock()
+	seen := s.endSeen
+	s.endSeen = true
+	s.mu.Unlock()
+	if !seen {
+		end := err
+		if end == io.EOF {
+			end = nil
+		}
+		s.c.end(s.ctx, end)
 	}
-	s.c.end(s.ctx, err)
+	return err
 }
 
 func (s *retryStream) Header() (metadata.MD, error) {
-	if s.committed.Load() {
-		if s.finalErr() != nil {
-			return nil, nil // as grpc: the error comes from RecvMsg
-		}
-		return s.cur.Header()
-	}
+	s.mu.Lock()
 	for {
-		a := s.attempt()
-		md, err := a.Header()
-		if md != nil || err != nil {
-			s.mu.Lock()
-			replaced := a != s.cur
-			if !replaced {
-				s.commitLocked() // the headers are delivered
-			}
+		switch s.state {
+		case streamEnded:
 			s.mu.Unlock()
-			if replaced {
-				continue // a failed and was retried meanwhile: its headers are not the stream's
-			}
+			return nil, nil // as grpc: RecvMsg returns the error
+		case streamRetrying:
+			s.changed.Wait()
+			continue
+		case streamCommitted:
+			a := s.cur
+			s.mu.Unlock()
+			return a.cs.Header()
+		}
+		a := s.cur
+		s.mu.Unlock()
+		md, err := a.cs.Header()
+		s.mu.Lock()
+		if a != s.cur || s.state == streamRetrying || s.state == streamEnded {
+			continue // a failed meanwhile: its headers are not the stream's
+		}
+		if md != nil || err != nil {
+			s.commitLocked() // the headers are delivered
+			s.mu.Unlock()
 			return md, err
 		}
-		// No headers: the attempt ended without any (trailers only), so it
-		// carried no message either, and receiving returns how it ended.
-		if done := s.headerless(a); done {
+		// No headers: a ended without any (trailers only), so without a
+		// message either, and receiving from it returns how it ended.
+		if s.headerlessLocked(a) {
+			s.mu.Unlock()
 			return nil, nil
 		}
 	}
 }
 
-// headerless handles attempt a, which ended without headers, for Header: it
-// learns how a ended and retries it if it should. It reports whether Header
-// is done (the stream committed or ended); otherwise a new attempt is in
-// place.
-func (s *retryStream) headerless(a grpc.ClientStream) (done bool) {
-	claimed, _, committed := s.claimRetry(a)
-	if !claimed {
-		return committed // if not, another goroutine retried a already
+// headerlessLocked handles, for Header, the current attempt a, which ended
+// without headers. If the caller's RecvMsg is receiving from a (or a replay
+// to a has not ended), it waits for a change and leaves a to RecvMsg;
+// otherwise it receives from a to learn how a ended, and retries it if it
+// should. It reports whether Header is done: the stream committed or ended.
+func (s *retryStream) headerlessLocked(a *attempt) (done bool) {
+	if a.receiving || a.replaying {
+		s.changed.Wait()
+		return false
 	}
-	defer s.releaseRetry()
-	// While the retry is claimed, cur stays a, so a concurrent RecvMsg can
-	// only be receiving on a, which has ended: recvMu comes free at once.
-	s.recvMu.Lock()
-	err := a.RecvMsg(new(emptypb.Empty))
-	s.recvMu.Unlock()
-	if err == nil || err == io.EOF {
-		s.commit()
+	a.receiving = true
+	s.mu.Unlock()
+	err := a.cs.RecvMsg(new(emptypb.Empty))
+	s.mu.Lock()
+	a.receiving = false
+	s.changed.Broadcast()
+	if s.state != streamOpen || err == nil || err == io.EOF {
+		// io.EOF: a ended well; the caller's RecvMsg gets io.EOF from it.
+		// (nil cannot happen: a message would have come with headers.)
+		s.commitLocked()
 		return true
 	}
-	s.mu.Lock()
-	s.broken = true
-	s.mu.Unlock()
-	return s.retryLocked(a.Trailer(), err) != nil
+	return s.retryLocked(a, err) != nil
 }
 
+// Trailer returns the current attempt's trailer: once the stream ended, the
+// trailer of the attempt that ended it.
 func (s *retryStream) Trailer() metadata.MD {
-	return s.attempt().Trailer()
+	s.mu.Lock()
+	a := s.cur
+	s.mu.Unlock()
+	return a.cs.Trailer()
 }
 
 // Context commits the stream, as grpc's own retry does: the context is the
-// current attempt's.
+// current attempt's. While a retry is under way, it waits for the next
+// attempt.
 func (s *retryStream) Context() context.Context {
-	s.commit()
-	return s.cur.Context()
-}
-
-func (s *retryStream) attempt() grpc.ClientStream {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur
-}
-
-func (s *retryStream) commit() {
-	s.mu.Lock()
+	for s.state == streamRetrying {
+		s.changed.Wait()
+	}
 	s.commitLocked()
+	a := s.cur
 	s.mu.Unlock()
-}
-
-// retry handles the failure err of attempt a before the stream committed. It
-// returns nil when a new attempt is in place (or was already put in place by
-// another goroutine), and otherwise the error the stream ends with.
-func (s *retryStream) retry(a grpc.ClientStream, err error) error {
-	claimed, final, committed := s.claimRetry(a)
-	if !claimed {
-		if final == nil && committed {
-			s.ended(err)
-			return err // a SendMsg committed the stream meanwhile
-		}
-		return final // nil: another goroutine retried a already
-	}
-	defer s.releaseRetry()
-	s.mu.Lock()
-	s.broken = true
-	s.mu.Unlock()
-	return s.retryLocked(a.Trailer(), err)
-}
-
-// retryLocked waits and opens new attempts until one opens, replaying the
-// kept messages into it, or until retrying ends. trailer is the failed
-// attempt's trailer; err its error. The caller has claimed the retry.
-func (s *retryStream) retryLocked(trailer metadata.MD, err error) error {
-	for {
-		d, final := s.c.next(s.ctx, err, trailer)
-		if final == nil {
-			final = s.c.wait(s.ctx, d, err)
-		}
-		s.mu.Lock()
-		if final == nil && s.committed.Load() {
-			// A SendMsg ran out of buffer during the wait: the kept
-			// messages are gone, so no new attempt could get them all.
-			final = err
-		}
-		if final != nil {
-			s.final.Store(&final)
-			s.commitLocked()
-			s.mu.Unlock()
-			return final
-		}
-		oerr := s.openLocked()
-		s.mu.Unlock()
-		if oerr == nil {
-			return nil
-		}
-		trailer, err = nil, oerr
-	}
-}
-
-// openLocked opens the next attempt and replays the kept messages into it.
-// It runs under mu, so that no SendMsg commits the stream while the new
-// attempt has not yet got them all. (It is apart from retryLocked so that
-// the frame a stream waits in stays small: a goroutine's stack is halved by
-// the garbage collector only while it uses less than a quarter of it.)
-func (s *retryStream) openLocked() error {
-	ctx := s.c.retryContext(s.ctx)
-	s.c.attempts++
-	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
-	if err != nil {
-		return err
-	}
-	s.cur, s.broken = cs, false
-	s.replayLocked()
-	return nil
-}
-
-// replayLocked sends the kept messages to the new attempt s.cur, and
-// CloseSend if the caller called it. An attempt that ends during the replay
-// is marked broken; the caller's next RecvMsg finds out how it ended.
-func (s *retryStream) replayLocked() {
-	for _, m := range s.sent {
-		if err := s.cur.SendMsg(m); err != nil {
-			// io.EOF: the attempt ended. Any other error was made by the
-			// client for this message, and happened the first time too.
-			s.broken = true
-			return
-		}
-	}
-	if s.closed {
-		s.cur.CloseSend()
-	}
+	return a.cs.Context()
 }

@@ -1255,3 +1255,47 @@ func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamLargeReplayEcho replays megabytes to an echo server, with a
+// buffer large enough to keep them all: the replay must not stop the caller
+// from receiving the echoes of the new attempt, or flow control stalls both
+// the server and the replay.
+func TestStreamLargeReplayEcho(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := strings.Repeat("x", 5000)
+		var msgs []string
+		for i := range 400 { // 2 MB
+			msgs = append(msgs, fmt.Sprintf("m%d-%s", i, body))
+		}
+		// The first attempt reads everything the caller sends, then fails
+		// without answering: the stream has not committed. The second one
+		// echoes every message, body and all.
+		srv := newStServer(t, stScript(
+			stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")},
+			stStep{Recv: stAll, Echo: true, Mirror: true},
+		))
+		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(8<<20))...)
+		ctx, cancel := context.WithTimeout(stCallerContext(t), time.Minute)
+		defer cancel()
+		start := time.Now()
+		r := stRunConcurrent(ctx, c, msgs)
+		if r.Err != nil || len(r.SendErrs) > 0 {
+			t.Fatalf("stream failed after %v: %v (send errors %v), %d echoes received; want the retry hidden",
+				r.End.Sub(start), r.Err, r.SendErrs, len(r.Got))
+		}
+		if !slices.Equal(r.Got, msgs) {
+			t.Errorf("received %d echoes, want the %d messages sent, each once and in order", len(r.Got), len(msgs))
+		}
+		as := srv.attemptsOf("")
+		if len(as) != 2 {
+			t.Fatalf("attempts = %d, want 2", len(as))
+		}
+		if as[0].Sent != 0 || as[1].Sent != len(msgs) {
+			t.Errorf("the attempts sent %d and %d responses, want 0 and %d", as[0].Sent, as[1].Sent, len(msgs))
+		}
+		if got := r.End.Sub(start); got != time.Second {
+			t.Errorf("stream ended after %v, want 1s (the backoff)", got)
+		}
+		stCheckAttempts(t, as, msgs, true)
+	})
+}

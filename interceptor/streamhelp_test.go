@@ -59,6 +59,9 @@ type stStep struct {
 	Recv int
 	// Echo answers every client message read with a response (bidi only).
 	Echo bool
+	// Mirror makes each echo carry the body of the message it answers,
+	// instead of r0, r1, …
+	Mirror bool
 	// Send is the number of responses sent after reading (server and bidi
 	// streams; a client stream's only response is sent on success).
 	Send int
@@ -66,6 +69,9 @@ type stStep struct {
 	// reads (and echoes) what is left up to the half-close, and a client
 	// stream then answers with the number of messages received.
 	Err error
+	// Hang, instead of Err, waits after reading and sending until the client
+	// ends the attempt.
+	Hang bool
 }
 
 // stOK is the step of an attempt that reads everything and answers with n
@@ -82,6 +88,7 @@ type stAttempt struct {
 	Msgs       []string    // payload bodies of the messages received, in order
 	HalfClosed bool        // whether the client's half-close was received
 	Sent       int         // responses sent
+	End        time.Time   // when the handler returned
 }
 
 // stServer is a TestService whose every attempt follows a script. Start it
@@ -160,25 +167,43 @@ func (s *stServer) received(a *stAttempt, body string) {
 	s.mu.Unlock()
 }
 
+// end records the end of attempt a.
+func (s *stServer) end(a *stAttempt) {
+	s.mu.Lock()
+	a.End = time.Now()
+	s.mu.Unlock()
+}
+
+// hang waits until the client ends the attempt.
+func hang(ss grpc.ServerStream) error {
+	<-ss.Context().Done()
+	return status.FromContextError(ss.Context().Err()).Err()
+}
+
 func (s *stServer) halfClosed(a *stAttempt) {
 	s.mu.Lock()
 	a.HalfClosed = true
 	s.mu.Unlock()
 }
 
-// respond sends response number a.Sent.
-func (s *stServer) respond(ss grpc.ServerStream, a *stAttempt) error {
+// respond sends response number a.Sent, with body, or r<number> if body is
+// nil.
+func (s *stServer) respond(ss grpc.ServerStream, a *stAttempt, body []byte) error {
 	s.mu.Lock()
 	n := a.Sent
 	a.Sent++
 	s.mu.Unlock()
-	return ss.SendMsg(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte("r" + strconv.Itoa(n))}})
+	if body == nil {
+		body = []byte("r" + strconv.Itoa(n))
+	}
+	return ss.SendMsg(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: body}})
 }
 
 func stAttemptHeader(n int) metadata.MD { return metadata.Pairs("x-attempt", strconv.Itoa(n)) }
 
 func (s *stServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
 	a, n, step := s.begin(ss)
+	defer s.end(a)
 	s.received(a, string(req.GetPayload().GetBody()))
 	s.halfClosed(a) // a server stream's request comes with the half-close
 	if step.Header {
@@ -187,16 +212,19 @@ func (s *stServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest,
 		}
 	}
 	for range step.Send {
-		if err := s.respond(ss, a); err != nil {
+		if err := s.respond(ss, a, nil); err != nil {
 			return err
 		}
+	}
+	if step.Hang {
+		return hang(ss)
 	}
 	return step.Err
 }
 
 // recv reads up to limit messages (stAll: up to the half-close), echoing each
-// if echo. It returns io.EOF at the half-close.
-func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo bool, m interface{ GetPayload() *testgrpc.Payload }) error {
+// if echo (with its body if mirror). It returns io.EOF at the half-close.
+func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo, mirror bool, m interface{ GetPayload() *testgrpc.Payload }) error {
 	for i := 0; limit == stAll || i < limit; i++ {
 		if err := ss.RecvMsg(m); err == io.EOF {
 			s.halfClosed(a)
@@ -206,7 +234,11 @@ func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo bool
 		}
 		s.received(a, string(m.GetPayload().GetBody()))
 		if echo {
-			if err := s.respond(ss, a); err != nil {
+			var body []byte
+			if mirror {
+				body = m.GetPayload().GetBody()
+			}
+			if err := s.respond(ss, a, body); err != nil {
 				return err
 			}
 		}
@@ -216,20 +248,24 @@ func (s *stServer) recv(ss grpc.ServerStream, a *stAttempt, limit int, echo bool
 
 func (s *stServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse]) error {
 	a, n, step := s.begin(ss)
+	defer s.end(a)
 	if step.Header {
 		if err := ss.SendHeader(stAttemptHeader(n)); err != nil {
 			return err
 		}
 	}
-	err := s.recv(ss, a, step.Recv, false, new(testgrpc.StreamingInputCallRequest))
+	err := s.recv(ss, a, step.Recv, false, false, new(testgrpc.StreamingInputCallRequest))
 	if err != nil && err != io.EOF {
 		return err
+	}
+	if step.Hang {
+		return hang(ss)
 	}
 	if step.Err != nil {
 		return step.Err
 	}
 	if err == nil {
-		if err := s.recv(ss, a, stAll, false, new(testgrpc.StreamingInputCallRequest)); err != io.EOF {
+		if err := s.recv(ss, a, stAll, false, false, new(testgrpc.StreamingInputCallRequest)); err != io.EOF {
 			return err
 		}
 	}
@@ -242,25 +278,29 @@ func (s *stServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.Str
 
 func (s *stServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]) error {
 	a, n, step := s.begin(ss)
+	defer s.end(a)
 	if step.Header {
 		if err := ss.SendHeader(stAttemptHeader(n)); err != nil {
 			return err
 		}
 	}
-	err := s.recv(ss, a, step.Recv, step.Echo, new(testgrpc.StreamingOutputCallRequest))
+	err := s.recv(ss, a, step.Recv, step.Echo, step.Mirror, new(testgrpc.StreamingOutputCallRequest))
 	if err != nil && err != io.EOF {
 		return err
 	}
 	for range step.Send {
-		if err := s.respond(ss, a); err != nil {
+		if err := s.respond(ss, a, nil); err != nil {
 			return err
 		}
+	}
+	if step.Hang {
+		return hang(ss)
 	}
 	if step.Err != nil {
 		return step.Err
 	}
 	if err == nil {
-		if err := s.recv(ss, a, stAll, step.Echo, new(testgrpc.StreamingOutputCallRequest)); err != io.EOF {
+		if err := s.recv(ss, a, stAll, step.Echo, step.Mirror, new(testgrpc.StreamingOutputCallRequest)); err != io.EOF {
 			return err
 		}
 	}
@@ -507,5 +547,5 @@ func stRetryStream(tb testing.TB, cs any) *retryStream {
 func stBuffer(rs *retryStream) (size, kept int, firstHeld, committed bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	return rs.size, len(rs.sent), rs.first[0] != nil, rs.committed.Load()
+	return rs.size, len(rs.sent), rs.sent0[0] != nil, rs.state == streamCommitted
 }

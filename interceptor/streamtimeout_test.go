@@ -1,0 +1,254 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// The tests of Policy.AttemptTimeout on streams: it bounds the time from an
+// attempt's start to the first response message the caller receives.
+
+// stTimeoutPolicy is stPolicy with an AttemptTimeout of 10 s. Its codes do
+// not include DEADLINE_EXCEEDED nor CANCELED: a cut attempt is retried all
+// the same.
+func stTimeoutPolicy() grpcbackoff.Policy {
+	p := stPolicy()
+	p.AttemptTimeout = 10 * time.Second
+	return p
+}
+
+// stHang is the step of an attempt that reads everything and never answers.
+var stHang = stStep{Recv: stAll, Hang: true}
+
+// stDurations returns how long each attempt lasted on the server. Call it
+// once the handlers are done (synctest.Wait): the caller may learn of an
+// attempt's end before its handler returns.
+func stDurations(as []stAttempt) []time.Duration {
+	var d []time.Duration
+	for _, a := range as {
+		d = append(d, a.End.Sub(a.At))
+	}
+	return d
+}
+
+func TestStreamAttemptTimeoutRetries(t *testing.T) {
+	for _, k := range stKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stHang, stHang, stOK(2)))
+				rec := &recorder{}
+				c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle(), WithObserver(rec))...)
+				msgs := stCallerMessages(k)
+				start := time.Now()
+				r := stRun(stCallerContext(t), c, k, msgs, stHow{})
+				if r.Err != nil || len(r.SendErrs) > 0 {
+					t.Fatalf("stream failed: %v (send errors %v), want the cut attempts retried", r.Err, r.SendErrs)
+				}
+				if want := stExpected(k, msgs, 2); !slices.Equal(r.Got, want) {
+					t.Errorf("received %q, want %q", r.Got, want)
+				}
+				synctest.Wait()
+				as := srv.attemptsOf("")
+				if len(as) != 3 {
+					t.Fatalf("attempts = %d, want 3", len(as))
+				}
+				// Starts at 0, 10+1 and 11+10+2 s.
+				if got, want := stGaps(as), stSeconds(11, 12); !slices.Equal(got, want) {
+					t.Errorf("gaps between attempts = %v, want %v", got, want)
+				}
+				if got, want := stDurations(as[:2]), stSeconds(10, 10); !slices.Equal(got, want) {
+					t.Errorf("the cut attempts lasted %v, want %v", got, want)
+				}
+				if got := r.End.Sub(start); got != 23*time.Second {
+					t.Errorf("stream ended after %v, want 23s", got)
+				}
+				stCheckAttempts(t, as, msgs, true)
+				var codesSeen []codes.Code
+				for _, x := range rec.retries {
+					codesSeen = append(codesSeen, x.Code)
+				}
+				if want := []codes.Code{codes.DeadlineExceeded, codes.DeadlineExceeded}; !slices.Equal(codesSeen, want) {
+					t.Errorf("retries of codes %v, want %v", codesSeen, want)
+				}
+				if len(rec.ends) != 1 || rec.ends[0].Code != codes.OK || rec.ends[0].Attempts != 3 {
+					t.Errorf("ends = %+v, want one, OK after 3 attempts", rec.ends)
+				}
+			})
+		})
+	}
+}
+
+func TestStreamAttemptTimeoutExhausted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, stScript(stHang))
+		p := stTimeoutPolicy()
+		p.MaxAttempts = 2
+		c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+		start := time.Now()
+		r := stRun(stCallerContext(t), c, stServerStream, []string{"q"}, stHow{})
+		stCheckFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonExhausted)
+		if msg := status.Convert(r.Err).Message(); !strings.Contains(msg, "AttemptTimeout (10s)") {
+			t.Errorf("message = %q, want it to name the AttemptTimeout", msg)
+		}
+		if got := r.End.Sub(start); got != 21*time.Second {
+			t.Errorf("stream ended after %v, want 21s", got)
+		}
+		synctest.Wait()
+		if got, want := stDurations(srv.attemptsOf("")), stSeconds(10, 10); !slices.Equal(got, want) {
+			t.Errorf("attempts lasted %v, want %v", got, want)
+		}
+	})
+}
+
+// An attempt ended by the caller's deadline is not a cut: it is not retried.
+func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, stScript(stHang))
+		c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
+		ctx, cancel := context.WithTimeout(stCallerContext(t), 15*time.Second)
+		defer cancel()
+		start := time.Now()
+		r := stRun(ctx, c, stBidi, stMessages(2), stHow{})
+		// Attempt 1 is cut at 10 s; attempt 2 starts at 11 s and is ended by
+		// the caller's deadline at 15 s.
+		stCheckFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonDeadline)
+		if got := r.End.Sub(start); got != 15*time.Second {
+			t.Errorf("stream ended after %v, want 15s", got)
+		}
+		synctest.Wait()
+		if got, want := stDurations(srv.attemptsOf("")), stSeconds(10, 4); !slices.Equal(got, want) {
+			t.Errorf("attempts lasted %v, want %v", got, want)
+		}
+	})
+}
+
+// A stream whose caller received a message is never cut, however long it
+// then stalls.
+func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
+	for _, k := range []stKind{stServerStream, stBidi} {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stStep{Recv: stAll, Send: 1, Hang: true}))
+				c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
+				ctx, cancel := context.WithTimeout(stCallerContext(t), time.Minute)
+				defer cancel()
+				start := time.Now()
+				r := stRun(ctx, c, k, stCallerMessages(k), stHow{})
+				if !slices.Equal(r.Got, []string{"r0"}) || status.Code(r.Err) != codes.DeadlineExceeded {
+					t.Errorf("received %q, then %v; want r0, then the caller's DEADLINE_EXCEEDED", r.Got, r.Err)
+				}
+				var e *grpcbackoff.Error
+				if errors.As(r.Err, &e) {
+					t.Errorf("err = %v, want the attempt's error: the stream committed", r.Err)
+				}
+				if got := r.End.Sub(start); got != time.Minute {
+					t.Errorf("stream ended after %v, want 1m0s (the caller's deadline)", got)
+				}
+				synctest.Wait()
+				if got, want := stDurations(srv.attemptsOf("")), stSeconds(60); !slices.Equal(got, want) {
+					t.Errorf("attempts lasted %v, want %v: never cut", got, want)
+				}
+			})
+		})
+	}
+}
+
+// Headers delivered commit the stream, but it has received no message yet:
+// its attempt is cut, and not retried.
+func TestStreamAttemptTimeoutAfterCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, stScript(stStep{Header: true, Hang: true}, stOK(1)))
+		c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
+		start := time.Now()
+		r := stRun(stCallerContext(t), c, stServerStream, []string{"q"}, stHow{Header: true})
+		if r.Header == nil || len(r.Got) != 0 || status.Code(r.Err) != codes.DeadlineExceeded {
+			t.Errorf("header %v, received %q, then %v; want headers, then DEADLINE_EXCEEDED", r.Header, r.Got, r.Err)
+		}
+		if msg := status.Convert(r.Err).Message(); !strings.Contains(msg, "AttemptTimeout") {
+			t.Errorf("message = %q, want it to name the AttemptTimeout", msg)
+		}
+		if got := r.End.Sub(start); got != 10*time.Second {
+			t.Errorf("stream ended after %v, want 10s", got)
+		}
+		if n := len(srv.attemptsOf("")); n != 1 {
+			t.Errorf("attempts = %d, want 1: the stream committed", n)
+		}
+	})
+}
+
+// TestStreamAttemptTimeoutUpload shows why a long client-stream upload wants
+// no AttemptTimeout: its only response comes after the upload, so its
+// attempt is cut while the caller is still sending. The caller learns of it
+// only when it asks for the response, and the retry then gets the whole
+// upload again.
+func TestStreamAttemptTimeoutUpload(t *testing.T) {
+	const method = "/grpc.testing.TestService/StreamingInputCall"
+	noTimeout := stTimeoutPolicy()
+	noTimeout.AttemptTimeout = 0
+	cases := []struct {
+		name     string
+		opts     []Option
+		attempts int
+		took     time.Duration
+	}{
+		// Cut at 10 s, having received the messages of 0, 4 and 8 s. The
+		// caller asks for the response at 28 s, and the retry, at 29 s,
+		// gets all 7 messages and the half-close at once.
+		{"AttemptTimeout 10s", nil, 2, 29 * time.Second},
+		{"AttemptTimeout 0 for the method", []Option{WithMethod(method, noTimeout)}, 1, 28 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newStServer(t, stScript(stOK(1)))
+				c := srv.client(t, DialOptions(stTimeoutPolicy(), append([]Option{WithoutThrottle()}, tc.opts...)...)...)
+				// A message every 4 s, from 0 to 24 s; the half-close at 28 s.
+				msgs := stMessages(7)
+				start := time.Now()
+				s, err := c.StreamingInputCall(stCallerContext(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range msgs {
+					if err := s.Send(stInReq(m)); err != nil {
+						t.Fatalf("Send(%s): %v", m, err)
+					}
+					time.Sleep(4 * time.Second) // a slow producer
+				}
+				resp, err := s.CloseAndRecv()
+				if err != nil {
+					t.Fatalf("CloseAndRecv: %v", err)
+				}
+				if got := int(resp.GetAggregatedPayloadSize()); got != len(msgs) {
+					t.Errorf("the server counted %d messages, want %d", got, len(msgs))
+				}
+				if got := time.Since(start); got != tc.took {
+					t.Errorf("upload took %v, want %v", got, tc.took)
+				}
+				as := srv.attemptsOf("")
+				if len(as) != tc.attempts {
+					t.Fatalf("attempts = %d, want %d", len(as), tc.attempts)
+				}
+				stCheckAttempts(t, as, msgs, true)
+				if tc.attempts == 2 {
+					if n := len(as[0].Msgs); n != 3 {
+						t.Errorf("the cut attempt received %d messages, want 3", n)
+					}
+					if got := as[1].At.Sub(start); got != 29*time.Second {
+						t.Errorf("the retry started at %v, want 29s", got)
+					}
+				}
+			})
+		})
+	}
+}
