@@ -542,6 +542,8 @@ func hsCases() []hsCase {
 			gaps: hsExhausted, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
 		{name: "RetryInfo without delay: ignored", act: hsRetryInfo(nil),
 			gaps: hsExhausted, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
+		{name: "RetryInfo 20 s, over the 8 s Max: waited while the deadline allows", act: hsRetryInfo(durationpb.New(20 * time.Second)),
+			gaps: hsSeconds(20), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
 		{name: "RetryInfo = Max every time: stops before the deadline", act: hsRetryInfo(durationpb.New(8 * time.Second)),
 			gaps: hsSeconds(8, 8, 8), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
 		{name: "pushback 0 forever: backoff, not a spin", act: hsPushback([]string{"0"}),
