@@ -492,8 +492,8 @@ func TestUnaryManyCallOptions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, o := range s.opts {
-			if len(o) != 13 {
-				t.Errorf("attempt %d got %d options, want the caller's 12 and the trailer", i+1, len(o))
+			if len(o) != 14 {
+				t.Errorf("attempt %d got %d options, want the caller's 12, the header and the trailer", i+1, len(o))
 			}
 		}
 	})
