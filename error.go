@@ -15,7 +15,9 @@ const (
 	// ReasonExhausted: the call used all of Policy.MaxAttempts.
 	ReasonExhausted Reason = iota + 1
 	// ReasonNotRetryable: the last attempt failed with a code the Policy does not
-	// retry, after earlier attempts had been retried.
+	// retry, or in a way no retry can mend (a message too large for a size
+	// limit; a unary call whose response headers had arrived), after earlier
+	// attempts had been retried.
 	ReasonNotRetryable
 	// ReasonDeadline: the next retry could not have started before the caller's
 	// deadline, so the last error was returned at once instead of sleeping
@@ -25,7 +27,7 @@ const (
 	// retry. The error's code is CANCELED.
 	ReasonCanceled
 	// ReasonServerRefused: the server asked not to retry, or to wait longer than
-	// Policy.Max (see Policy.RetryDelay).
+	// MaxHintDelay and Policy.MaxBackoff (see Policy.RetryDelay).
 	ReasonServerRefused
 	// ReasonThrottled: the retry throttle refused the retry because too many calls
 	// through the same interceptors were retrying (a storm).

@@ -104,10 +104,10 @@ func FuzzServerHint(f *testing.F) {
 		}
 		p := DefaultPolicy()
 		d, ok := p.RetryDelay(0, h)
-		if ok && (d <= 0 || d > p.Max) {
-			t.Fatalf("RetryDelay(0, %+v) = %v, want in (0, Max]", h, d)
+		if ok && (d <= 0 || d > max(p.Max, h.Delay)) {
+			t.Fatalf("RetryDelay(0, %+v) = %v, want in (0, max(Max, hint)]", h, d)
 		}
-		if ok == (h.Stop || h.Delay > p.Max) {
+		if ok == (h.Stop || h.Delay > MaxHintDelay) {
 			t.Fatalf("RetryDelay(0, %+v) ok = %v", h, ok)
 		}
 	})

@@ -47,8 +47,8 @@ type Hint struct {
 // RetryInfo delay is ignored (the Policy's own delay applies), one too large
 // for a protobuf Duration counts as the longest time.Duration; a pushback trailer that
 // is not a single non-negative decimal integer of milliseconds means Stop; a
-// delay too large for a time.Duration saturates. What a delay longer than
-// Policy.Max means is decided by Policy.RetryDelay.
+// delay too large for a time.Duration saturates. What a long delay means is
+// decided by Policy.RetryDelay.
 func ServerHint(st *status.Status, trailer metadata.MD) Hint {
 	var h Hint
 	if st != nil {
@@ -110,16 +110,26 @@ func parsePushback(vals []string) (time.Duration, bool) {
 	return time.Duration(ms) * time.Millisecond, true
 }
 
+// MaxHintDelay is the longest delay a server hint can make a call wait, for
+// a Policy whose MaxBackoff is shorter: a hint longer than both ends the
+// retries at once (see RetryDelay). It keeps a call without a deadline from
+// waiting hours or years because a server said so, while honouring the
+// minute-scale waits of rate limits.
+const MaxHintDelay = 5 * time.Minute
+
 // RetryDelay returns how long to wait before retry number retry (0 for the
 // first retry) given the server's hint, and whether to retry at all: the
 // longer of Backoff(retry) and h.Delay.
 //
 // It returns false when the server asked not to retry (h.Stop), or asked for
-// a delay longer than Max: the client will not wait longer than Max between
-// attempts, and retrying sooner than the server asked would only add load, so
-// the last error goes back to the caller at once.
+// a delay longer than both MaxHintDelay and MaxBackoff: retrying sooner than
+// the server asked would only add load, so the last error goes back to the
+// caller at once. A hint longer than Max but within that cap is waited for
+// (a server asking for 40 s under a 32 s Max gets its 40 s). The caller's
+// deadline is not known here: the interceptors also end the retries at once
+// when the delay would pass it.
 func (p Policy) RetryDelay(retry int, h Hint) (time.Duration, bool) {
-	if h.Stop || h.Delay > p.Max {
+	if h.Stop || h.Delay > max(MaxHintDelay, p.MaxBackoff()) {
 		return 0, false
 	}
 	return max(p.Backoff(retry), h.Delay), true

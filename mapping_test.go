@@ -186,7 +186,10 @@ func TestRetryDelay(t *testing.T) {
 		{"no hint, at the cap", 10, grpcbackoff.Hint{}, 32 * time.Second, true},
 		{"Stop", 0, grpcbackoff.Hint{Stop: true}, 0, false},
 		{"Stop with a delay", 0, grpcbackoff.Hint{Delay: time.Second, Stop: true}, 0, false},
-		{"Delay > Max", 0, grpcbackoff.Hint{Delay: 32*time.Second + 1}, 0, false},
+		{"Delay > Max is waited for", 0, grpcbackoff.Hint{Delay: 32*time.Second + 1}, 32*time.Second + 1, true},
+		{"Delay 40 s under a 32 s Max", 0, grpcbackoff.Hint{Delay: 40 * time.Second}, 40 * time.Second, true},
+		{"Delay == MaxHintDelay", 0, grpcbackoff.Hint{Delay: grpcbackoff.MaxHintDelay}, grpcbackoff.MaxHintDelay, true},
+		{"Delay > MaxHintDelay", 0, grpcbackoff.Hint{Delay: grpcbackoff.MaxHintDelay + 1}, 0, false},
 		{"Delay saturated", 0, grpcbackoff.Hint{Delay: maxDuration}, 0, false},
 		{"Delay == Max", 0, grpcbackoff.Hint{Delay: 32 * time.Second}, 32 * time.Second, true},
 		{"hint shorter than backoff", 0, grpcbackoff.Hint{Delay: 500 * time.Millisecond}, time.Second, true},
@@ -232,6 +235,17 @@ func TestRetryDelayWithJitter(t *testing.T) {
 
 // TestServerHintRetryDelay checks what a client does with what servers say.
 func TestServerHintRetryDelay(t *testing.T) {
+	t.Run("a Max beyond MaxHintDelay is the cap", func(t *testing.T) {
+		p := noJitter()
+		p.Max = time.Hour
+		p.JitterFactor = 0.2
+		if d, ok := p.RetryDelay(0, grpcbackoff.Hint{Delay: 72 * time.Minute}); !ok || d != 72*time.Minute {
+			t.Errorf("RetryDelay(0, 72 min) under Max 1 h, JitterFactor 0.2 = %v, %v, want 72m0s, true", d, ok)
+		}
+		if _, ok := p.RetryDelay(0, grpcbackoff.Hint{Delay: 72*time.Minute + 1}); ok {
+			t.Error("RetryDelay(0, 72 min + 1 ns) under Max 1 h, JitterFactor 0.2 is honoured, want refused")
+		}
+	})
 	p := noJitter()
 	tests := []struct {
 		name    string
@@ -242,10 +256,13 @@ func TestServerHintRetryDelay(t *testing.T) {
 	}{
 		{"no hint", status.New(codes.Unavailable, ""), nil, time.Second, true},
 		{"RetryInfo 10s", unavailable(retryInfo(10 * time.Second)), nil, 10 * time.Second, true},
+		{"RetryInfo 40s", unavailable(retryInfo(40 * time.Second)), nil, 40 * time.Second, true},
 		{"RetryInfo 1h", unavailable(retryInfo(time.Hour)), nil, 0, false},
 		{"RetryInfo 0 does not make a tight loop", unavailable(retryInfo(0)), pushback("0"), time.Second, true},
 		{"pushback 32000", nil, pushback("32000"), 32 * time.Second, true},
-		{"pushback 32001", nil, pushback("32001"), 0, false},
+		{"pushback 32001", nil, pushback("32001"), 32001 * time.Millisecond, true},
+		{"pushback 300000", nil, pushback("300000"), 5 * time.Minute, true},
+		{"pushback 300001", nil, pushback("300001"), 0, false},
 		{"pushback absurd", nil, pushback("99999999999999999999"), 0, false},
 		{"pushback malformed", nil, pushback("soon"), 0, false},
 	}

@@ -6,11 +6,13 @@
 //
 // The delay before retry n (n = 0 for the first retry) is
 //
-//	min(Initial·Multiplier^n + U[0, Jitter], Max)
+//	min(Initial·Multiplier^n + U[0, Jitter], Max) · U[1−JitterFactor, 1+JitterFactor]
 //
-// where U[0, Jitter] is a fresh uniform draw for every retry. With
-// DefaultPolicy that is 1–2 s, 2–3 s, 4–5 s, 8–9 s, 16–17 s, then 32 s at the
-// cap until MaxAttempts is reached.
+// where each U is a fresh uniform draw for every retry. With DefaultPolicy
+// (JitterFactor 0) that is 1–2 s, 2–3 s, 4–5 s, 8–9 s, 16–17 s, then 32 s at
+// the cap until MaxAttempts is reached. A policy read from a gRPC service
+// config uses JitterFactor 0.2 and no Jitter instead, as grpc-go does:
+// b·U[0.8, 1.2] with b = min(initialBackoff·multiplier^n, maxBackoff).
 package grpcbackoff
 
 import (
@@ -38,16 +40,24 @@ type Policy struct {
 	// It must be a finite number ≥ 1; 1 gives a fixed interval. Default 2.
 	Multiplier float64
 
-	// Max caps every delay, jitter included (maximum_backoff). It must be at
-	// least Initial. Once the exponential term reaches Max, every further
-	// retry waits exactly Max. Server hints longer than Max end the retries
-	// (see RetryDelay). Default 32 s.
+	// Max caps every delay (maximum_backoff) after the additive Jitter and
+	// before the multiplicative JitterFactor: once the exponential term
+	// reaches Max, every further retry waits exactly Max with JitterFactor 0,
+	// and Max·U[1−JitterFactor, 1+JitterFactor] otherwise. It must be at least
+	// Initial. A server may ask for longer (see RetryDelay). Default 32 s.
 	Max time.Duration
 
 	// Jitter is the upper bound, inclusive, of the uniform random delay added
 	// to every wait (random_number_milliseconds). It must not be negative;
 	// 0 turns jitter off. Default 1 s.
 	Jitter time.Duration
+
+	// JitterFactor is the spread of a multiplicative jitter: every delay,
+	// once capped by Max, is multiplied by a fresh uniform draw in
+	// [1−JitterFactor, 1+JitterFactor] (gRFC A6 as grpc-go carries it out
+	// uses 0.2). It must be a number in [0, 1); 0, the default, turns it
+	// off. It may be combined with Jitter, which is added first.
+	JitterFactor float64
 
 	// MaxAttempts is the total number of attempts, the first one included:
 	// 1 means no retry. It must be at least 1. Default 8.
@@ -116,6 +126,9 @@ func (p Policy) Validate() error {
 	if p.Jitter < 0 {
 		bad("Jitter (%v) must not be negative", p.Jitter)
 	}
+	if !(p.JitterFactor >= 0 && p.JitterFactor < 1) {
+		bad("JitterFactor (%v) must be a number in [0, 1)", p.JitterFactor)
+	}
 	if p.AttemptTimeout < 0 {
 		bad("AttemptTimeout (%v) must not be negative", p.AttemptTimeout)
 	}
@@ -140,24 +153,45 @@ func (p Policy) Validate() error {
 
 // Backoff returns the delay before retry number retry (0 for the first
 // retry, the second attempt): min(Initial·Multiplier^retry + U[0, Jitter], Max),
-// with a fresh uniform draw on each call. A negative retry counts as 0.
+// multiplied by U[1−JitterFactor, 1+JitterFactor] when JitterFactor is set,
+// with fresh uniform draws on each call. A negative retry counts as 0.
 //
 // It is exact for any retry count: once the exponential term reaches Max
-// (2^200 s is far past every clock), the result is Max. For a valid Policy the
-// result is always in (0, Max]. Backoff is safe for concurrent use.
+// (2^200 s is far past every clock), the result is Max (times the factor).
+// For a valid Policy the result is always in (0, MaxBackoff()]. Backoff is
+// safe for concurrent use.
 func (p Policy) Backoff(retry int) time.Duration {
 	d := p.Nominal(retry)
-	if d >= p.Max {
-		return p.Max
-	}
-	if p.Jitter > 0 {
+	if d < p.Max && p.Jitter > 0 {
 		// Inclusive of both bounds, as "at most 1000 ms" is.
 		d += time.Duration(rand.Uint64N(uint64(p.Jitter) + 1))
+		if d > p.Max || d < 0 { // d < 0 only on overflow
+			d = p.Max
+		}
 	}
-	if d > p.Max || d < 0 { // d < 0 only on overflow
-		return p.Max
+	if p.JitterFactor > 0 {
+		d = scale(d, 1-p.JitterFactor+2*p.JitterFactor*rand.Float64())
 	}
 	return d
+}
+
+// MaxBackoff returns the longest delay Backoff can return:
+// Max·(1+JitterFactor), saturated at the longest time.Duration.
+func (p Policy) MaxBackoff() time.Duration {
+	return scale(p.Max, 1+p.JitterFactor)
+}
+
+// scale returns d·f for a positive f, at least 1 ns and saturated at the
+// longest time.Duration.
+func scale(d time.Duration, f float64) time.Duration {
+	x := float64(d) * f
+	switch {
+	case !(x < math.MaxInt64): // float64(MaxInt64) is 2^63
+		return math.MaxInt64
+	case x < 1:
+		return 1
+	}
+	return time.Duration(x)
 }
 
 // Nominal returns the delay before retry number retry without jitter:

@@ -266,6 +266,58 @@ func TestBackoffJitterRange(t *testing.T) {
 	}
 }
 
+// TestBackoffJitterFactor checks the multiplicative jitter as grpc-go draws
+// it: b·U[0.8, 1.2] with b = min(Initial·Multiplier^n, Max), so that the cap
+// comes before the jitter and a delay at the cap reaches 1.2·Max.
+func TestBackoffJitterFactor(t *testing.T) {
+	p := noJitter()
+	p.Initial, p.Max, p.JitterFactor = 100*time.Millisecond, time.Second, 0.2
+	if got, want := p.MaxBackoff(), 1200*time.Millisecond; got != want {
+		t.Errorf("MaxBackoff() = %v, want %v", got, want)
+	}
+	const n = 4000
+	for retry, b := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
+		b *= time.Millisecond
+		lo, hi := b*8/10, b*12/10
+		var sum float64
+		below, above := 0, 0
+		for range n {
+			d := p.Backoff(retry)
+			if d < lo || d > hi {
+				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", retry, d, lo, hi)
+			}
+			sum += float64(d) / float64(b)
+			if d < b*9/10 {
+				below++
+			}
+			if d > b*11/10 {
+				above++
+			}
+		}
+		// Uniform on [0.8, 1.2]: mean 1, a quarter of the draws in each
+		// outer tenth (±5 standard deviations at n = 4000 is about ±0.034).
+		if mean := sum / n; math.Abs(mean-1) > 0.01 {
+			t.Errorf("Backoff(%d): mean factor %.4f, want 1 ± 0.01", retry, mean)
+		}
+		for _, c := range []int{below, above} {
+			if f := float64(c) / n; math.Abs(f-0.25) > 0.034 {
+				t.Errorf("Backoff(%d): %.3f of the draws in an outer tenth, want 0.25", retry, f)
+			}
+		}
+	}
+	// With both jitters, the additive one comes first and Max caps it.
+	p.Jitter = 500 * time.Millisecond
+	for range n {
+		if d := p.Backoff(3); d < 640*time.Millisecond || d > 1200*time.Millisecond {
+			t.Fatalf("Backoff(3) with both jitters = %v, want in [640ms, 1.2s]", d)
+		}
+	}
+	// The default policy is untouched: the exact additive recipe.
+	if d := grpcbackoff.DefaultPolicy(); d.JitterFactor != 0 || d.MaxBackoff() != d.Max {
+		t.Errorf("DefaultPolicy JitterFactor = %v, MaxBackoff = %v, want 0 and Max", d.JitterFactor, d.MaxBackoff())
+	}
+}
+
 // TestBackoffJitterDistribution checks that the jitter of DefaultPolicy is a
 // fresh uniform draw from [0, 1 s] on every call.
 func TestBackoffJitterDistribution(t *testing.T) {
@@ -436,6 +488,16 @@ func TestValidate(t *testing.T) {
 		}},
 		{"negative Jitter", with(func(p *grpcbackoff.Policy) { p.Jitter = -time.Millisecond }), []string{
 			"Jitter (-1ms) must not be negative",
+		}},
+		{"JitterFactor 0.2", with(func(p *grpcbackoff.Policy) { p.JitterFactor = 0.2 }), nil},
+		{"negative JitterFactor", with(func(p *grpcbackoff.Policy) { p.JitterFactor = -0.1 }), []string{
+			"JitterFactor (-0.1) must be a number in [0, 1)",
+		}},
+		{"JitterFactor 1", with(func(p *grpcbackoff.Policy) { p.JitterFactor = 1 }), []string{
+			"JitterFactor (1) must be a number in [0, 1)",
+		}},
+		{"NaN JitterFactor", with(func(p *grpcbackoff.Policy) { p.JitterFactor = math.NaN() }), []string{
+			"JitterFactor (NaN) must be a number in [0, 1)",
 		}},
 		{"negative MaxAttempts", with(func(p *grpcbackoff.Policy) { p.MaxAttempts = -3 }), []string{
 			"MaxAttempts (-3) must be at least 1",

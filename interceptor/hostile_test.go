@@ -542,6 +542,8 @@ func hsCases() []hsCase {
 			gaps: hsExhausted, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
 		{name: "RetryInfo without delay: ignored", act: hsRetryInfo(nil),
 			gaps: hsExhausted, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
+		{name: "RetryInfo 20 s, over the 8 s Max: waited while the deadline allows", act: hsRetryInfo(durationpb.New(20 * time.Second)),
+			gaps: hsSeconds(20), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
 		{name: "RetryInfo = Max every time: stops before the deadline", act: hsRetryInfo(durationpb.New(8 * time.Second)),
 			gaps: hsSeconds(8, 8, 8), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
 		{name: "pushback 0 forever: backoff, not a spin", act: hsPushback([]string{"0"}),
@@ -570,10 +572,16 @@ func hsCases() []hsCase {
 					t.Errorf("message (%d bytes) = %.40q…, want the server's 1 MiB message and the attempts", len(msg), msg)
 				}
 			}},
-		{name: "headers, then UNAVAILABLE with pushback 3000 ms in the trailer", act: hsHeadersFirst(hsPushback([]string{"3000"})),
+		{name: "headers, then UNAVAILABLE with pushback 3000 ms in the trailer", kinds: hsStreamKinds, act: hsHeadersFirst(hsPushback([]string{"3000"})),
 			gaps: hsSeconds(3, 3, 4, 8), code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
-		{name: "headers, then UNAVAILABLE with RetryInfo 100 years", act: hsHeadersFirst(hsRetryInfo(durationpb.New(100 * hsYear))),
+		{name: "headers, then UNAVAILABLE with RetryInfo 100 years", kinds: hsStreamKinds, act: hsHeadersFirst(hsRetryInfo(durationpb.New(100 * hsYear))),
 			code: codes.Unavailable, reason: grpcbackoff.ReasonServerRefused},
+		// A unary call commits once headers arrive (gRFC A6): the server's
+		// error, unchanged, after one attempt, whatever the trailer says.
+		{name: "headers, then UNAVAILABLE with pushback 3000 ms: unary committed", kinds: []hsKind{hsUnary}, act: hsHeadersFirst(hsPushback([]string{"3000"})),
+			code: codes.Unavailable},
+		{name: "headers, then UNAVAILABLE with RetryInfo 100 years: unary committed", kinds: []hsKind{hsUnary}, act: hsHeadersFirst(hsRetryInfo(durationpb.New(100 * hsYear))),
+			code: codes.Unavailable},
 		{name: "no answer: the caller's deadline", act: hsHang,
 			end: hsDeadline, code: codes.DeadlineExceeded},
 		{name: "UNAVAILABLE, then no answer: the caller's deadline", act: func(ctx context.Context, x hsEnv) error {
@@ -584,10 +592,12 @@ func hsCases() []hsCase {
 		}, gaps: hsSeconds(1), end: hsDeadline, code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
 		{name: "trailers only, twice: retried", act: hsFirst(2, hsFail(hsUnavailable())),
 			gaps: hsSeconds(1, 2), code: codes.OK},
-		{name: "headers then UNAVAILABLE, twice: retried", act: hsFirst(2, hsHeadersThenFail),
+		{name: "headers then UNAVAILABLE, twice: retried", kinds: hsStreamKinds, act: hsFirst(2, hsHeadersThenFail),
 			gaps: hsSeconds(1, 2), code: codes.OK},
-		{name: "headers then UNAVAILABLE forever", act: hsHeadersThenFail,
+		{name: "headers then UNAVAILABLE forever", kinds: hsStreamKinds, act: hsHeadersThenFail,
 			gaps: hsExhausted, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
+		{name: "headers then UNAVAILABLE: unary committed", kinds: []hsKind{hsUnary}, act: hsFirst(2, hsHeadersThenFail),
+			code: codes.Unavailable},
 		{name: "headers then UNAVAILABLE, Header called: committed", kinds: hsStreamKinds, act: hsHeadersThenFail, header: true,
 			code: codes.Unavailable},
 		{name: "connection cut before any response: retried", act: hsFirst(1, hsCut),

@@ -211,10 +211,11 @@ type call struct {
 	delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did
 
-	// attemptCut is set by the caller of next when the attempt that failed
-	// was cut by its own Policy.AttemptTimeout, the caller's context being
-	// live: next then retries it whatever Policy.Codes says.
-	attemptCut bool
+	// What the attempt that failed told, for next (which clears both): it
+	// was cut by its own Policy.AttemptTimeout while the caller's context
+	// was live (retried whatever the code), or response headers had
+	// arrived (a unary call then commits and is not retried).
+	cut, headers bool
 }
 
 // next is called when attempt c.attempts failed with err (and trailer, for
@@ -227,7 +228,8 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	}
 	st := status.Convert(err)
 	// The caller's context is done, or its deadline has passed (the attempt
-	// can fail with it a moment before ctx.Err says so).
+	// can fail with it a moment before ctx.Err says so). This comes first:
+	// an attempt cut by the caller's deadline is never retried.
 	dl, hasDeadline := ctx.Deadline()
 	if cerr := ctx.Err(); cerr != nil || hasDeadline && !now.Before(dl) {
 		if c.attempts == 1 {
@@ -238,7 +240,9 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		}
 		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
 	}
-	if !c.attemptCut && !c.p.retryable(st.Code()) {
+	cut, headers := c.cut, c.headers
+	c.cut, c.headers = false, false
+	if headers || futile(st) || !cut && !c.p.retryable(st.Code()) {
 		return 0, c.fail(err, now, grpcbackoff.ReasonNotRetryable)
 	}
 	if c.attempts >= c.max {

@@ -259,7 +259,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		a.release()
 		s.mu.Unlock()
 
-		s.c.attemptCut = cut
+		s.c.cut = cut
 		d, final := s.c.next(s.ctx, err, trailer)
 		if final == nil {
 			final = s.c.wait(s.ctx, d, err)

@@ -612,9 +612,9 @@ func TestStreamRetryInfo(t *testing.T) {
 				}
 			})
 		})
-		t.Run(k.String()+"/longer than Max", func(t *testing.T) {
+		t.Run(k.String()+"/longer than MaxHintDelay", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(time.Minute)}, stOK(1)))
+				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, stOK(1)))
 				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
 				start := time.Now()
 				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})

@@ -21,6 +21,14 @@ import (
 // attempt (grpc.OnFinish, grpc.Header, grpc.Trailer) act on each attempt,
 // the last one's winning.
 //
+// A call commits, and is not retried, once the server sent response headers
+// (gRFC A6): the server may have acted on it. A trailers-only response (an
+// error sent without headers, the usual form of a failure) does not commit.
+// With Policy.AttemptTimeout, each attempt runs under the earlier of the
+// caller's deadline and its start plus AttemptTimeout; an attempt cut by its
+// own timeout is retried whatever Policy.Codes says, one cut by the
+// caller's deadline never is.
+//
 // Each call to Unary has its own throttle; use DialOptions, or the methods of
 // one Retrier, to share one between the unary and stream interceptors.
 func Unary(p grpcbackoff.Policy, opts ...Option) grpc.UnaryClientInterceptor {
@@ -31,24 +39,32 @@ func Unary(p grpcbackoff.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 func (r *Retrier) Unary() grpc.UnaryClientInterceptor { return r.unary }
 
 // unaryState holds what an attempt needs besides the caller's arguments: the
-// trailer, for pushback, and the call options with grpc.Trailer added. It is
-// pooled so that a call that succeeds allocates nothing.
+// response headers, to know whether the call committed, the trailer, for
+// pushback, and the call options with grpc.Header (and grpc.Trailer) added.
+// It is pooled so that a call that succeeds allocates nothing.
 type unaryState struct {
+	header  metadata.MD
 	trailer metadata.MD
 	opts    []grpc.CallOption
 }
 
 var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 
-func getUnaryState(opts []grpc.CallOption) *unaryState {
+func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
-	s.opts = append(append(s.opts[:0], opts...), grpc.Trailer(&s.trailer))
+	if n := len(opts) + 2; cap(s.opts) < n {
+		s.opts = make([]grpc.CallOption, 0, n) // one allocation for both additions
+	}
+	s.opts = append(append(s.opts[:0], opts...), grpc.Header(&s.header))
+	if trailer {
+		s.opts = append(s.opts, grpc.Trailer(&s.trailer))
+	}
 	return s
 }
 
 func (s *unaryState) release() {
 	clear(s.opts)
-	s.opts, s.trailer = s.opts[:0], nil
+	s.opts, s.header, s.trailer = s.opts[:0], nil, nil
 	unaryStates.Put(s)
 }
 
@@ -64,22 +80,39 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	c := call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1}
-	attemptOpts := opts
-	var s *unaryState
-	if !r.noPushback {
-		s = getUnaryState(opts)
-		attemptOpts = s.opts
-	}
-	err = invoker(ctx, method, req, reply, cc, attemptOpts...)
-	var trailer metadata.MD
-	if s != nil {
-		trailer = s.trailer
-		s.release()
-	}
+	trailer, err := r.attemptUnary(ctx, ctx, &c, req, reply, cc, invoker, opts)
 	if err == nil {
 		return c.end(ctx, nil)
 	}
 	return c.end(ctx, r.retryUnary(ctx, &c, req, reply, cc, invoker, opts, err, trailer))
+}
+
+// attemptUnary makes attempt c.attempts with context actx (ctx itself, or
+// ctx with the retry metadata), under the Policy's AttemptTimeout if it has
+// one. For a failed attempt it returns the trailer (nil unless pushback is
+// read) and records on c whether response headers had arrived (the call
+// committed, gRFC A6) and whether the attempt's own timeout cut it: its
+// context ended with DEADLINE_EXCEEDED while the caller's ctx is still live.
+func (r *Retrier) attemptUnary(ctx, actx context.Context, c *call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (metadata.MD, error) {
+	var cancel context.CancelFunc
+	if t := c.p.AttemptTimeout; t > 0 {
+		// The earlier of the caller's deadline and now+t.
+		actx, cancel = context.WithTimeout(actx, t)
+	}
+	s := getUnaryState(opts, !r.noPushback)
+	err := invoker(actx, c.method, req, reply, cc, s.opts...)
+	trailer := s.trailer
+	if err != nil {
+		// grpc-go gives nil headers for a trailers-only response, which
+		// carries no headers, and for an attempt that got no response.
+		c.headers = s.header != nil
+		c.cut = cancel != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	}
+	s.release()
+	if cancel != nil {
+		cancel()
+	}
+	return trailer, err
 }
 
 // target returns cc's target, or "" for a call made without a ClientConn.
@@ -103,18 +136,8 @@ func (r *Retrier) retryUnary(ctx context.Context, c *call, req, reply any, cc *g
 		if final := c.wait(ctx, d, err); final != nil {
 			return final
 		}
-		attemptOpts := opts
-		var s *unaryState
-		if !r.noPushback {
-			s = getUnaryState(opts)
-			attemptOpts = s.opts
-		}
-		err = invoker(c.retryContext(ctx), c.method, req, reply, cc, attemptOpts...)
+		trailer, err = r.attemptUnary(ctx, c.retryContext(ctx), c, req, reply, cc, invoker, opts)
 		c.attempts++
-		if s != nil {
-			trailer = s.trailer
-			s.release()
-		}
 		if err == nil {
 			return nil
 		}

@@ -249,7 +249,10 @@ func TestUnaryServerHints(t *testing.T) {
 		{"RetryInfo shorter than backoff", retryInfo(100 * time.Millisecond), nil, []time.Duration{time.Second}},
 		{"RetryInfo negative is ignored", retryInfo(-time.Second), nil, []time.Duration{time.Second}},
 		{"RetryInfo at Max", retryInfo(32 * time.Second), nil, []time.Duration{32 * time.Second}},
-		{"RetryInfo past Max stops", retryInfo(100 * 365 * 24 * time.Hour), nil, nil},
+		{"RetryInfo past Max is waited for", retryInfo(40 * time.Second), nil, []time.Duration{40 * time.Second}},
+		{"RetryInfo past MaxHintDelay stops", retryInfo(grpcbackoff.MaxHintDelay + time.Millisecond), nil, nil},
+		{"RetryInfo 100 years stops", retryInfo(100 * 365 * 24 * time.Hour), nil, nil},
+		{"pushback past Max is waited for", status.Error(codes.Unavailable, "x"), pushback("40000"), []time.Duration{40 * time.Second}},
 		{"pushback longer", status.Error(codes.Unavailable, "x"), pushback("3000"), []time.Duration{3 * time.Second}},
 		{"pushback zero keeps the backoff", status.Error(codes.Unavailable, "x"), pushback("0"), []time.Duration{time.Second}},
 		{"pushback negative stops", status.Error(codes.Unavailable, "x"), pushback("-1"), nil},
@@ -267,6 +270,43 @@ func TestUnaryServerHints(t *testing.T) {
 				}
 				if tc.wantGaps == nil {
 					checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
+				} else if err != nil {
+					t.Errorf("err = %v, want success on the retry", err)
+				}
+			})
+		})
+	}
+}
+
+// TestUnaryHintAgainstDeadline: a server hint past Max is waited for when
+// the caller's deadline allows it, and ends the call at once otherwise.
+func TestUnaryHintAgainstDeadline(t *testing.T) {
+	cases := []struct {
+		name     string
+		left     time.Duration
+		hint     time.Duration
+		wantGaps []time.Duration
+	}{
+		{"40 s under a 32 s Max, 10 min left: waited", 10 * time.Minute, 40 * time.Second, []time.Duration{40 * time.Second}},
+		{"4 min, 10 min left: waited", 10 * time.Minute, 4 * time.Minute, []time.Duration{4 * time.Minute}},
+		{"4 min, 1 min left: not waited", time.Minute, 4 * time.Minute, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), tc.left)
+				defer cancel()
+				s := &script{errs: []error{retryInfo(tc.hint)}}
+				start := time.Now()
+				err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+				if got := s.gaps(); !slices.Equal(got, tc.wantGaps) {
+					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
+				}
+				if tc.wantGaps == nil {
+					checkFinal(t, err, codes.Unavailable, 1, grpcbackoff.ReasonDeadline)
+					if took := time.Since(start); took != 0 {
+						t.Errorf("the call returned after %v, want at once", took)
+					}
 				} else if err != nil {
 					t.Errorf("err = %v, want success on the retry", err)
 				}
@@ -452,8 +492,8 @@ func TestUnaryManyCallOptions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, o := range s.opts {
-			if len(o) != 13 {
-				t.Errorf("attempt %d got %d options, want the caller's 12 and the trailer", i+1, len(o))
+			if len(o) != 14 {
+				t.Errorf("attempt %d got %d options, want the caller's 12, the header and the trailer", i+1, len(o))
 			}
 		}
 	})

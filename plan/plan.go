@@ -33,7 +33,7 @@ import (
 // Retry n is attempt n+1, and its delay is drawn by Backoff(n-1).
 //
 // Everything here is a pure function of the Policy's Initial, Multiplier,
-// Max, Jitter and MaxAttempts (Codes plays no part), exact at every retry
+// Max, Jitter, JitterFactor and MaxAttempts (Codes plays no part), exact at every retry
 // count: past the cap every delay is Max, and times saturate at the longest
 // time.Duration (about 292 years) instead of overflowing.
 
@@ -49,18 +49,21 @@ type Step struct {
 
 	// Delay is the nominal delay before the retry, without jitter:
 	// Nominal(Retry-1) = min(Initial·Multiplier^(Retry-1), Max), the t_n of
-	// the derivation. Jitter only adds, so it is also the shortest delay.
+	// the derivation. Jitter only adds, so with JitterFactor 0 it is also
+	// the shortest delay; otherwise the shortest is Delay·(1−JitterFactor).
 	Delay time.Duration
 
 	// MaxDelay is the longest delay before the retry, with the most jitter:
-	// min(Delay+Jitter, Max). It equals Delay when Jitter is 0 and at the cap.
+	// min(Delay+Jitter, Max)·(1+JitterFactor). It equals Delay when both
+	// jitters are 0, and at the cap when JitterFactor is 0.
 	MaxDelay time.Duration
 
 	// Elapsed is when the retry starts if every delay is nominal: the sum of
 	// Delay over retries 1 to Retry, the T_n of the derivation. Below the cap
 	// it is computed in closed form, Initial·(r^n - 1)/(r - 1), so it may
 	// differ from the sum of the truncated Delays by a few nanoseconds; past
-	// the cap it grows by Max per retry. It is also the earliest start.
+	// the cap it grows by Max per retry. With JitterFactor 0 it is also the
+	// earliest start; otherwise the earliest is Elapsed·(1−JitterFactor).
 	Elapsed time.Duration
 
 	// MaxElapsed is when the retry starts if every delay is MaxDelay: the
@@ -73,8 +76,8 @@ type Step struct {
 // all durations 0. It is not limited by MaxAttempts, so it also answers what
 // a longer policy would do, and it takes constant time for any retry.
 //
-// For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
-// Validate rejects, it returns the zero Step.
+// For a Policy whose Initial, Multiplier, Max, Jitter, JitterFactor or
+// MaxAttempts Validate rejects, it returns the zero Step.
 func Retry(p grpcbackoff.Policy, retry int) Step {
 	pl, ok := newPlanner(p)
 	if !ok {
@@ -89,8 +92,8 @@ func Retry(p grpcbackoff.Policy, retry int) Step {
 // MaxAttempts on a copy of p: nothing else depends on it. The sequence is
 // lazy, so a huge MaxAttempts costs only what the caller consumes.
 //
-// For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
-// Validate rejects, Schedule yields nothing.
+// For a Policy whose Initial, Multiplier, Max, Jitter, JitterFactor or
+// MaxAttempts Validate rejects, Schedule yields nothing.
 func Schedule(p grpcbackoff.Policy) iter.Seq[Step] {
 	return func(yield func(Step) bool) {
 		pl, ok := newPlanner(p)
@@ -118,8 +121,8 @@ func Schedule(p grpcbackoff.Policy) iter.Seq[Step] {
 // MaxAttempts: when Retry is MaxAttempts or more, p has given up by elapsed.
 // Retry numbers stop growing at math.MaxInt.
 //
-// For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
-// Validate rejects, it returns the zero Step.
+// For a Policy whose Initial, Multiplier, Max, Jitter, JitterFactor or
+// MaxAttempts Validate rejects, it returns the zero Step.
 func NextAfter(p grpcbackoff.Policy, elapsed time.Duration) Step {
 	pl, ok := newPlanner(p)
 	if !ok {
@@ -133,19 +136,19 @@ func NextAfter(p grpcbackoff.Policy, elapsed time.Duration) Step {
 
 // AttemptsWithin returns how many of p's attempts start before deadline,
 // counting the first one at 0 and the delays only (not the attempts' own
-// durations): fewest when every delay has the most jitter, most when none
-// has any. Both are at most MaxAttempts; an attempt due exactly at the
+// durations): fewest when every delay has the most jitter, most when every
+// delay has the least (the nominal one, times 1−JitterFactor). Both are at most MaxAttempts; an attempt due exactly at the
 // deadline does not count, as the interceptors do not start it. A deadline
 // of 0 or less gives 0, 0.
 //
-// For a Policy whose Initial, Multiplier, Max, Jitter or MaxAttempts
-// Validate rejects, it returns 0, 0.
+// For a Policy whose Initial, Multiplier, Max, Jitter, JitterFactor or
+// MaxAttempts Validate rejects, it returns 0, 0.
 func AttemptsWithin(p grpcbackoff.Policy, deadline time.Duration) (fewest, most int) {
 	pl, ok := newPlanner(p)
 	if !ok || deadline <= 0 {
 		return 0, 0
 	}
-	return pl.attemptsWithin(deadline, pl.maxElapsed), pl.attemptsWithin(deadline, pl.elapsed)
+	return pl.attemptsWithin(deadline, pl.maxElapsed), pl.attemptsWithin(deadline, pl.minElapsed)
 }
 
 // CheckDeadline reports whether p suits calls with the given deadline (for
@@ -160,7 +163,7 @@ func AttemptsWithin(p grpcbackoff.Policy, deadline time.Duration) (fewest, most 
 // Between the two, for example DefaultPolicy (at most 100 s) against 600 s,
 // it returns nil. As for AttemptsWithin, the attempts' own durations are not
 // counted. It returns Validate's error for a Policy whose Initial,
-// Multiplier, Max, Jitter or MaxAttempts Validate rejects, and an error for
+// Multiplier, Max, Jitter, JitterFactor or MaxAttempts Validate rejects, and an error for
 // a deadline of 0 or less.
 func CheckDeadline(p grpcbackoff.Policy, deadline time.Duration) error {
 	pl, ok := newPlanner(p)
@@ -178,7 +181,7 @@ func CheckDeadline(p grpcbackoff.Policy, deadline time.Duration) error {
 	}
 	switch {
 	case last >= deadline:
-		fewest, most := pl.attemptsWithin(deadline, pl.maxElapsed), pl.attemptsWithin(deadline, pl.elapsed)
+		fewest, most := pl.attemptsWithin(deadline, pl.maxElapsed), pl.attemptsWithin(deadline, pl.minElapsed)
 		fit := strconv.Itoa(fewest)
 		if most != fewest {
 			fit += " to " + strconv.Itoa(most)
@@ -283,7 +286,7 @@ func (pl planner) step(n int) Step {
 	return Step{
 		Retry:      n,
 		Delay:      d,
-		MaxDelay:   min(planAdd(d, pl.p.Jitter), pl.p.Max),
+		MaxDelay:   pl.spread(min(planAdd(d, pl.p.Jitter), pl.p.Max), 1),
 		Elapsed:    pl.elapsed(n),
 		MaxElapsed: pl.maxElapsed(n),
 	}
@@ -310,7 +313,22 @@ func (pl planner) elapsed(n int) time.Duration {
 // maxElapsed returns the latest start of retry n (n ≥ 0), saturated.
 func (pl planner) maxElapsed(n int) time.Duration {
 	k := min(n, pl.jittered)
-	return planAdd(planAdd(pl.geometric(k), planMul(pl.p.Jitter, k)), planMul(pl.p.Max, n-k))
+	return pl.spread(planAdd(planAdd(pl.geometric(k), planMul(pl.p.Jitter, k)), planMul(pl.p.Max, n-k)), 1)
+}
+
+// minElapsed returns the earliest start of retry n (n ≥ 0), saturated.
+func (pl planner) minElapsed(n int) time.Duration {
+	return pl.spread(pl.elapsed(n), -1)
+}
+
+// spread returns d·(1+sign·JitterFactor), rounded and saturated: the
+// longest (sign 1) or shortest (sign −1) that the multiplicative jitter
+// makes of d. It is d itself when JitterFactor is 0.
+func (pl planner) spread(d time.Duration, sign float64) time.Duration {
+	if pl.p.JitterFactor == 0 {
+		return d
+	}
+	return planDuration(float64(d) * (1 + sign*pl.p.JitterFactor))
 }
 
 // attemptsWithin returns how many attempts start before deadline (> 0) when

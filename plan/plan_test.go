@@ -603,3 +603,40 @@ func FuzzPlan(f *testing.F) {
 		}
 	})
 }
+
+// TestJitterFactor checks the plan of a policy read from a service config
+// (multiplicative jitter, as grpc-go draws it): every drawn delay lies in
+// [Delay·0.8, MaxDelay], and AttemptsWithin counts from both ends.
+func TestJitterFactor(t *testing.T) {
+	p := planPolicy(100*time.Millisecond, 2, time.Second, 0, 6)
+	p.JitterFactor = 0.2
+	want := []struct{ delay, maxDelay, elapsed, maxElapsed time.Duration }{
+		{100 * time.Millisecond, 120 * time.Millisecond, 100 * time.Millisecond, 120 * time.Millisecond},
+		{200 * time.Millisecond, 240 * time.Millisecond, 300 * time.Millisecond, 360 * time.Millisecond},
+		{400 * time.Millisecond, 480 * time.Millisecond, 700 * time.Millisecond, 840 * time.Millisecond},
+		{800 * time.Millisecond, 960 * time.Millisecond, 1500 * time.Millisecond, 1800 * time.Millisecond},
+		{time.Second, 1200 * time.Millisecond, 2500 * time.Millisecond, 3000 * time.Millisecond},
+	}
+	i := 0
+	for s := range plan.Schedule(p) {
+		w := want[i]
+		if s.Delay != w.delay || s.MaxDelay != w.maxDelay || s.Elapsed != w.elapsed || s.MaxElapsed != w.maxElapsed {
+			t.Errorf("retry %d = %+v, want Delay %v, MaxDelay %v, Elapsed %v, MaxElapsed %v", s.Retry, s, w.delay, w.maxDelay, w.elapsed, w.maxElapsed)
+		}
+		for range 1000 {
+			if d := p.Backoff(s.Retry - 1); d < s.Delay*8/10 || d > s.MaxDelay {
+				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", s.Retry-1, d, s.Delay*8/10, s.MaxDelay)
+			}
+		}
+		i++
+	}
+	if i != len(want) {
+		t.Errorf("Schedule yielded %d retries, want %d", i, len(want))
+	}
+	// Before 1.3 s: at most retries 1–3 start (the earliest, 0.8·1.5 s =
+	// 1.2 s, lets retry 4 in too); at least retries 1–2 (the latest third
+	// starts at 0.84 s, the fourth at 1.8 s).
+	if fewest, most := plan.AttemptsWithin(p, 1300*time.Millisecond); fewest != 4 || most != 5 {
+		t.Errorf("AttemptsWithin(1.3 s) = %d, %d, want 4, 5", fewest, most)
+	}
+}

@@ -131,6 +131,22 @@ func (s *Server) setDown(v bool) {
 	s.down = v
 }
 
+// Freeze makes every call that arrives afterwards, until [Server.Thaw],
+// hang as a hung server's would: it is recorded, then gets no answer at all
+// until its context ends (cancelled, or past its deadline), and fails with
+// the context's status. Calls that arrived while frozen keep hanging after
+// Thaw; calls that arrive after it are served as usual.
+func (s *Server) Freeze() { s.setFrozen(true) }
+
+// Thaw undoes [Server.Freeze] for calls that arrive afterwards.
+func (s *Server) Thaw() { s.setFrozen(false) }
+
+func (s *Server) setFrozen(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen = v
+}
+
 // SetLatency makes every call that arrives afterwards wait d before it is
 // handled (faults and Down included). The wait uses a timer, so inside a
 // synctest bubble it takes exactly d of fake time; it ends early with the
@@ -204,8 +220,13 @@ func (s *Server) admit(ctx context.Context, method string, setTrailer func(metad
 	a := &Attempt{Method: method, Time: time.Now(), Code: codes.Unknown, Metadata: md.Copy()}
 	s.mu.Lock()
 	s.attempts = append(s.attempts, a)
-	latency := s.latency
+	latency, frozen := s.latency, s.frozen
 	s.mu.Unlock()
+
+	if frozen {
+		<-ctx.Done()
+		return a, status.FromContextError(ctx.Err()).Err()
+	}
 
 	if latency > 0 {
 		t := time.NewTimer(latency)

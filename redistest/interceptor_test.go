@@ -38,9 +38,9 @@ func TestRedisClientPerMethod(t *testing.T) {
 	}{
 		{"options", opt1(interceptor.WithoutRetryFor(redistest.MethodCreateInstance)),
 			[]time.Duration{100 * ms, 200 * ms}, []time.Duration{100 * ms, 200 * ms}},
-		// Initial 100 ms and Jitter 100 ms (see serviceconfig.Parse).
+		// 200 ms, then 400 ms, times U[0.8, 1.2] (see serviceconfig.Parse).
 		{"service config", opt1(interceptor.WithServiceConfig(sc)),
-			[]time.Duration{100 * ms, 200 * ms}, []time.Duration{200 * ms, 300 * ms}},
+			[]time.Duration{160 * ms, 320 * ms}, []time.Duration{240 * ms, 480 * ms}},
 	}
 	const parent = "projects/p/locations/l"
 	for _, tc := range cases {

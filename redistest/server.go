@@ -96,6 +96,7 @@ type Server struct {
 	clients  []*redis.CloudRedisClient
 	faults   []*Fault // pending faults; Count is the remaining failures
 	down     bool
+	frozen   bool
 	latency  time.Duration
 	attempts []*Attempt
 }

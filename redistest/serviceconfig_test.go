@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/redis/apiv1/redispb"
+	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -108,8 +109,9 @@ func opt(o ...grpc.CallOption) []grpc.CallOption { return o }
 func opt1(o ...interceptor.Option) []interceptor.Option { return o }
 
 func TestWithServiceConfigDelays(t *testing.T) {
-	// initialBackoff 0.2s, maxBackoff 2s, multiplier 2: Initial 100 ms,
-	// Jitter 100 ms, Max 1 s (see ParseServiceConfig).
+	// initialBackoff 0.2s, maxBackoff 2s, multiplier 2: b = 200 ms, 400 ms,
+	// 800 ms, 1.6 s, then 2 s, times U[0.8, 1.2], as grpc-go waits (see
+	// serviceconfig.Parse).
 	sc := scParse(t, `{"methodConfig": [{"name": [{}], "retryPolicy": `+scRetry("6")+`}]}`)
 	synctest.Test(t, func(t *testing.T) {
 		r, err := interceptor.New(exactPolicy(), interceptor.WithoutThrottle(), interceptor.WithServiceConfig(sc))
@@ -123,8 +125,8 @@ func TestWithServiceConfigDelays(t *testing.T) {
 		}
 		_ = r.Unary()(t.Context(), "/s.S/Get", "req", new(string), nil, invoke)
 		ms := time.Millisecond
-		wantMin := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1000 * ms}
-		wantMax := []time.Duration{200 * ms, 300 * ms, 500 * ms, 900 * ms, 1000 * ms}
+		wantMin := []time.Duration{160 * ms, 320 * ms, 640 * ms, 1280 * ms, 1600 * ms}
+		wantMax := []time.Duration{240 * ms, 480 * ms, 960 * ms, 1920 * ms, 2400 * ms}
 		if len(times) != 6 {
 			t.Fatalf("attempts = %d, want 6", len(times))
 		}
@@ -132,6 +134,36 @@ func TestWithServiceConfigDelays(t *testing.T) {
 			if gap := times[i].Sub(times[i-1]); gap < wantMin[i-1] || gap > wantMax[i-1] {
 				t.Errorf("wait before retry %d = %v, want within [%v, %v]", i, gap, wantMin[i-1], wantMax[i-1])
 			}
+		}
+	})
+}
+
+// TestWithServiceConfigPushback: a pushback between maxBackoff/2 and
+// maxBackoff is honoured, as grpc-go honours it, through the real Cloud
+// Redis client.
+func TestWithServiceConfigPushback(t *testing.T) {
+	sc := scParse(t, `{"methodConfig": [{"name": [{}], "retryPolicy": `+scRetry("3")+`}]}`)
+	synctest.Test(t, func(t *testing.T) {
+		r, err := interceptor.New(exactPolicy(), interceptor.WithoutThrottle(), interceptor.WithServiceConfig(sc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := redistest.NewServer()
+		defer srv.Close()
+		c := srv.Client(t.Context(), option.WithGRPCDialOption(grpc.WithUnaryInterceptor(r.Unary())))
+		if err := srv.Inject(redistest.Fault{Method: redistest.MethodGetInstance, Code: codes.Unavailable, Count: 1, Pushback: "1800"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.GetInstance(t.Context(), &redispb.GetInstanceRequest{Name: "projects/p/locations/l/instances/none"})
+		if status.Code(err) != codes.NotFound {
+			t.Fatalf("GetInstance = %v, want NOT_FOUND from the retry", err)
+		}
+		as := srv.AttemptsFor(redistest.MethodGetInstance)
+		if len(as) != 2 {
+			t.Fatalf("server saw %d attempts, want 2", len(as))
+		}
+		if gap := as[1].Time.Sub(as[0].Time); gap != 1800*time.Millisecond {
+			t.Errorf("wait before the retry = %v, want the pushback's 1.8 s (maxBackoff 2 s)", gap)
 		}
 	})
 }

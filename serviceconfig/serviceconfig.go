@@ -83,31 +83,31 @@ type Method struct {
 // it that names no method. Durations follow protobuf JSON strictly ("+1s" is
 // an error). The retryPolicy of an entry without a name is checked too.
 //
-// Jitter. Before retry n (n ≥ 1), A6 waits a uniformly random delay in
-// [0, min(initialBackoff·backoffMultiplier^(n−1), maxBackoff)] ("full
-// jitter"), whose mean is half that bound; a Policy waits
-// min(Initial·Multiplier^(n−1) + U[0, Jitter], Max). A retryPolicy becomes
+// Jitter. Before retry n (n ≥ 0), grpc-go v1.85 waits b·U[0.8, 1.2] with
+// b = min(initialBackoff·backoffMultiplier^n, maxBackoff) (gRFC A6 as
+// amended in 2024; A6 first had "full jitter", U[0, b]). A retryPolicy
+// becomes the Policy that waits the same:
 //
-//	Initial     = min(initialBackoff, maxBackoff) / 2
-//	Jitter      = min(initialBackoff, maxBackoff) / 2
-//	Max         = maxBackoff / 2
-//	Multiplier  = backoffMultiplier
-//	MaxAttempts = maxAttempts
-//	Codes       = retryableStatusCodes
+//	Initial        = min(initialBackoff, maxBackoff)
+//	Multiplier     = backoffMultiplier
+//	Max            = maxBackoff
+//	Jitter         = 0
+//	JitterFactor   = 0.2
+//	MaxAttempts    = maxAttempts
+//	AttemptTimeout = perAttemptRecvTimeout (0 when absent)
+//	Codes          = retryableStatusCodes
 //
-// so that every delay lies within A6's range for the same retry, the delay
-// without jitter is A6's mean delay, and jitter adds at most
-// initialBackoff/2 to it (initialBackoff/4 on average, and nothing once the
-// delay reaches Max, which is A6's mean at the cap). For example, with
-// initialBackoff "0.1s", maxBackoff "1s" and backoffMultiplier 2, A6 waits
-// 0–100, 0–200, 0–400, 0–800, then 0–1000 ms (means 50, 100, 200, 400 and
-// 500 ms); the Policy waits 50–100, 100–150, 200–250, 400–450, then 500 ms.
-// The spread is narrower than A6's once the delays grow: the Memorystore
-// recipe's choice.
+// For example, with initialBackoff "0.1s", maxBackoff "1s" and
+// backoffMultiplier 2, both wait 80–120, 160–240, 320–480, 640–960, then
+// 800–1200 ms.
+//
+// perAttemptRecvTimeout, a positive duration, bounds each attempt (see
+// Policy.AttemptTimeout); grpc-go reads it only for xDS.
 //
 // Server hints. grpc-go honours a pushback trailer of any length; a Policy
-// also honours RetryInfo, but stops retrying when a server asks for more
-// than Max, here maxBackoff/2 (see Policy.RetryDelay).
+// also honours RetryInfo, and stops retrying when a server asks for more
+// than MaxHintDelay and 1.2·maxBackoff (see Policy.RetryDelay), or for more
+// than the caller's deadline leaves.
 //
 // Throttling. A6 keeps a bucket of maxTokens tokens: each failed attempt
 // takes 1, each success gives back tokenRatio, and no retry is sent while
@@ -298,11 +298,12 @@ func (p *scParser) nameString(path string, raw json.RawMessage) (string, bool) {
 
 func (p *scParser) retryPolicy(path string, raw json.RawMessage) *grpcbackoff.Policy {
 	var rp struct {
-		MaxAttempts          json.RawMessage `json:"maxAttempts"`
-		InitialBackoff       json.RawMessage `json:"initialBackoff"`
-		MaxBackoff           json.RawMessage `json:"maxBackoff"`
-		BackoffMultiplier    json.RawMessage `json:"backoffMultiplier"`
-		RetryableStatusCodes json.RawMessage `json:"retryableStatusCodes"`
+		MaxAttempts           json.RawMessage `json:"maxAttempts"`
+		InitialBackoff        json.RawMessage `json:"initialBackoff"`
+		MaxBackoff            json.RawMessage `json:"maxBackoff"`
+		BackoffMultiplier     json.RawMessage `json:"backoffMultiplier"`
+		RetryableStatusCodes  json.RawMessage `json:"retryableStatusCodes"`
+		PerAttemptRecvTimeout json.RawMessage `json:"perAttemptRecvTimeout"`
 	}
 	if !p.object(path, raw, &rp) {
 		return nil
@@ -313,27 +314,33 @@ func (p *scParser) retryPolicy(path string, raw json.RawMessage) *grpcbackoff.Po
 	maxBackoff := p.duration(path+".maxBackoff", rp.MaxBackoff)
 	mult := p.multiplier(path+".backoffMultiplier", rp.BackoffMultiplier)
 	cs := p.codes(path+".retryableStatusCodes", rp.RetryableStatusCodes)
+	var perAttempt time.Duration
+	if !absent(rp.PerAttemptRecvTimeout) {
+		perAttempt = p.duration(path+".perAttemptRecvTimeout", rp.PerAttemptRecvTimeout)
+	}
 	if len(p.errs) > before {
 		return nil
 	}
 	pol := fromA6(attempts, initial, maxBackoff, mult, cs)
+	pol.AttemptTimeout = perAttempt
 	return &pol
 }
 
-// fromA6 maps a valid A6 retryPolicy onto a Policy, as Parse
-// documents. Halving rounds up, so that a 1 ns backoff stays positive.
+// fromA6 maps a valid A6 retryPolicy onto a Policy, as Parse documents.
 func fromA6(attempts int, initial, maxBackoff time.Duration, mult float64, cs []codes.Code) grpcbackoff.Policy {
-	base := min(initial, maxBackoff)
-	half := func(d time.Duration) time.Duration { return d/2 + d%2 }
 	return grpcbackoff.Policy{
-		Initial:     half(base),
-		Multiplier:  mult,
-		Max:         half(maxBackoff),
-		Jitter:      base / 2,
-		MaxAttempts: attempts,
-		Codes:       cs,
+		Initial:      min(initial, maxBackoff),
+		Multiplier:   mult,
+		Max:          maxBackoff,
+		JitterFactor: grpcJitterFactor,
+		MaxAttempts:  attempts,
+		Codes:        cs,
 	}
 }
+
+// grpcJitterFactor is the multiplicative jitter of grpc-go's retry: 0.8 to
+// 1.2 times the nominal delay.
+const grpcJitterFactor = 0.2
 
 func (p *scParser) required(path string, raw json.RawMessage) bool {
 	if absent(raw) {

@@ -67,8 +67,8 @@ const scGRPCDoc = `{
 
 // scPolicy builds the Policy ParseServiceConfig should make of an A6
 // retryPolicy, spelled out.
-func scPolicy(initial, maxDelay, jitter time.Duration, mult float64, attempts int, cs ...codes.Code) *grpcbackoff.Policy {
-	return &grpcbackoff.Policy{Initial: initial, Multiplier: mult, Max: maxDelay, Jitter: jitter, MaxAttempts: attempts, Codes: cs}
+func scPolicy(initial, maxDelay time.Duration, mult float64, attempts int, cs ...codes.Code) *grpcbackoff.Policy {
+	return &grpcbackoff.Policy{Initial: initial, Multiplier: mult, Max: maxDelay, JitterFactor: 0.2, MaxAttempts: attempts, Codes: cs}
 }
 
 // scString prints a ServiceConfig without pointers, for messages.
@@ -109,12 +109,12 @@ func scValidCases() []scCase {
 		{"grpc docs style", scGRPCDoc, serviceconfig.Config{
 			Methods: []mc{
 				{Names: []string{redis + "GetInstance", redis + "ListInstances"},
-					Policy: scPolicy(50*time.Millisecond, 500*time.Millisecond, 50*time.Millisecond, 2, 4, un, re)},
+					Policy: scPolicy(100*time.Millisecond, time.Second, 2, 4, un, re)},
 				{Names: []string{redis + "CreateInstance"}},
 				{Names: []string{"/google.longrunning.Operations/"},
-					Policy: scPolicy(time.Second, 32*time.Second, time.Second, 2, 8, un)},
+					Policy: scPolicy(2*time.Second, 64*time.Second, 2, 8, un)},
 				{Names: []string{""},
-					Policy: scPolicy(750*time.Millisecond, 5*time.Second, 750*time.Millisecond, 1.5, 3, un, codes.Aborted)},
+					Policy: scPolicy(1500*time.Millisecond, 10*time.Second, 1.5, 3, un, codes.Aborted)},
 			},
 			Throttle: &grpcbackoff.Throttle{Ratio: 0.1, PerSecond: 0, Burst: 5},
 		}},
@@ -126,15 +126,21 @@ func scValidCases() []scCase {
 		{"null and empty method name the service", `{"methodConfig": [{"name": [{"service": "a.A", "method": null}, {"service": "b.B", "method": ""}, {"service": null}]}]}`,
 			serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/", "/b.B/", ""}}}}},
 		{"field names match case-insensitively, as in grpc-go", `{"MethodConfig": [{"Name": [{"Service": "s.S", "METHOD": "M"}], "RetryPolicy": {"MaxAttempts": 2, "InitialBackoff": "1s", "MaxBackoff": "2s", "BackoffMultiplier": 1, "RetryableStatusCodes": ["ABORTED"]}}]}`,
-			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/M"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 1, 2, codes.Aborted)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/M"}, Policy: scPolicy(time.Second, 2*time.Second, 1, 2, codes.Aborted)}}}},
 		{"maxAttempts above grpc-go's cap of 5 is kept", rp(`"maxAttempts": 10, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
-			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, time.Second, 500*time.Millisecond, 2, 10, un)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(time.Second, 2*time.Second, 2, 10, un)}}}},
 		{"maxBackoff below initialBackoff caps every delay", rp(`"maxAttempts": 2, "initialBackoff": "4s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
-			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 2, 2, un)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(time.Second, time.Second, 2, 2, un)}}}},
 		{"duration forms", rp(`"maxAttempts": 2, "initialBackoff": ".000000003s", "maxBackoff": "1.000000001s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`),
-			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(2, 500000001, 1, 2, 2, un)}}}},
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(3, 1000000001, 2, 2, un)}}}},
+		{"perAttemptRecvTimeout is the AttemptTimeout", rp(`"maxAttempts": 3, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"], "perAttemptRecvTimeout": "10s"`),
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: func() *grpcbackoff.Policy {
+				p := scPolicy(time.Second, 2*time.Second, 2, 3, un)
+				p.AttemptTimeout = 10 * time.Second
+				return p
+			}()}}}},
 		{"every code name and number", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 1, "retryableStatusCodes": ["CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED", 1, 16]`),
-			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 1, 2,
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(time.Second, time.Second, 1, 2,
 				1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)}}}},
 		{"throttling with a small bucket and a large ratio", `{"retryThrottling": {"maxTokens": 1, "tokenRatio": 2.5}}`,
 			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 1, Burst: 1}}},
@@ -205,6 +211,10 @@ func scInvalidCases() []scBadCase {
 	}
 	const path = "serviceconfig: methodConfig[0].retryPolicy."
 	return []scBadCase{
+		{"perAttemptRecvTimeout zero", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"], "perAttemptRecvTimeout": "0s"`),
+			[]string{path + `perAttemptRecvTimeout: "0s" must be positive`}},
+		{"perAttemptRecvTimeout not a duration", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"], "perAttemptRecvTimeout": 10`),
+			[]string{path + `perAttemptRecvTimeout: 10 is not a duration like "0.1s"`}},
 		{"syntax error", `{"methodConfig": [}`, []string{"serviceconfig: service config is not valid JSON: invalid character '}' looking for beginning of value (at offset 19)"}},
 		{"truncated", `{"methodConfig": [`, []string{"serviceconfig: service config is not valid JSON: unexpected end of JSON input (at offset 18)"}},
 		{"empty", ``, []string{"serviceconfig: service config is not valid JSON: unexpected end of JSON input (at offset 0)"}},
@@ -307,10 +317,6 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestServiceConfigJitterMapping checks what ParseServiceConfig documents:
-// each delay of the Policy lies within gRFC A6's range for the same retry,
-// the delay without jitter is A6's mean, and jitter adds at most
-// initialBackoff/2 (and initialBackoff/4 on average).
 // TestServiceConfigAgreesWithGRPC checks that grpc-go (building a client
 // with grpc.WithDefaultServiceConfig, which parses without connecting)
 // accepts every document ParseServiceConfig accepts, and refuses every one
@@ -321,6 +327,9 @@ func TestServiceConfigAgreesWithGRPC(t *testing.T) {
 		"duration with a sign": true, // strconv.ParseInt takes "+1"; protobuf JSON does not
 		"multiplier below 1":   true, // documented: a Policy cannot shrink delays
 		"code OK":              true, // documented: OK is never an error
+		// grpc-go reads perAttemptRecvTimeout only from xDS.
+		"perAttemptRecvTimeout zero":           true,
+		"perAttemptRecvTimeout not a duration": true,
 	}
 	accepts := func(doc string) error {
 		cc, err := grpc.NewClient("passthrough:///sc.test",
@@ -343,6 +352,11 @@ func TestServiceConfigAgreesWithGRPC(t *testing.T) {
 	}
 }
 
+// TestServiceConfigJitterMapping checks what Parse documents: each delay of
+// the Policy is grpc-go's, b·U[0.8, 1.2] with b = min(initialBackoff·
+// backoffMultiplier^n, maxBackoff): within that range, uniform (mean b, a
+// quarter of the draws in each outer tenth), and reaching 1.2·maxBackoff at
+// the cap.
 func TestServiceConfigJitterMapping(t *testing.T) {
 	cases := []struct {
 		initial, maxBackoff string
@@ -352,8 +366,7 @@ func TestServiceConfigJitterMapping(t *testing.T) {
 		{"1s", "120s", 1.6},
 		{"0.5s", "0.5s", 1},
 		{"4s", "1s", 3}, // maxBackoff below initialBackoff
-		{"0.000000001s", "0.000000003s", 2},
-		{"0.000000003s", "0.000000001s", 10},
+		{"0.000001s", "0.000003s", 2},
 	}
 	for _, tc := range cases {
 		doc := fmt.Sprintf(`{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": 10, "initialBackoff": %q, "maxBackoff": %q, "backoffMultiplier": %v, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`,
@@ -365,31 +378,30 @@ func TestServiceConfigJitterMapping(t *testing.T) {
 		p := *sc.Methods[0].Policy
 		initial, _ := time.ParseDuration(tc.initial)
 		maxBackoff, _ := time.ParseDuration(tc.maxBackoff)
+		if got, want := p.MaxBackoff(), maxBackoff*12/10; got != want {
+			t.Errorf("%s/%s×%v: MaxBackoff() = %v, want 1.2·maxBackoff = %v", tc.initial, tc.maxBackoff, tc.mult, got, want)
+		}
 		for retry := range 9 {
-			// A6's bound for retry n = retry+1, and its mean, in float
-			// nanoseconds; the Policy's durations are rounded to 1 ns.
-			bound := math.Min(float64(initial)*math.Pow(tc.mult, float64(retry)), float64(maxBackoff))
-			mean := bound / 2
-			if got := float64(p.Nominal(retry)); math.Abs(got-mean) > 1 {
-				t.Errorf("%s/%s×%v: Nominal(%d) = %v, want A6's mean %v", tc.initial, tc.maxBackoff, tc.mult, retry, p.Nominal(retry), time.Duration(mean))
-			}
+			b := math.Min(float64(initial)*math.Pow(tc.mult, float64(retry)), float64(maxBackoff))
 			const n = 4000
 			var sum float64
+			outer := 0
 			for range n {
-				d := float64(p.Backoff(retry))
-				if d <= 0 || d > bound+1 {
-					t.Fatalf("%s/%s×%v: Backoff(%d) = %v, outside A6's range (0, %v]", tc.initial, tc.maxBackoff, tc.mult, retry, time.Duration(d), time.Duration(bound))
+				f := float64(p.Backoff(retry)) / b
+				// Durations truncate to 1 ns: allow that much below.
+				if f < 0.8-1/b || f > 1.2 {
+					t.Fatalf("%s/%s×%v: Backoff(%d) = %v·b, want in [0.8, 1.2]·b (b = %v)", tc.initial, tc.maxBackoff, tc.mult, retry, f, time.Duration(b))
 				}
-				if d > mean+float64(initial)/2+1 {
-					t.Fatalf("%s/%s×%v: Backoff(%d) = %v, more than initialBackoff/2 above A6's mean %v", tc.initial, tc.maxBackoff, tc.mult, retry, time.Duration(d), time.Duration(mean))
+				sum += f
+				if f < 0.9 || f > 1.1 {
+					outer++
 				}
-				sum += d
 			}
-			// The mean of the draws: A6's mean plus at most initialBackoff/4,
-			// with a margin of initialBackoff/40 (over 20 standard errors).
-			got := sum / n
-			if got < mean-1 || got > mean+float64(initial)/4+float64(initial)/40+1 {
-				t.Errorf("%s/%s×%v: mean of Backoff(%d) = %v, want within [%v, %v + initialBackoff/4]", tc.initial, tc.maxBackoff, tc.mult, retry, time.Duration(got), time.Duration(mean), time.Duration(mean))
+			if mean := sum / n; math.Abs(mean-1) > 0.01 {
+				t.Errorf("%s/%s×%v: mean of Backoff(%d) = %.4f·b, want 1 ± 0.01", tc.initial, tc.maxBackoff, tc.mult, retry, mean)
+			}
+			if f := float64(outer) / n; math.Abs(f-0.5) > 0.04 {
+				t.Errorf("%s/%s×%v: Backoff(%d): %.3f of the draws beyond ±10%%, want 0.5", tc.initial, tc.maxBackoff, tc.mult, retry, f)
 			}
 		}
 	}
@@ -483,7 +495,7 @@ func ExampleParse() {
 		}
 		p := m.Policy
 		fmt.Printf("  %d attempts on %v\n", p.MaxAttempts, p.Codes)
-		fmt.Printf("  delay min(%v·%v^n + U[0, %v], %v)\n", p.Initial, p.Multiplier, p.Jitter, p.Max)
+		fmt.Printf("  delay min(%v·%v^n, %v)·U[%v, %v]\n", p.Initial, p.Multiplier, p.Max, 1-p.JitterFactor, 1+p.JitterFactor)
 	}
 	fmt.Printf("throttle %+v\n", *sc.Throttle)
 
@@ -494,7 +506,7 @@ func ExampleParse() {
 	// Output:
 	// [/google.cloud.redis.v1.CloudRedis/GetInstance /google.longrunning.Operations/]
 	//   5 attempts on [Unavailable ResourceExhausted]
-	//   delay min(100ms·2^n + U[0, 100ms], 5s)
+	//   delay min(200ms·2^n, 10s)·U[0.8, 1.2]
 	// [/google.cloud.redis.v1.CloudRedis/CreateInstance]
 	//   no retry
 	// throttle {Ratio:0.1 PerSecond:0 Burst:10}

@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -33,8 +31,9 @@ type Population struct {
 	// Interval is the mean think time between calls of one client.
 	// Default 10 s.
 	Interval time.Duration
-	// Timeout is the time after which an attempt is abandoned with
-	// DEADLINE_EXCEEDED. The call itself has no deadline. Default 2 s.
+	// Timeout is the time after which an attempt is abandoned and retried:
+	// every strategy's Policy.AttemptTimeout. The call itself has no
+	// deadline. Default 2 s.
 	Timeout time.Duration
 	// Seed seeds the think times. (Jitter and goroutine scheduling are not
 	// seeded, so two runs with one seed agree only in the large.)
@@ -193,10 +192,10 @@ func (r *recorder) count(field func(*bucket) *atomic.Int64) {
 // the Result's Samples are complete). Run stops early, with ctx's error,
 // if ctx is done.
 //
-// Every attempt goes through the interceptor's Retrier for st, chained
-// before an interceptor that gives the attempt its own Timeout, so that a
-// slow attempt fails with DEADLINE_EXCEEDED for the Retrier to retry; the
-// call has no deadline of its own.
+// Every attempt goes through the interceptor's Retrier for st, whose Policy
+// gets the Population's Timeout as its AttemptTimeout, so that the Retrier
+// cuts a slow attempt and retries it; the call has no deadline of its own.
+// An interceptor chained after the Retrier counts the attempts.
 func Run(ctx context.Context, sc Scenario, st Strategy, live func(Sample)) (Result, error) {
 	if err := sc.Validate(); err != nil {
 		return Result{}, err
@@ -205,6 +204,7 @@ func Run(ctx context.Context, sc Scenario, st Strategy, live func(Sample)) (Resu
 	n := sc.seconds()
 	rec := &recorder{second: toReal(time.Second), buckets: make([]bucket, n)}
 
+	st.Policy.AttemptTimeout = sc.Population.Timeout
 	retrier, err := st.retrier(sc.Scale, func(r interceptor.Retry) {
 		if r.Throttled {
 			rec.count(func(b *bucket) *atomic.Int64 { return &b.throttled })
@@ -219,11 +219,10 @@ func Run(ctx context.Context, sc Scenario, st Strategy, live func(Sample)) (Resu
 	gs := grpc.NewServer()
 	gs.RegisterService(&serviceDesc, srv)
 	go gs.Serve(lis)
-	timeout := toReal(sc.Population.Timeout)
 	cc, err := grpc.NewClient("passthrough:///stormsim",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(retrier.Unary(), attemptTimeout(rec, timeout)),
+		grpc.WithChainUnaryInterceptor(retrier.Unary(), countAttempts(rec)),
 	)
 	if err != nil {
 		srv.Close()
@@ -292,15 +291,15 @@ func Run(ctx context.Context, sc Scenario, st Strategy, live func(Sample)) (Resu
 	return summarize(sc, st, rec, conc, peaks, slices.Concat(latencies...)), nil
 }
 
-// attemptTimeout returns the interceptor that runs after the Retrier: it
-// counts each attempt and abandons it after timeout.
-func attemptTimeout(rec *recorder, timeout time.Duration) grpc.UnaryClientInterceptor {
+// countAttempts returns the interceptor that runs after the Retrier: it
+// counts each attempt, and those its AttemptTimeout cut (the attempt's
+// context, which carries that timeout, ended by its deadline; the calls
+// themselves have none).
+func countAttempts(rec *recorder) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		rec.count(func(b *bucket) *atomic.Int64 { return &b.attempts })
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		err := invoker(actx, method, req, reply, cc, opts...)
-		cancel()
-		if err != nil && ctx.Err() == nil && status.Code(err) == codes.DeadlineExceeded {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
 			rec.count(func(b *bucket) *atomic.Int64 { return &b.timedOut })
 		}
 		return err

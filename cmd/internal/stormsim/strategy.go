@@ -20,7 +20,8 @@ type Strategy struct {
 	// Name names the strategy in the output and in the -strategies flag.
 	Name string
 	// Policy is what the interceptor carries out, in model time (Run scales
-	// its durations).
+	// its durations, and sets its AttemptTimeout to the Population's
+	// Timeout).
 	Policy grpcbackoff.Policy
 	// Throttle is the retry budget shared by the population; nil for none.
 	// Its PerSecond is per model second.
@@ -31,11 +32,12 @@ type Strategy struct {
 // more attempts than any run can make.
 const untilSuccess = 1 << 30
 
-// stormCodes are the codes retried by every strategy: an attempt that times
-// out fails with DEADLINE_EXCEEDED (see Run), and the original client
-// retried timeouts and errors alike.
+// stormCodes are the codes retried by every strategy: DefaultPolicy's. The
+// original client retried timeouts and errors alike; here an attempt that
+// times out is cut by the Policy's AttemptTimeout (see Run), which retries
+// it whatever the codes.
 func stormCodes() []codes.Code {
-	return []codes.Code{codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded}
+	return []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 }
 
 // Fixed retries every 100 ms until it succeeds: the first strategy of the
@@ -61,14 +63,11 @@ func Exponential() Strategy {
 	}}
 }
 
-// Ours is grpcbackoff.DefaultPolicy without the throttle, with
-// DEADLINE_EXCEEDED added to its codes so that timed-out attempts are
-// retried as in the experiment (DefaultPolicy alone retries only UNAVAILABLE
-// and RESOURCE_EXHAUSTED, and would not retry a timeout at all).
+// Ours is grpcbackoff.DefaultPolicy without the throttle; Run gives it the
+// AttemptTimeout that cuts and retries timed-out attempts as in the
+// experiment.
 func Ours() Strategy {
-	p := grpcbackoff.DefaultPolicy()
-	p.Codes = stormCodes()
-	return Strategy{Name: "ours", Policy: p}
+	return Strategy{Name: "ours", Policy: grpcbackoff.DefaultPolicy()}
 }
 
 // OursThrottled is Ours with grpcbackoff.DefaultThrottle, the interceptor's
@@ -129,6 +128,7 @@ func (s Strategy) retrier(scale float64, onRetry func(interceptor.Retry)) (*inte
 	p.Initial = scaled(p.Initial, scale)
 	p.Max = scaled(p.Max, scale)
 	p.Jitter = scaled(p.Jitter, scale)
+	p.AttemptTimeout = scaled(p.AttemptTimeout, scale)
 	opts := []interceptor.Option{interceptor.WithOnRetry(onRetry), interceptor.WithoutThrottle()}
 	if s.Throttle != nil {
 		t := *s.Throttle

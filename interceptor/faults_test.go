@@ -1,0 +1,432 @@
+package interceptor_test
+
+// Faults production brings, on the unary side: an attempt that hangs (cut by
+// Policy.AttemptTimeout), a failure after response headers (the call has
+// committed), and messages larger than a size limit (no retry can mend
+// them). Each runs over bufconn inside a synctest bubble.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+)
+
+// ftServer is a TestService whose handlers run act on each attempt, from 0;
+// act returns the error that ends the attempt, or nil to answer with a
+// payload of size bytes (UnaryCall) or two such responses (streams).
+type ftServer struct {
+	testgrpc.UnimplementedTestServiceServer
+
+	act  func(ctx context.Context, n int) error
+	size atomic.Int64 // bytes of each response's payload
+	lis  *bufconn.Listener
+
+	mu       sync.Mutex
+	handlers int // handler runs, attempts that reached the service
+}
+
+func newFtServer(tb testing.TB, act func(ctx context.Context, n int) error, size int, opts ...grpc.ServerOption) *ftServer {
+	s := &ftServer{act: act, lis: bufconn.Listen(1 << 20)}
+	s.size.Store(int64(size))
+	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
+	testgrpc.RegisterTestServiceServer(srv, s)
+	bufconntest.Serve(tb, srv, s.lis)
+	return s
+}
+
+func (s *ftServer) conn(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
+	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
+}
+
+func (s *ftServer) begin(ctx context.Context) error {
+	s.mu.Lock()
+	n := s.handlers
+	s.handlers++
+	s.mu.Unlock()
+	if s.act == nil {
+		return nil
+	}
+	return s.act(ctx, n)
+}
+
+func (s *ftServer) ran() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handlers
+}
+
+func (s *ftServer) payload() *testgrpc.Payload {
+	return &testgrpc.Payload{Body: make([]byte, s.size.Load())}
+}
+
+func (s *ftServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	return &testgrpc.SimpleResponse{Payload: s.payload()}, nil
+}
+
+func (s *ftServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+	if err := s.begin(ss.Context()); err != nil {
+		return err
+	}
+	for range 2 {
+		if err := ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: s.payload()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ftAttempts counts the attempts the client makes, below the retrier.
+type ftAttempts struct {
+	mu    sync.Mutex
+	times []time.Time
+	ends  []time.Time
+}
+
+func (a *ftAttempts) dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			a.mu.Lock()
+			a.times = append(a.times, time.Now())
+			a.mu.Unlock()
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			a.mu.Lock()
+			a.ends = append(a.ends, time.Now())
+			a.mu.Unlock()
+			return err
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			a.mu.Lock()
+			a.times = append(a.times, time.Now())
+			a.mu.Unlock()
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	}
+}
+
+func (a *ftAttempts) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.times)
+}
+
+// ftFast is a policy with short exact waits: 100, 200, 400 ms … over five
+// attempts.
+func ftFast() grpcbackoff.Policy {
+	p := exact()
+	p.Initial, p.Max, p.MaxAttempts = 100*time.Millisecond, time.Second, 5
+	return p
+}
+
+// ftHeadersThenUnavailable sends response headers, then fails with
+// UNAVAILABLE: the response is not trailers-only.
+func ftHeadersThenUnavailable(ctx context.Context, _ int) error {
+	if err := grpc.SendHeader(ctx, metadata.Pairs("x-sent", "headers")); err != nil {
+		return err
+	}
+	return status.Error(codes.Unavailable, "headers, then down")
+}
+
+// TestUnaryCommitsOnHeaders: once the server sent response headers, a unary
+// call is not retried (gRFC A6), side by side with grpc-go's built-in retry
+// configured with the same policy; a trailers-only failure, which carries no
+// headers, is retried by both.
+func TestUnaryCommitsOnHeaders(t *testing.T) {
+	const grpcRetry = `{"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}], "retryPolicy": {
+		"maxAttempts": 5, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2,
+		"retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+	cases := []struct {
+		name string
+		act  func(ctx context.Context, n int) error
+		want int // attempts, for both clients
+		code codes.Code
+	}{
+		{"headers, then UNAVAILABLE: committed", ftHeadersThenUnavailable, 1, codes.Unavailable},
+		{"trailers-only UNAVAILABLE twice: retried", func(_ context.Context, n int) error {
+			if n < 2 {
+				return status.Error(codes.Unavailable, "down, trailers only")
+			}
+			return nil
+		}, 3, codes.OK},
+	}
+	clients := map[string]func(*ftAttempts) []grpc.DialOption{
+		"grpcbackoff": func(a *ftAttempts) []grpc.DialOption {
+			return append(interceptor.DialOptions(ftFast(), interceptor.WithoutThrottle()), a.dialOptions()...)
+		},
+		"grpc-go": func(a *ftAttempts) []grpc.DialOption {
+			return append(a.dialOptions(), grpc.WithDefaultServiceConfig(grpcRetry))
+		},
+	}
+	for _, tc := range cases {
+		for name, opts := range clients {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := newFtServer(t, tc.act, 1)
+					var a ftAttempts
+					c := srv.conn(t, opts(&a)...)
+					var header metadata.MD
+					_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header))
+					if got := status.Code(err); got != tc.code {
+						t.Errorf("code = %v, want %v (%v)", got, tc.code, err)
+					}
+					if got := srv.ran(); got != tc.want {
+						t.Errorf("attempts the server saw = %d, want %d", got, tc.want)
+					}
+					if tc.code != codes.OK {
+						// Committed: the server's error as it is, and its
+						// headers reach the caller's grpc.Header.
+						var e *grpcbackoff.Error
+						if errors.As(err, &e) {
+							t.Errorf("err = %v, want the server's error unchanged", err)
+						}
+						if got := header.Get("x-sent"); len(got) != 1 {
+							t.Errorf("grpc.Header got %v, want the server's headers", header)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// ftBig returns a request of n bytes of payload.
+func ftBig(n int) *testgrpc.SimpleRequest {
+	return &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: make([]byte, n)}}
+}
+
+// TestTooLargeIsNotRetried: a message larger than a size limit fails the
+// same way on every attempt, so it returns at once, though
+// RESOURCE_EXHAUSTED is a retryable code, and costs the budget nothing: a
+// budget of one retry still has it for the next call.
+func TestTooLargeIsNotRetried(t *testing.T) {
+	const limit = 1 << 10
+	cases := []struct {
+		name        string
+		clientOpts  []grpc.DialOption
+		serverOpts  []grpc.ServerOption
+		request     int // bytes of request payload
+		response    int // bytes of response payload
+		stream      bool
+		wantHandler int // handler runs
+		wantMsg     string
+	}{
+		{name: "request larger than the client's send limit",
+			clientOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(limit))},
+			request:    2 * limit, wantHandler: 0, wantMsg: "trying to send message larger than max"},
+		{name: "request larger than the server's receive limit",
+			serverOpts: []grpc.ServerOption{grpc.MaxRecvMsgSize(limit)},
+			request:    2 * limit, wantHandler: 0, wantMsg: "grpc: received message larger than max"},
+		{name: "response larger than the client's receive limit",
+			clientOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit))},
+			response:   2 * limit, wantHandler: 1, wantMsg: "grpc: received message larger than max"},
+		{name: "server stream: response larger than the client's receive limit",
+			clientOpts: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit))},
+			response:   2 * limit, stream: true, wantHandler: 1, wantMsg: "grpc: received message larger than max"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// The next call, after the too-large one, fails once with
+				// UNAVAILABLE and needs the budget's one retry.
+				var tooLarge atomic.Bool
+				tooLarge.Store(true)
+				srv := newFtServer(t, func(_ context.Context, n int) error {
+					if !tooLarge.Load() && n == tc.wantHandler {
+						return status.Error(codes.Unavailable, "down once")
+					}
+					return nil
+				}, tc.response, tc.serverOpts...)
+				var a ftAttempts
+				var retries []interceptor.Retry
+				r, err := interceptor.New(ftFast(),
+					interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 1}),
+					interceptor.WithOnRetry(func(r interceptor.Retry) { retries = append(retries, r) }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := srv.conn(t, append(append(r.DialOptions(), a.dialOptions()...), tc.clientOpts...)...)
+
+				start := time.Now()
+				if tc.stream {
+					err = ftRecvAll(t.Context(), c, tc.request)
+				} else {
+					_, err = c.UnaryCall(t.Context(), ftBig(tc.request))
+				}
+				if got := status.Code(err); got != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), tc.wantMsg) {
+					t.Fatalf("err = %v, want RESOURCE_EXHAUSTED %q", err, tc.wantMsg)
+				}
+				var e *grpcbackoff.Error
+				if errors.As(err, &e) {
+					t.Errorf("err = %v, want gRPC's error unchanged", err)
+				}
+				if n := a.count(); n != 1 || time.Since(start) != 0 || len(retries) != 0 {
+					t.Errorf("%d attempts over %v, %d retries announced; want 1 attempt at once, none", n, time.Since(start), len(retries))
+				}
+				if got := srv.ran(); got != tc.wantHandler {
+					t.Errorf("server handler ran %d times, want %d", got, tc.wantHandler)
+				}
+
+				// The budget still holds its one retry.
+				tooLarge.Store(false)
+				srv.size.Store(1)
+				if tc.stream {
+					err = ftRecvAll(t.Context(), c, 1)
+				} else {
+					_, err = c.UnaryCall(t.Context(), ftBig(1))
+				}
+				if err != nil || len(retries) != 1 {
+					t.Errorf("next call: err = %v after %d retries, want success after 1 (the budget untouched)", err, len(retries))
+				}
+			})
+		})
+	}
+}
+
+// ftRecvAll makes a server stream with a request of n bytes and receives
+// until its end.
+func ftRecvAll(ctx context.Context, c testgrpc.TestServiceClient, n int) error {
+	st, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, n)}})
+	if err != nil {
+		return err
+	}
+	for {
+		if _, err := st.Recv(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// TestQuotaFailureIsRetried: RESOURCE_EXHAUSTED with a QuotaFailure detail
+// is a quota or rate limit, not a size limit, and is retried as the Policy
+// says: per-minute quotas recover within the recipe's span.
+func TestQuotaFailureIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := status.New(codes.ResourceExhausted, "grpc: received message larger than max (quota words)").WithDetails(
+			&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "project:p", Description: "Read requests per minute"}}})
+		s := &script{errs: []error{st.Err(), st.Err()}}
+		if err := call(t.Context(), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s); err != nil {
+			t.Fatalf("err = %v, want success on attempt 3", err)
+		}
+		if len(s.times) != 3 {
+			t.Errorf("attempts = %d, want 3", len(s.times))
+		}
+	})
+}
+
+// ftHang blocks attempts that start before thaw until their context ends;
+// later ones answer at once.
+func ftHang(start time.Time, thaw time.Duration) func(ctx context.Context, n int) error {
+	return func(ctx context.Context, _ int) error {
+		if time.Since(start) < thaw {
+			<-ctx.Done()
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return nil
+	}
+}
+
+// TestUnaryAttemptTimeout: each attempt runs under the earlier of the
+// caller's deadline and its start plus AttemptTimeout. One cut by its own
+// timeout is retried, though DEADLINE_EXCEEDED is not among the Codes; one
+// cut by the caller's deadline never is.
+func TestUnaryAttemptTimeout(t *testing.T) {
+	cases := []struct {
+		name     string
+		timeout  time.Duration // AttemptTimeout
+		deadline time.Duration // the caller's
+		thaw     time.Duration // attempts starting before it hang
+		starts   []time.Duration
+		ends     []time.Duration
+		code     codes.Code
+		reason   grpcbackoff.Reason // 0: the error as it is
+	}{
+		{name: "cut twice, then answered", timeout: 10 * time.Second, deadline: 600 * time.Second, thaw: 20 * time.Second,
+			starts: secs(0, 10.1, 20.3), ends: secs(10, 20.1, 20.3), code: codes.OK},
+		{name: "the caller's deadline first: not retried", timeout: 10 * time.Second, deadline: 5 * time.Second, thaw: time.Hour,
+			starts: secs(0), ends: secs(5), code: codes.DeadlineExceeded},
+		{name: "the caller's deadline cuts the third", timeout: 10 * time.Second, deadline: 25 * time.Second, thaw: time.Hour,
+			starts: secs(0, 10.1, 20.3), ends: secs(10, 20.1, 25), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
+		{name: "cut on every attempt: exhausted", timeout: time.Second, deadline: 600 * time.Second, thaw: time.Hour,
+			starts: secs(0, 1.1, 2.3, 3.7, 5.5), ends: secs(1, 2.1, 3.3, 4.7, 6.5), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonExhausted},
+		{name: "no AttemptTimeout: the caller's deadline", deadline: 600 * time.Second, thaw: time.Hour,
+			starts: secs(0), ends: secs(600), code: codes.DeadlineExceeded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				srv := newFtServer(t, ftHang(start, tc.thaw), 1)
+				p := ftFast()
+				p.AttemptTimeout = tc.timeout
+				var a ftAttempts
+				c := srv.conn(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
+				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
+				defer cancel()
+				_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+				if got := status.Code(err); got != tc.code {
+					t.Errorf("code = %v, want %v (%v)", got, tc.code, err)
+				}
+				var e *grpcbackoff.Error
+				switch isErr := errors.As(err, &e); {
+				case tc.reason == 0 && isErr:
+					t.Errorf("err = %v, want the error unchanged", err)
+				case tc.reason != 0 && (!isErr || e.Reason != tc.reason || e.Attempts != len(tc.starts)):
+					t.Errorf("err = %v, want a *grpcbackoff.Error of %d attempts, %v", err, len(tc.starts), tc.reason)
+				}
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				var starts, ends []time.Duration
+				for i := range a.times {
+					starts = append(starts, a.times[i].Sub(start))
+					ends = append(ends, a.ends[i].Sub(start))
+				}
+				if !durationsEqual(starts, tc.starts) || !durationsEqual(ends, tc.ends) {
+					t.Errorf("attempts started at %v and ended at %v, want %v and %v", starts, ends, tc.starts, tc.ends)
+				}
+			})
+		})
+	}
+}
+
+func secs(s ...float64) []time.Duration {
+	d := make([]time.Duration, len(s))
+	for i, v := range s {
+		d[i] = time.Duration(v*1000) * time.Millisecond
+	}
+	return d
+}
+
+func durationsEqual(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
