@@ -375,7 +375,10 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	}
 	d.PolicySource = src
 	if p == nil {
-		d.PolicySource = "no retry: " + strings.Replace(src, "WithMethod or WithServiceConfig", "WithoutRetryFor or WithServiceConfig", 1)
+		d.PolicySource = "no default Policy: WithServiceConfig's default entry has no retryPolicy"
+		if name, ok := strings.CutPrefix(src, "WithMethod or WithServiceConfig for "); ok {
+			d.PolicySource = "WithoutRetryFor, or a service config entry without a retryPolicy, for " + name
+		}
 		return d
 	}
 	pol := p.Policy

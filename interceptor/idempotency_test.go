@@ -23,6 +23,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
 // The service idemtest.Store, registered in protoregistry.GlobalFiles as a
@@ -167,8 +168,19 @@ func TestExplain(t *testing.T) {
 			t.Errorf("Explain(%q).String() = %q", tc.method, s)
 		}
 	}
-	if d := r.Explain("/other.Svc/Get"); d.Policy != nil || !strings.Contains(d.String(), "never retried") {
-		t.Errorf("Explain of a method WithoutRetryFor = %v, want never retried", d)
+	if got, want := r.Explain("/other.Svc/Get").String(), "/other.Svc/Get: never retried (WithoutRetryFor, or a service config entry without a retryPolicy, for /other.Svc/)"; got != want {
+		t.Errorf("Explain of a method WithoutRetryFor = %q, want %q", got, want)
+	}
+	sc, err := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := none.Explain("/idemtest.Store/Read").String(), "/idemtest.Store/Read: never retried (no default Policy: WithServiceConfig's default entry has no retryPolicy)"; got != want {
+		t.Errorf("Explain without a default Policy = %q, want %q", got, want)
 	}
 	want := "/idemtest.Store/Write: up to 8 attempts on RESOURCE_EXHAUSTED (UNAVAILABLE only when the connection could not be made) [the Retrier's Policy]; not idempotent: WithSafety(/idemtest.Store/Write)"
 	if got := r.Explain("/idemtest.Store/Write").String(); got != want {
