@@ -28,6 +28,19 @@
 // intercept, such as the REST clients of cloud.google.com/go (HTTP errors
 // get their code from codes.FromHTTP of this module).
 //
+// # Every client of a platform
+//
+// ClientOptions gives the interceptor to any gRPC client of
+// cloud.google.com/go, one slice for all of them (a retry budget per
+// backend). For a client that retries by itself in its CallOptions (Pub/Sub,
+// Spanner, the Bigtable admin client...), Adopt hands those retries over to
+// the interceptor, keeping the client's view of which methods may be
+// retried:
+//
+//	opts, err := gaxretry.ClientOptions(grpcbackoff.DefaultPolicy())
+//	ps, err := pubsub.NewClient(ctx, project, opts...)
+//	err = gaxretry.Adopt(ps.TopicAdminClient.CallOptions)
+//
 // Never both on the same call: each attempt gax makes goes through the
 // interceptor, which makes its own attempts, so a Policy of 3 attempts in
 // each makes 9. The same goes for grpc-go's built-in retry (a retryPolicy in
