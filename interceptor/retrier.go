@@ -44,6 +44,9 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // target (cc.CanonicalTarget()) gets a retry budget of its own, shared by
 // every ClientConn to it, so that one slice of dial options can be given to
 // many clients without one backend's outage using up another's retries.
+// It watches each ClientConn it serves with one goroutine, from its first
+// call until it is closed; a call waiting to retry returns as soon as its
+// ClientConn is closed.
 type Retrier struct {
 	policy        *compiled             // the default Policy; nil: no retry
 	throttle      *grpcbackoff.Throttle // each target's budget; nil: no throttle

@@ -3,7 +3,9 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -171,10 +173,12 @@ func TestCloseEndsUnaryWait(t *testing.T) {
 		start := time.Now()
 		_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 		checkClosing(t, err, start)
-		// What a plain call on the closed connection gets.
-		_, plain := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
-		if status.Code(plain) != codes.Canceled || status.Convert(plain).Message() != "grpc: the client connection is closing" {
-			t.Errorf("call on the closed connection: %v, want grpc's CANCELED", plain)
+		// What a plain call (no interceptor) on a closed connection gets.
+		plainCC := down.dialAs(t, "passthrough:///down")
+		plainCC.Close()
+		_, plain := testgrpc.NewTestServiceClient(plainCC).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+		if got, want := status.Convert(err), status.Convert(plain); got.Code() != want.Code() || !strings.HasPrefix(got.Message(), want.Message()) {
+			t.Errorf("err = %v, want what a plain call on a closed connection gets: %v", err, plain)
 		}
 	})
 }
@@ -190,5 +194,39 @@ func TestCloseEndsStreamWait(t *testing.T) {
 			_, err = st.Recv()
 		}
 		checkClosing(t, err, start)
+	})
+}
+
+// Calls made without a ClientConn share the state of target "", and a
+// Retrier without a throttle reports +Inf retries.
+func TestStatesWithoutConnOrThrottle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := interceptor.New(exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 5}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.States(); len(got) != 0 {
+			t.Errorf("States() before any call = %v, want none", got)
+		}
+		s := &script{errs: unavailable(2)}
+		if err := r.Unary()(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, s.invoke); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.States(); len(got) != 1 || got[0] != (interceptor.TargetState{Target: "", Retries: 3}) {
+			t.Errorf("States() = %v, want target \"\" with 3 retries left", got)
+		}
+
+		free, err := interceptor.New(exact(), interceptor.WithoutThrottle())
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := newBackend(t, codes.Unavailable, 1)
+		cc := down.dialAs(t, "passthrough:///free", free.DialOptions()...)
+		if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := free.States(); len(got) != 1 || got[0].Target != "passthrough:///free" || !math.IsInf(got[0].Retries, 1) {
+			t.Errorf("States() without a throttle = %v, want +Inf retries", got)
+		}
 	})
 }
