@@ -3,6 +3,7 @@ module github.com/platformkit/grpcbackoff/cmd
 go 1.26.0
 
 require (
+	cloud.google.com/go/redis v1.29.0
 	github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
 	github.com/wcharczuk/go-chart/v2 v2.1.2
 	google.golang.org/grpc v1.85.0
@@ -10,11 +11,14 @@ require (
 )
 
 require (
+	cloud.google.com/go/longrunning v1.3.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.18.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto v0.0.0-20261012220534-4341edf3f941 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 )
 

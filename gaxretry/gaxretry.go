@@ -8,7 +8,7 @@
 // The Retryer uses the Policy as the interceptor package does: the delay
 // before retry n is Policy.RetryDelay(n, hint) (the Memorystore formula,
 // lengthened by a google.rpc.RetryInfo detail, and no retry when the server
-// asks for more than Policy.Max), only Policy.Codes are retried, and
+// asks for more than grpcbackoff.MaxHintDelay and Policy.MaxBackoff), only Policy.Codes are retried, and
 // MaxAttempts counts every attempt, the first one included.
 //
 // # Which one to use
@@ -27,6 +27,19 @@
 // should keep doing so, and for clients with no gRPC connection to
 // intercept, such as the REST clients of cloud.google.com/go (HTTP errors
 // get their code from codes.FromHTTP of this module).
+//
+// # Every client of a platform
+//
+// ClientOptions gives the interceptor to any gRPC client of
+// cloud.google.com/go, one slice for all of them (a retry budget per
+// backend). For a client that retries by itself in its CallOptions (Pub/Sub,
+// Spanner, the Bigtable admin client...), Adopt hands those retries over to
+// the interceptor, keeping the client's view of which methods may be
+// retried:
+//
+//	opts, err := gaxretry.ClientOptions(grpcbackoff.DefaultPolicy())
+//	ps, err := pubsub.NewClient(ctx, project, opts...)
+//	err = gaxretry.Adopt(ps.TopicAdminClient.CallOptions)
 //
 // Never both on the same call: each attempt gax makes goes through the
 // interceptor, which makes its own attempts, so a Policy of 3 attempts in
@@ -57,7 +70,7 @@ import (
 // long: not when err carries no status (gax.Invoke hands it a
 // *apierror.APIError, from a gRPC status or an HTTP error), when its code is
 // not in p.Codes, when this was attempt p.MaxAttempts, or when the server
-// asked to wait longer than p.Max; otherwise after p.RetryDelay.
+// asked to wait longer than grpcbackoff.MaxHintDelay and p.MaxBackoff(); otherwise after p.RetryDelay.
 func Retryer(p grpcbackoff.Policy) (gax.Retryer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -38,15 +39,25 @@ import (
 const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 
 // Retrier is one set of retrying interceptors: the unary and stream
-// interceptors it returns share its Policy, throttle and hooks. Build one per
-// client connection (DialOptions does). A Retrier is safe for concurrent use.
+// interceptors it returns share its Policy, throttle and hooks. A Retrier is
+// safe for concurrent use, and may serve many ClientConns: each backend
+// target (cc.CanonicalTarget()) gets a retry budget of its own, shared by
+// every ClientConn to it, so that one slice of dial options can be given to
+// many clients without one backend's outage using up another's retries.
+// It watches each ClientConn it serves with one goroutine, from its first
+// call until it is closed; a call waiting to retry returns as soon as its
+// ClientConn is closed.
 type Retrier struct {
-	policy    *compiled            // the default Policy; nil: no retry
-	budget    *grpcbackoff.Budget  // nil: no throttle
-	methods   map[string]*compiled // per-method policies; nil entry: no retry
-	observers []Observer
-	logger    *slog.Logger
-	bufLimit  int
+	policy        *compiled             // the default Policy; nil: no retry
+	throttle      *grpcbackoff.Throttle // each target's budget; nil: no throttle
+	targets       targets               // per-ClientConn and per-target state
+	methods       map[string]*compiled  // per-method policies; nil entry: no retry
+	safety        map[string]Safety     // WithSafety, by method or service name
+	known         sync.Map              // method -> knowledge, learnt on its first failure
+	unsafeRetries bool                  // WithNonIdempotentRetries
+	observers     []Observer
+	logger        *slog.Logger
+	bufLimit      int
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 }
@@ -92,18 +103,21 @@ type Retry struct {
 type Option func(*Retrier) error
 
 // WithThrottle replaces the default retry throttle (grpcbackoff.DefaultThrottle).
+// Each backend target gets a budget of its own for t (see Retrier).
 func WithThrottle(t grpcbackoff.Throttle) Option {
 	return func(r *Retrier) error {
-		b, err := grpcbackoff.NewBudget(t)
-		r.budget = b
-		return err
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		r.throttle = &t
+		return nil
 	}
 }
 
 // WithoutThrottle turns the retry throttle off: every call may retry up to
 // its Policy whatever the others do. Use it only where a storm is impossible.
 func WithoutThrottle() Option {
-	return func(r *Retrier) error { r.budget = nil; return nil }
+	return func(r *Retrier) error { r.throttle = nil; return nil }
 }
 
 // WithOnRetry sets a function called before each retry wait, and when the
@@ -157,14 +171,15 @@ func WithBufferLimit(n int) Option {
 func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	c, err := compile(p)
 	errs := []error{err}
-	budget, _ := grpcbackoff.NewBudget(grpcbackoff.DefaultThrottle())
-	r := &Retrier{policy: &c, budget: budget, bufLimit: DefaultBufferLimit}
+	throttle := grpcbackoff.DefaultThrottle()
+	r := &Retrier{policy: &c, throttle: &throttle, bufLimit: DefaultBufferLimit}
 	for _, o := range opts {
 		errs = append(errs, o(r))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	r.targets.local.t = r.newTargetState("")
 	return r, nil
 }
 
@@ -206,6 +221,8 @@ type call struct {
 	max      int // the call's MaxAttempts
 	method   string
 	target   string             // the ClientConn's target, for observers
+	conn     *connState         // the ClientConn's state: its target's budget, its closing
+	opts     []grpc.CallOption  // the caller's call options, read again when an attempt fails
 	attempts int                // attempts made so far
 	start    time.Time          // end of the first attempt
 	delay    time.Duration      // time spent waiting between attempts
@@ -242,7 +259,7 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	}
 	cut, headers := c.cut, c.headers
 	c.cut, c.headers = false, false
-	if headers || futile(st) || !cut && !c.p.retryable(st.Code()) {
+	if headers || futile(st) || !cut && !c.p.retryable(st.Code()) || !c.safeToRetry(st) {
 		return 0, c.fail(err, now, grpcbackoff.ReasonNotRetryable)
 	}
 	if c.attempts >= c.max {
@@ -256,7 +273,7 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	if hasDeadline && !now.Add(d).Before(dl) {
 		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
 	}
-	if c.r.budget != nil && !c.r.budget.Allow(now) {
+	if b := c.conn.t.budget; b != nil && !b.Allow(now) {
 		c.observe(ctx, st.Code(), err, h, 0, true)
 		return 0, c.fail(err, now, grpcbackoff.ReasonThrottled)
 	}
@@ -291,24 +308,35 @@ func (c *call) observe(ctx context.Context, code codes.Code, err error, h grpcba
 	}
 }
 
-// wait sleeps for d, or until ctx is done. When ctx ends first, it returns
-// the error for the caller: CANCELED for a cancellation, and for a deadline
-// (which next makes unlikely) the last real error lastErr.
+// wait sleeps for d, or until ctx is done or the call's ClientConn is
+// closed. When ctx ends first, it returns the error for the caller: CANCELED
+// for a cancellation, and for a deadline (which next makes unlikely) the last
+// real error lastErr. When the ClientConn is closed first, it returns at
+// once with what a call on a closed ClientConn gets from grpc-go: CANCELED,
+// "grpc: the client connection is closing" (Reason ReasonCanceled).
 func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	start := time.Now()
+	var closed chan struct{} // nil: never
+	if c.conn != nil {
+		closed = c.conn.closed
+	}
 	select {
 	case <-t.C:
 		c.delay += d
 		return nil
 	case <-ctx.Done():
+	case <-closed:
 	}
 	now := time.Now()
 	c.delay += now.Sub(start)
 	c.reason = grpcbackoff.ReasonDeadline
-	if ctx.Err() == context.Canceled {
+	switch {
+	case ctx.Err() == context.Canceled:
 		c.reason, lastErr = grpcbackoff.ReasonCanceled, status.FromContextError(ctx.Err()).Err()
+	case ctx.Err() == nil: // the ClientConn is closing
+		c.reason, lastErr = grpcbackoff.ReasonCanceled, errConnClosing
 	}
 	return &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: c.reason}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
@@ -77,13 +76,10 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 				entries = append(entries, named{name, c})
 			}
 		}
-		var budget *grpcbackoff.Budget
 		if sc.Throttle != nil {
-			b, err := grpcbackoff.NewBudget(*sc.Throttle)
-			if err != nil {
+			if err := sc.Throttle.Validate(); err != nil {
 				bad("Throttle: %w", err)
 			}
-			budget = b
 		}
 		if len(errs) > 0 {
 			return errors.Join(errs...)
@@ -99,8 +95,9 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 				r.policy = nil
 			}
 		}
-		if budget != nil {
-			r.budget = budget
+		if sc.Throttle != nil {
+			t := *sc.Throttle
+			r.throttle = &t
 		}
 		return nil
 	}

@@ -72,8 +72,9 @@ func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if r.budget != nil {
-		r.budget.Started()
+	conn := r.conn(cc)
+	if b := conn.t.budget; b != nil {
+		b.Started()
 	}
 	p, max, err := r.policyFor(method, opts)
 	if p == nil {
@@ -85,7 +86,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		timeout: p.AttemptTimeout,
-		c:       call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1},
+		c:       call{r: r, p: p, max: max, method: method, target: target(cc), conn: conn, attempts: 1, opts: opts},
 	}
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]

@@ -69,8 +69,9 @@ func (s *unaryState) release() {
 }
 
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if r.budget != nil {
-		r.budget.Started()
+	conn := r.conn(cc)
+	if b := conn.t.budget; b != nil {
+		b.Started()
 	}
 	p, max, err := r.policyFor(method, opts)
 	if p == nil {
@@ -79,7 +80,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	c := call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1}
+	c := call{r: r, p: p, max: max, method: method, target: target(cc), conn: conn, attempts: 1, opts: opts}
 	trailer, err := r.attemptUnary(ctx, ctx, &c, req, reply, cc, invoker, opts)
 	if err == nil {
 		return c.end(ctx, nil)

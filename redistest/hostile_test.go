@@ -91,4 +91,3 @@ func TestHostileRedisClient(t *testing.T) {
 		})
 	}
 }
-

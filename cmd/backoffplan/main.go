@@ -10,6 +10,13 @@
 //
 //	backoffplan [-initial 1s] [-multiplier 2 | -ratio 0.1] [-max 32s] [-jitter 1s]
 //	            [-attempts 8] [-rows n] [-at 1000s] [-deadline 600s]
+//	            [-service google.cloud.redis.v1.CloudRedis [-nonidempotent-retries]]
+//
+// -service prints, for every method of a gRPC service registered in this
+// build, the policy the interceptor package carries out for it and why
+// (interceptor.Retrier.Explain): which methods are retried after UNAVAILABLE,
+// and which, not idempotent, only after a failure that proves the request was
+// not applied.
 //
 // The defaults are grpcbackoff.DefaultPolicy. Times are from the start of
 // the first attempt and count the delays only, not the attempts themselves.
@@ -30,6 +37,7 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/plan"
 )
 
@@ -55,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rows := fs.Int("rows", 0, fmt.Sprintf("retries in the table (default attempts-1, at most %d)", defaultRows))
 	at := fs.Duration("at", 0, "an elapsed time T: print the retry that follows it and its wait")
 	deadline := fs.Duration("deadline", 0, "check the policy against this deadline (e.g. 600s): attempts that fit, and warnings (exit status 1)")
+	service := fs.String("service", "", "a gRPC service registered in this build (e.g. google.cloud.redis.v1.CloudRedis): print the effective policy of each of its methods, and why")
+	unsafeRetries := fs.Bool("nonidempotent-retries", false, "with -service: as interceptor.WithNonIdempotentRetries")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: backoffplan [flags]\n\n"+
 			"Shows the schedule of an exponential backoff policy (defaults: grpcbackoff.DefaultPolicy),\n"+
@@ -116,6 +126,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if k, err := plan.RetryCountRatio(*multiplier, p.Multiplier); err == nil {
 			fmt.Fprintf(stdout, "retries: about %.2f times as many as with r = %v over the same time (log %v / log %v)\n",
 				k, *multiplier, *multiplier, p.Multiplier)
+		}
+	}
+
+	if set["service"] {
+		var opts []interceptor.Option
+		if *unsafeRetries {
+			opts = append(opts, interceptor.WithNonIdempotentRetries())
+		}
+		fmt.Fprintln(stdout)
+		if err := explainService(stdout, p, *service, opts...); err != nil {
+			return bad("%v", err)
 		}
 	}
 

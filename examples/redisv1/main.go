@@ -1,6 +1,14 @@
 // Command redisv1 shows grpcbackoff's retry interceptor on the real Cloud
-// Redis client (cloud.google.com/go/redis/apiv1), built the way the platform
-// team gives it to every service:
+// Redis client (cloud.google.com/go/redis/apiv1). A platform team gives every
+// Google Cloud gRPC client the same options (platform.go):
+//
+//	platform, err := gaxretry.ClientOptions(grpcbackoff.DefaultPolicy())
+//	rc, err := redis.NewCloudRedisClient(ctx, platform...)
+//	ps, err := pubsub.NewClient(ctx, project, platform...)
+//	err = gaxretry.Adopt(ps.TopicAdminClient.CallOptions) // Pub/Sub retries by itself: hand over
+//
+// The story below installs only the unary interceptor, to show its retries
+// one by one:
 //
 //	c, err := redis.NewCloudRedisClient(ctx,
 //		option.WithGRPCDialOption(grpc.WithUnaryInterceptor(interceptor.Unary(grpcbackoff.DefaultPolicy()))))

@@ -9,10 +9,9 @@ import (
 
 	redis "cloud.google.com/go/redis/apiv1"
 	"cloud.google.com/go/redis/apiv1/redispb"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/gaxretry"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
@@ -33,8 +32,8 @@ func runReal(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := redis.NewCloudRedisClient(ctx,
-		option.WithGRPCDialOption(grpc.WithUnaryInterceptor(retrier.Unary())))
+	// The platform set-up (see clients in platform.go), with a reporter.
+	c, err := redis.NewCloudRedisClient(ctx, gaxretry.RetrierClientOptions(retrier)...)
 	if err != nil {
 		return fmt.Errorf("redisv1: creating the Cloud Redis client (are Application Default Credentials set up? gcloud auth application-default login): %w", err)
 	}
@@ -43,7 +42,7 @@ func runReal(ctx context.Context, cfg config, out io.Writer) error {
 
 	parent := "projects/" + cfg.project + "/locations/" + cfg.location
 	fmt.Fprintln(out, "Cloud Redis v1 client (cloud.google.com/go/redis/apiv1) against the real API, with Application Default Credentials,")
-	fmt.Fprintln(out, "with option.WithGRPCDialOption(grpc.WithUnaryInterceptor(retrier.Unary())).")
+	fmt.Fprintln(out, "with the platform options gaxretry.RetrierClientOptions(retrier).")
 	fmt.Fprint(out, describe(p, 1))
 
 	if err := listReal(ctx, c, parent, out); err != nil {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	// Registers google.cloud.redis.v1.CloudRedis, with its google.api.http
+	// bindings, in protoregistry, for -service.
+	_ "cloud.google.com/go/redis/apiv1/redispb"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// explainService prints, for every method of the service named service (a
+// full proto name registered in protoregistry.GlobalFiles, such as
+// google.cloud.redis.v1.CloudRedis), the policy that the interceptor package
+// carries out for it with Policy p and why: interceptor.Retrier.Explain.
+func explainService(w io.Writer, p grpcbackoff.Policy, service string, opts ...interceptor.Option) error {
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err != nil {
+		return fmt.Errorf("-service %q: no such service registered (this build knows google.cloud.redis.v1.CloudRedis)", service)
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return fmt.Errorf("-service %q: a %s, not a service", service, descriptorKind(d))
+	}
+	r, err := interceptor.New(p, opts...)
+	if err != nil {
+		return err
+	}
+	methods := sd.Methods()
+	for i := range methods.Len() {
+		fmt.Fprintln(w, r.Explain("/"+service+"/"+string(methods.Get(i).Name())))
+	}
+	return nil
+}
+
+func descriptorKind(d protoreflect.Descriptor) string {
+	switch d.(type) {
+	case protoreflect.MessageDescriptor:
+		return "message"
+	case protoreflect.EnumDescriptor:
+		return "enum"
+	case protoreflect.MethodDescriptor:
+		return "method"
+	}
+	return fmt.Sprintf("%T", d)
+}

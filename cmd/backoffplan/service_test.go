@@ -1,0 +1,53 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func lineOf(out, prefix string) string {
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, prefix) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+func TestServiceExplainsEveryMethod(t *testing.T) {
+	args := []string{"-service", "google.cloud.redis.v1.CloudRedis", "-attempts", "5"}
+	status, out, errOut := runPlan(t, args...)
+	if status != 0 || errOut != "" {
+		t.Fatalf("run(%q) = %d, stderr %q", args, status, errOut)
+	}
+	if n := strings.Count(out, "/google.cloud.redis.v1.CloudRedis/"); n != 11 {
+		t.Errorf("run(%q): %d method lines, want the 11 of CloudRedis\n%s", args, n, out)
+	}
+	failover := lineOf(out, "/google.cloud.redis.v1.CloudRedis/FailoverInstance: ")
+	if !strings.Contains(failover, "up to 5 attempts on RESOURCE_EXHAUSTED (UNAVAILABLE only when the connection could not be made)") ||
+		!strings.Contains(failover, "not idempotent: google.api.http POST") || !strings.Contains(failover, "custom method :failover (AIP-136)") {
+		t.Errorf("FailoverInstance line = %q", failover)
+	}
+	get := lineOf(out, "/google.cloud.redis.v1.CloudRedis/GetInstance: ")
+	if !strings.Contains(get, "up to 5 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED") || !strings.Contains(get, "idempotent: google.api.http GET") {
+		t.Errorf("GetInstance line = %q", get)
+	}
+
+	status, out, _ = runPlan(t, append(args, "-nonidempotent-retries")...)
+	failover = lineOf(out, "/google.cloud.redis.v1.CloudRedis/FailoverInstance: ")
+	if status != 0 || !strings.Contains(failover, "on UNAVAILABLE, RESOURCE_EXHAUSTED") || !strings.Contains(failover, "WithNonIdempotentRetries") {
+		t.Errorf("with -nonidempotent-retries: FailoverInstance line = %q", failover)
+	}
+}
+
+func TestServiceUnknown(t *testing.T) {
+	for _, tc := range []struct{ service, want string }{
+		{"no.such.Service", `backoffplan: -service "no.such.Service": no such service registered`},
+		{"google.cloud.redis.v1.Instance", `backoffplan: -service "google.cloud.redis.v1.Instance": a message, not a service`},
+	} {
+		status, _, errOut := runPlan(t, "-service", tc.service)
+		if status != 2 || !strings.HasPrefix(errOut, tc.want) {
+			t.Errorf("-service %s: status %d, stderr %q, want 2 and %q", tc.service, status, errOut, tc.want)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package interceptor
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// errConnClosing is what a call on a closed ClientConn gets from grpc-go
+// (grpc.ErrClientConnClosing), and what a call waiting to retry gets when
+// its ClientConn is closed.
+var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection is closing")
+
+// TargetState is the retry state of one backend target, as States reports
+// it.
+type TargetState struct {
+	// Target is the canonical target of the ClientConns that share this
+	// state (cc.CanonicalTarget(), e.g. "dns:///redis.googleapis.com:443"),
+	// or "" for calls made without a ClientConn.
+	Target string
+	// Retries is the number of retries the target's budget could pay for
+	// now; +Inf when the Retrier has no throttle (WithoutThrottle).
+	Retries float64
+}
+
+// targetState is the state that every ClientConn with one canonical target
+// shares: its retry budget.
+type targetState struct {
+	name   string
+	budget *grpcbackoff.Budget // nil: no throttle
+	conns  int                 // ClientConns registered for it; guarded by targets.mu
+}
+
+// connState is what a call needs of its ClientConn: its target's state, and
+// a channel closed when the ClientConn shuts down (nil for calls without a
+// ClientConn: it never closes).
+type connState struct {
+	t      *targetState
+	closed chan struct{}
+}
+
+// targets is the Retrier's registry of ClientConns and their targets. A
+// ClientConn is registered by its first call, and unregistered when it shuts
+// down, by one goroutine per ClientConn that watches its state; a target is
+// dropped with its last ClientConn, so that nothing outlives the
+// connections.
+type targets struct {
+	conns sync.Map // *grpc.ClientConn -> *connState
+
+	mu        sync.Mutex
+	byName    map[string]*targetState
+	local     connState   // calls without a ClientConn; its t is set by New
+	localUsed atomic.Bool // a call was made without a ClientConn
+}
+
+// newTargetState returns a target's state with a full budget for the
+// Retrier's throttle.
+func (r *Retrier) newTargetState(name string) *targetState {
+	t := &targetState{name: name}
+	if r.throttle != nil {
+		t.budget, _ = grpcbackoff.NewBudget(*r.throttle) // validated by WithThrottle
+	}
+	return t
+}
+
+// conn returns the state of cc, registering cc on its first call. It
+// allocates nothing once cc is registered.
+func (r *Retrier) conn(cc *grpc.ClientConn) *connState {
+	if cc == nil {
+		if !r.targets.localUsed.Load() {
+			r.targets.localUsed.Store(true)
+		}
+		return &r.targets.local
+	}
+	if v, ok := r.targets.conns.Load(cc); ok {
+		return v.(*connState)
+	}
+	return r.register(cc)
+}
+
+func (r *Retrier) register(cc *grpc.ClientConn) *connState {
+	ts := &r.targets
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if v, ok := ts.conns.Load(cc); ok {
+		return v.(*connState)
+	}
+	name := cc.CanonicalTarget()
+	t := ts.byName[name]
+	if t == nil {
+		t = r.newTargetState(name)
+		if ts.byName == nil {
+			ts.byName = make(map[string]*targetState)
+		}
+		ts.byName[name] = t
+	}
+	t.conns++
+	cs := &connState{t: t, closed: make(chan struct{})}
+	ts.conns.Store(cc, cs)
+	go r.watch(cc, cs)
+	return cs
+}
+
+// watch waits until cc shuts down, then wakes the calls waiting to retry on
+// it and unregisters it.
+func (r *Retrier) watch(cc *grpc.ClientConn, cs *connState) {
+	for s := cc.GetState(); s != connectivity.Shutdown; s = cc.GetState() {
+		cc.WaitForStateChange(context.Background(), s)
+	}
+	close(cs.closed)
+	ts := &r.targets
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.conns.Delete(cc)
+	if cs.t.conns--; cs.t.conns == 0 && ts.byName[cs.t.name] == cs.t {
+		delete(ts.byName, cs.t.name)
+	}
+}
+
+// States returns the retry state of every target r has open ClientConns to,
+// sorted by target, and of calls made without a ClientConn (Target "") if
+// there were any. It is meant for metrics gauges; each call reads every
+// budget once.
+func (r *Retrier) States() []TargetState {
+	now := time.Now()
+	ts := &r.targets
+	ts.mu.Lock()
+	all := make([]*targetState, 0, len(ts.byName)+1)
+	for _, t := range ts.byName {
+		all = append(all, t)
+	}
+	if ts.localUsed.Load() {
+		all = append(all, ts.local.t)
+	}
+	ts.mu.Unlock()
+	states := make([]TargetState, len(all))
+	for i, t := range all {
+		states[i] = TargetState{Target: t.name, Retries: math.Inf(1)}
+		if t.budget != nil {
+			states[i].Retries = t.budget.Tokens(now)
+		}
+	}
+	slices.SortFunc(states, func(a, b TargetState) int { return strings.Compare(a.Target, b.Target) })
+	return states
+}

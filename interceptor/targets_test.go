@@ -1,0 +1,232 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+)
+
+// backend is a test server that fails its first fail calls with code, then
+// succeeds, counting every call it sees.
+type backend struct {
+	testgrpc.UnimplementedTestServiceServer
+	lis   *bufconn.Listener
+	code  codes.Code
+	fail  int64
+	calls atomic.Int64
+}
+
+func newBackend(t *testing.T, code codes.Code, fail int64) *backend {
+	b := &backend{lis: bufconntest.Listen(), code: code, fail: fail}
+	srv := grpc.NewServer(grpc.WaitForHandlers(true))
+	testgrpc.RegisterTestServiceServer(srv, b)
+	bufconntest.Serve(t, srv, b.lis)
+	return b
+}
+
+func (b *backend) answer() error {
+	if b.calls.Add(1) <= b.fail {
+		return status.Error(b.code, "backend failure")
+	}
+	return nil
+}
+
+func (b *backend) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	if err := b.answer(); err != nil {
+		return nil, err
+	}
+	return &testgrpc.SimpleResponse{}, nil
+}
+
+func (b *backend) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+	if err := b.answer(); err != nil {
+		return err
+	}
+	return ss.Send(&testgrpc.StreamingOutputCallResponse{})
+}
+
+// dialAs connects to b under target ("passthrough:///name"), which is what
+// tells backends apart, with opts.
+func (b *backend) dialAs(t *testing.T, target string, opts ...grpc.DialOption) *grpc.ClientConn {
+	base := []grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return b.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}
+	cc, err := grpc.NewClient(target, append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+func statesOf(r *interceptor.Retrier) map[string]float64 {
+	m := make(map[string]float64)
+	for _, s := range r.States() {
+		m[s.Target] = s.Retries
+	}
+	return m
+}
+
+// One Retrier (one slice of dial options) shared by the clients of two
+// backends: an outage of one uses up its own budget only, every ClientConn
+// to one backend shares that backend's budget, and closed ClientConns leave
+// nothing behind.
+func TestBudgetPerBackend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := interceptor.New(exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 3}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := newBackend(t, codes.Unavailable, 1<<40)
+		up := newBackend(t, codes.Unavailable, 1)
+		a1 := down.dialAs(t, "passthrough:///backend-a", r.DialOptions()...)
+		a2 := down.dialAs(t, "passthrough:///backend-a", r.DialOptions()...)
+		b := up.dialAs(t, "passthrough:///backend-b", r.DialOptions()...)
+		ctx := t.Context()
+
+		if _, err := testgrpc.NewTestServiceClient(b).UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatalf("call to the healthy backend: %v, want success after one retry", err)
+		}
+		if n := up.calls.Load(); n != 2 {
+			t.Errorf("healthy backend saw %d attempts, want 2", n)
+		}
+		if got := statesOf(r); got["passthrough:///backend-b"] != 2 || len(got) != 1 {
+			t.Errorf("States() = %v, want backend-b 2 after its one retry", got)
+		}
+
+		_, err = testgrpc.NewTestServiceClient(a1).UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		var ge *grpcbackoff.Error
+		if !errors.As(err, &ge) || ge.Attempts != 4 || ge.Reason != grpcbackoff.ReasonThrottled {
+			t.Fatalf("first call to the broken backend: err = %v, want 4 attempts (3 retries paid) then throttled", err)
+		}
+		_, err = testgrpc.NewTestServiceClient(a2).UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if !errors.As(err, &ge) || ge.Attempts != 1 || ge.Reason != grpcbackoff.ReasonThrottled {
+			t.Fatalf("call on another ClientConn to the broken backend: err = %v, want 1 attempt then throttled (one budget per backend)", err)
+		}
+		if got := statesOf(r); got["passthrough:///backend-a"] != 0 || got["passthrough:///backend-b"] != 2 || len(got) != 2 {
+			t.Fatalf("States() = %v, want backend-a 0 and backend-b still 2", got)
+		}
+		if _, err := testgrpc.NewTestServiceClient(b).UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
+			t.Errorf("call to the healthy backend during the other's outage: %v", err)
+		}
+
+		a1.Close()
+		synctest.Wait()
+		if got := statesOf(r); len(got) != 2 {
+			t.Errorf("States() = %v after one of backend-a's two ClientConns closed, want both backends", got)
+		}
+		a2.Close()
+		b.Close()
+		synctest.Wait()
+		if got := r.States(); len(got) != 0 {
+			t.Errorf("States() = %v after every ClientConn closed, want none", got)
+		}
+	})
+}
+
+// closePolicy waits 1, 2, 4, 8, 16 s, then 32 s from 31 s to 63 s.
+func closePolicy() grpcbackoff.Policy {
+	p := exact()
+	p.MaxAttempts = 10
+	return p
+}
+
+func checkClosing(t *testing.T, err error, start time.Time) {
+	t.Helper()
+	if got := time.Since(start); got != 40*time.Second {
+		t.Errorf("call returned after %v, want 40s (at Close, during the 32 s wait)", got)
+	}
+	st := status.Convert(err)
+	if st.Code() != codes.Canceled || st.Message() == "" {
+		t.Errorf("err = %v, want CANCELED", err)
+	}
+	var ge *grpcbackoff.Error
+	if !errors.As(err, &ge) || ge.Attempts != 6 || ge.Reason != grpcbackoff.ReasonCanceled ||
+		status.Convert(ge.Err).Message() != "grpc: the client connection is closing" {
+		t.Errorf("err = %#v, want a *grpcbackoff.Error of 6 attempts, ReasonCanceled, wrapping grpc's \"client connection is closing\"", err)
+	}
+}
+
+func TestCloseEndsUnaryWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := newBackend(t, codes.Unavailable, 1<<40)
+		cc := down.dialAs(t, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
+		time.AfterFunc(40*time.Second, func() { cc.Close() })
+		start := time.Now()
+		_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+		checkClosing(t, err, start)
+		// What a plain call (no interceptor) on a closed connection gets.
+		plainCC := down.dialAs(t, "passthrough:///down")
+		plainCC.Close()
+		_, plain := testgrpc.NewTestServiceClient(plainCC).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+		if got, want := status.Convert(err), status.Convert(plain); got.Code() != want.Code() || !strings.HasPrefix(got.Message(), want.Message()) {
+			t.Errorf("err = %v, want what a plain call on a closed connection gets: %v", err, plain)
+		}
+	})
+}
+
+func TestCloseEndsStreamWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := newBackend(t, codes.Unavailable, 1<<40)
+		cc := down.dialAs(t, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
+		time.AfterFunc(40*time.Second, func() { cc.Close() })
+		start := time.Now()
+		st, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		checkClosing(t, err, start)
+	})
+}
+
+// Calls made without a ClientConn share the state of target "", and a
+// Retrier without a throttle reports +Inf retries.
+func TestStatesWithoutConnOrThrottle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := interceptor.New(exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 5}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.States(); len(got) != 0 {
+			t.Errorf("States() before any call = %v, want none", got)
+		}
+		s := &script{errs: unavailable(2)}
+		if err := r.Unary()(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, s.invoke); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.States(); len(got) != 1 || got[0] != (interceptor.TargetState{Target: "", Retries: 3}) {
+			t.Errorf("States() = %v, want target \"\" with 3 retries left", got)
+		}
+
+		free, err := interceptor.New(exact(), interceptor.WithoutThrottle())
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := newBackend(t, codes.Unavailable, 1)
+		cc := down.dialAs(t, "passthrough:///free", free.DialOptions()...)
+		if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := free.States(); len(got) != 1 || got[0].Target != "passthrough:///free" || !math.IsInf(got[0].Retries, 1) {
+			t.Errorf("States() without a throttle = %v, want +Inf retries", got)
+		}
+	})
+}
