@@ -45,7 +45,6 @@ type Retrier struct {
 	budget    *grpcbackoff.Budget  // nil: no throttle
 	methods   map[string]*compiled // per-method policies; nil entry: no retry
 	observers []Observer
-	logger    *slog.Logger
 	bufLimit  int
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
@@ -129,9 +128,16 @@ func WithoutPushback() Option {
 	return func(r *Retrier) error { r.noPushback = true; return nil }
 }
 
-// WithLogger logs each retry decision at level Info (Warn when throttled).
+// WithLogger logs, with l, each retry decision at level Info (Warn when
+// throttled), and each call that gives up (End.GaveUp) at level Warn with
+// its reason. The records carry the call's context. A nil l logs nothing.
 func WithLogger(l *slog.Logger) Option {
-	return func(r *Retrier) error { r.logger = l; return nil }
+	return func(r *Retrier) error {
+		if l != nil {
+			r.observers = append(r.observers, logObserver{l})
+		}
+		return nil
+	}
 }
 
 // DefaultBufferLimit is the number of bytes of sent messages a stream keeps
@@ -205,6 +211,7 @@ type call struct {
 	p        *compiled
 	max      int // the call's MaxAttempts
 	method   string
+	static   bool               // the call carried grpc.StaticMethod(), for observers
 	target   string             // the ClientConn's target, for observers
 	attempts int                // attempts made so far
 	start    time.Time          // end of the first attempt
@@ -270,15 +277,6 @@ func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 func (c *call) observe(ctx context.Context, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled bool) {
 	for _, o := range c.r.observers {
 		o.OnRetry(ctx, Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d, Throttled: throttled})
-	}
-	if l := c.r.logger; l != nil {
-		level, msg := slog.LevelInfo, "grpcbackoff: retrying"
-		if throttled {
-			level, msg = slog.LevelWarn, "grpcbackoff: retry throttled"
-		}
-		l.Log(context.Background(), level, msg,
-			slog.String("method", c.method), slog.Int("attempt", c.attempts),
-			slog.String("code", code.String()), slog.Duration("delay", d))
 	}
 }
 
