@@ -44,6 +44,10 @@ type End struct {
 	// Target is the target of the call's ClientConn (cc.Target()), "" when
 	// the interceptor was called without one.
 	Target string
+	// Conn is the call's ClientConn, nil when the interceptor was called
+	// without one. Observers may read it (Conn.CanonicalTarget(), for a
+	// metric label) but should not hold on to it.
+	Conn *grpc.ClientConn
 	// Code is the call's final status code (OK for success).
 	Code codes.Code
 	// Err is the error the caller got; nil for success.
@@ -94,7 +98,7 @@ func (c *call) end(ctx context.Context, err error) error {
 	if len(c.r.observers) == 0 {
 		return err
 	}
-	e := End{Method: c.method, StaticMethod: c.static, Target: c.target, Err: err,
+	e := End{Method: c.method, StaticMethod: c.static, Target: c.target, Conn: c.cc, Err: err,
 		Attempts: c.attempts, Delay: c.delay, Reason: c.reason}
 	e.Code = status.Code(err)
 	for _, o := range c.r.observers {

@@ -212,6 +212,7 @@ type call struct {
 	max      int // the call's MaxAttempts
 	method   string
 	static   bool               // the call carried grpc.StaticMethod(), for observers
+	cc       *grpc.ClientConn   // the call's ClientConn, for observers
 	target   string             // the ClientConn's target, for observers
 	attempts int                // attempts made so far
 	start    time.Time          // end of the first attempt

@@ -68,7 +68,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
-		cur: cs, c: call{r: r, p: p, max: max, method: method, static: staticMethod(opts), target: target(cc), attempts: 1},
+		cur: cs, c: call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), attempts: 1},
 	}
 	s.sent = s.first[:0]
 	s.retried.L = &s.mu

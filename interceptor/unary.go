@@ -63,7 +63,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	c := call{r: r, p: p, max: max, method: method, static: staticMethod(opts), target: target(cc), attempts: 1}
+	c := call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), attempts: 1}
 	attemptOpts := opts
 	var s *unaryState
 	if !r.noPushback {
