@@ -2,6 +2,7 @@ package opentelemetry_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,13 @@ func (s *flaky) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.Simpl
 		return nil, status.Error(codes.Unavailable, "warming up")
 	}
 	return &testpb.SimpleResponse{}, nil
+}
+
+func (s *flaky) StreamingOutputCall(_ *testpb.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+	if s.failures.Add(-1) >= 0 {
+		return status.Error(codes.Unavailable, "warming up")
+	}
+	return stream.Send(&testpb.StreamingOutputCallResponse{})
 }
 
 // serveFlaky serves a flaky server that fails failures calls over bufconn,
@@ -103,4 +111,36 @@ func TestSideBySideWithGrpcGoPlugin(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestStreamMetrics checks the metrics of a server stream that succeeds on
+// its third attempt: its end is seen at io.EOF, with its method's name (the
+// generated stub passes grpc.StaticMethod for streams too).
+func TestStreamMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		p := exact()
+		p.MaxAttempts = 3
+		cc := serveFlaky(t, 2, interceptor.DialOptions(p, newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())...)
+		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ; ; n++ {
+			if _, err := stream.Recv(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d messages received, want 1", n)
+		}
+		const labels = "grpc.method=grpc.testing.TestService/StreamingOutputCall grpc.target=passthrough:///bufconn"
+		got := collect(t, reader)
+		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{labels: "n=1 sum=2 min=2 max=2 <=2:1"})
+		check(t, got, opentelemetry.MetricCallRetryDelay, opentelemetry.LatencyBuckets, map[string]string{labels: "n=1 sum=3 min=3 max=3 <=5:1"})
+		check(t, got, opentelemetry.MetricCallGaveUp, nil, nil)
+	})
 }
