@@ -75,6 +75,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if err != nil {
 		// No other goroutine has s yet: no need to claim the retry.
 		if final := s.retryLocked(nil, err); final != nil {
+			s.ended(final)
 			return nil, final
 		}
 	}
@@ -242,6 +243,7 @@ func (s *retryStream) CloseSend() error {
 func (s *retryStream) RecvMsg(m any) error {
 	if s.committed.Load() {
 		if err := s.finalErr(); err != nil {
+			s.ended(err)
 			return err // the retry decision that made it counted the attempt
 		}
 		err := s.cur.RecvMsg(m)
@@ -263,6 +265,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			return err
 		}
 		if final := s.retry(a, err); final != nil {
+			s.ended(final)
 			return final
 		}
 	}

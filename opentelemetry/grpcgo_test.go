@@ -144,3 +144,48 @@ func TestStreamMetrics(t *testing.T) {
 		check(t, got, opentelemetry.MetricCallGaveUp, nil, nil)
 	})
 }
+
+// TestStreamGaveUp checks that a stream that gives up is recorded: one
+// whose attempts fail when received from, and one whose attempts cannot
+// open (no server: each NewStream fails).
+func TestStreamGaveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		p := exact()
+		p.MaxAttempts = 3
+		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(), newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
+		cc := serveFlaky(t, 100, opts...)
+		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("Recv: %v, want UNAVAILABLE after 3 attempts", err)
+		}
+
+		lis := bufconn.Listen(1 << 10)
+		lis.Close()
+		down, err := grpc.NewClient("passthrough:///down", append([]grpc.DialOption{
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+		}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer down.Close()
+		if _, err := testgrpc.NewTestServiceClient(down).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("StreamingOutputCall with no server: %v, want UNAVAILABLE after 3 attempts", err)
+		}
+
+		const method = "grpc.method=grpc.testing.TestService/StreamingOutputCall"
+		got := collect(t, reader)
+		check(t, got, opentelemetry.MetricCallGaveUp, nil, map[string]string{
+			method + " grpc.status=UNAVAILABLE grpc.target=passthrough:///bufconn grpcbackoff.reason=exhausted": "1",
+			method + " grpc.status=UNAVAILABLE grpc.target=passthrough:///down grpcbackoff.reason=exhausted":    "1",
+		})
+		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{
+			method + " grpc.target=passthrough:///bufconn": "n=1 sum=2 min=2 max=2 <=2:1",
+			method + " grpc.target=passthrough:///down":    "n=1 sum=2 min=2 max=2 <=2:1",
+		})
+	})
+}
