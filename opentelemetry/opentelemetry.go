@@ -46,6 +46,17 @@
 // On the span in the call's context (trace.SpanFromContext), when it is
 // recording: an event EventRetry per retry, and an event EventGaveUp when the
 // call gives up (interceptor.End.GaveUp). The package creates no span.
+//
+// # With grpc-go's own plugin
+//
+// google.golang.org/grpc/stats/opentelemetry records per-attempt and per-call
+// metrics (grpc.client.attempt.*, grpc.client.call.duration) with the same
+// grpc.method and grpc.target, but not A96's. Its interceptor sees a call as
+// the interceptors around it make it: given before ours in the dial options,
+// it is outside them and sees one call per caller's call (its
+// grpc.client.call.duration includes the waits between attempts, and its
+// grpc.client.attempt.started counts each of our attempts); given after, it
+// is inside and sees each of our attempts as a call of its own.
 package opentelemetry
 
 import (
@@ -62,6 +73,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/resolver"
 
@@ -212,7 +224,9 @@ type gaveUpKey struct {
 }
 
 // New returns a Recorder, or an error if o.MeterProvider is a nil pointer or
-// refuses an instrument.
+// refuses an instrument. A Recorder registers the callback of its gauges
+// with the meter provider for as long as the provider lives: make one per
+// provider and give its Option to every connection.
 func New(o Options) (*Recorder, error) {
 	mp := o.MeterProvider
 	if mp == nil {
@@ -342,7 +356,7 @@ func (rec *Recorder) methodLabel(method string, static bool) string {
 // with conn, that ClientConn, if known. A label is computed once from
 // conn.CanonicalTarget(), and, until a call on the target brings its
 // ClientConn, once from a guess (canonicalTarget).
-func (rec *Recorder) targetLabel(raw string, conn interface{ CanonicalTarget() string }) string {
+func (rec *Recorder) targetLabel(raw string, conn *grpc.ClientConn) string {
 	if v, ok := rec.targets.Load(raw); ok {
 		return v.(string)
 	}
@@ -395,11 +409,7 @@ func (rec *Recorder) labelSet(e interceptor.End) *labelSet {
 	if v, ok := rec.labels.Load(k); ok {
 		return v.(*labelSet)
 	}
-	var conn interface{ CanonicalTarget() string }
-	if e.Conn != nil {
-		conn = e.Conn
-	}
-	target := rec.targetLabel(e.Target, conn)
+	target := rec.targetLabel(e.Target, e.Conn)
 	attrs := metric.WithAttributeSet(attribute.NewSet(MethodKey.String(k.method), TargetKey.String(target)))
 	refused := metric.WithAttributeSet(attribute.NewSet(
 		MethodKey.String(k.method), TargetKey.String(target), AttemptTypeKey.String("retry")))
