@@ -130,7 +130,8 @@ func WithoutPushback() Option {
 
 // WithLogger logs, with l, each retry decision at level Info (Warn when
 // throttled), and each call that gives up (End.GaveUp) at level Warn with
-// its reason. The records carry the call's context. A nil l logs nothing.
+// its reason. The records carry the call's context. It adds an observer:
+// each WithLogger adds its logger; a nil l adds nothing.
 func WithLogger(l *slog.Logger) Option {
 	return func(r *Retrier) error {
 		if l != nil {

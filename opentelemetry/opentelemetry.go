@@ -277,7 +277,8 @@ func New(o Options) (*Recorder, error) {
 // that Retrier to the ones whose budgets the gauges read. rec holds the
 // Retrier weakly: once the Retrier's connection is closed and dropped, its
 // gauges go. (A Retrier whose New failed on another option is reported
-// until it is collected.)
+// until it is collected.) Giving rec to interceptor.WithObserver instead
+// records the calls but not the budget.
 func (rec *Recorder) Option() interceptor.Option {
 	observe := interceptor.WithObserver(rec)
 	return func(r *interceptor.Retrier) error {
