@@ -8,13 +8,17 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 // logCapture is a slog.Handler that keeps each record as one line,
@@ -103,7 +107,7 @@ func TestEndReportsStaticMethodAndNoHedges(t *testing.T) {
 		if len(ends) != 2 {
 			t.Fatalf("%d ends observed, want 2", len(ends))
 		}
-		if e := ends[0]; !e.StaticMethod || e.Attempts != 2 || e.Hedges != 0 || e.Delay != 1e9 || e.Code != codes.OK {
+		if e := ends[0]; !e.StaticMethod || e.Attempts != 2 || e.Hedges != 0 || e.Delay != time.Second || e.Code != codes.OK {
 			t.Errorf("end of a retried call with grpc.StaticMethod = %+v, want StaticMethod, 2 attempts, no hedge, 1s delay, OK", e)
 		}
 		if e := ends[1]; e.StaticMethod || e.Attempts != 1 || e.Hedges != 0 {
@@ -129,4 +133,65 @@ func TestEndGaveUp(t *testing.T) {
 			t.Errorf("End{Attempts: %d, Reason: %v}.GaveUp() = %v, want %v", tc.e.Attempts, tc.e.Reason, got, tc.want)
 		}
 	}
+}
+
+// downStreams fails every stream of StreamingOutputCall with UNAVAILABLE.
+type downStreams struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (downStreams) StreamingOutputCall(*testpb.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
+	return status.Error(codes.Unavailable, "down")
+}
+
+// TestStreamGiveUpIsObserved checks that a stream that gives up reports its
+// end, and is logged: one whose attempts fail when received from, and one
+// whose attempts cannot open (no server).
+func TestStreamGiveUpIsObserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ends []interceptor.End
+		h := &logCapture{}
+		p := exact()
+		p.MaxAttempts = 3
+		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(),
+			interceptor.WithObserver(endRecorderOf(&ends)), interceptor.WithLogger(slog.New(h)))
+
+		lis := bufconntest.Listen()
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, downStreams{})
+		bufconntest.Serve(t, srv, lis)
+		cc := bufconntest.Dial(t, lis.DialContext, opts...)
+		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("Recv: %v, want UNAVAILABLE", err)
+		}
+
+		closed := bufconntest.Listen()
+		closed.Close()
+		down := bufconntest.Dial(t, closed.DialContext, opts...)
+		if _, err := testgrpc.NewTestServiceClient(down).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("StreamingOutputCall with no server: %v, want UNAVAILABLE", err)
+		}
+
+		if len(ends) != 2 {
+			t.Fatalf("%d ends observed, want 2", len(ends))
+		}
+		for i, e := range ends {
+			if e.Code != codes.Unavailable || e.Attempts != 3 || e.Reason != grpcbackoff.ReasonExhausted || e.Delay != 3*time.Second || !e.StaticMethod {
+				t.Errorf("end %d = %+v, want UNAVAILABLE after 3 attempts, exhausted, 3s of delay, StaticMethod", i, e)
+			}
+		}
+		var gaveUp int
+		for _, l := range h.lines {
+			if strings.HasPrefix(l, "WARN grpcbackoff: gave up method=/grpc.testing.TestService/StreamingOutputCall attempts=3 code=Unavailable reason=attempts exhausted") {
+				gaveUp++
+			}
+		}
+		if gaveUp != 2 {
+			t.Errorf("%d give-ups logged, want 2; log:\n%s", gaveUp, strings.Join(h.lines, "\n"))
+		}
+	})
 }
