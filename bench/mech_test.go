@@ -13,6 +13,7 @@ import (
 
 	"github.com/googleapis/gax-go/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
@@ -31,7 +32,7 @@ const (
 	bare       = "bare"          // no retry layer: grpc.NewClient's defaults; the limit
 	ours       = "ours"          // interceptor.DialOptions(grpcbackoff.DefaultPolicy()): throttle on
 	oursHook   = "ours+hook"     // ours with WithOnRetry
-	oursNoop   = "ours+noop"     // ours with WithMeterProvider(noop.NewMeterProvider())
+	oursNoop   = "ours+noop"     // ours with an opentelemetry.Recorder on noop.NewMeterProvider()
 	oursSDK    = "ours+sdk"      // ours with the OpenTelemetry SDK and a manual reader
 	oursAll    = "ours+all"      // ours with the hook and the SDK
 	oursNoPB   = "ours-pushback" // ours with WithoutPushback: no grpc.Trailer option
@@ -148,11 +149,11 @@ func oursOptions(name string, s setting, retries *atomic.Int64) []interceptor.Op
 	case oursHook:
 		opts = append(opts, hook)
 	case oursNoop:
-		opts = append(opts, opentelemetry.WithMeterProvider(noop.NewMeterProvider()))
+		opts = append(opts, recorder(noop.NewMeterProvider()))
 	case oursSDK:
-		opts = append(opts, opentelemetry.WithMeterProvider(sdkProvider()))
+		opts = append(opts, recorder(sdkProvider()))
 	case oursAll:
-		opts = append(opts, hook, opentelemetry.WithMeterProvider(sdkProvider()))
+		opts = append(opts, hook, recorder(sdkProvider()))
 	case oursNoPB:
 		opts = append(opts, interceptor.WithoutPushback())
 	case ours:
@@ -161,6 +162,15 @@ func oursOptions(name string, s setting, retries *atomic.Int64) []interceptor.Op
 		}
 	}
 	return opts
+}
+
+// recorder is the option of an opentelemetry.Recorder on mp.
+func recorder(mp metric.MeterProvider) interceptor.Option {
+	rec, err := opentelemetry.New(opentelemetry.Options{MeterProvider: mp})
+	if err != nil {
+		panic(err)
+	}
+	return rec.Option()
 }
 
 // sdkProvider is the OpenTelemetry SDK as an application sets it up, with a

@@ -3,8 +3,10 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -35,21 +37,41 @@ type Observer interface {
 type End struct {
 	// Method is the full method name, "/pkg.Service/Method".
 	Method string
+	// StaticMethod is true when the call carried grpc.StaticMethod(), as
+	// the calls of generated stubs do: Method is then one of a fixed set of
+	// names, safe to record as a metric label (gRFC A66).
+	StaticMethod bool
 	// Target is the target of the call's ClientConn (cc.Target()), "" when
 	// the interceptor was called without one.
 	Target string
+	// Conn is the call's ClientConn, nil when the interceptor was called
+	// without one. Observers may read it (Conn.CanonicalTarget(), for a
+	// metric label) but should not hold on to it.
+	Conn *grpc.ClientConn
 	// Code is the call's final status code (OK for success).
 	Code codes.Code
 	// Err is the error the caller got; nil for success.
 	Err error
-	// Attempts is the number of attempts sent, the first one included.
+	// Attempts is the number of attempts sent, the first one and hedges
+	// included: the call's retries are Attempts-1-Hedges.
 	Attempts int
+	// Hedges is the number of hedged attempts among Attempts: 0, as the
+	// interceptors do not hedge yet.
+	Hedges int
 	// Delay is the total time the call spent with no attempt in flight:
 	// the sum of its waits between attempts.
 	Delay time.Duration
 	// Reason says why retrying stopped, for a call that ended with an error
 	// after a retry was asked for; 0 otherwise.
 	Reason grpcbackoff.Reason
+}
+
+// GaveUp reports whether the call gave up: it ended failing after a retry
+// was asked for (after retries, or with its only attempt's code retryable but
+// no retry allowed). A first attempt that failed with a code that is not
+// retryable did not give up: nothing asked for a retry.
+func (e End) GaveUp() bool {
+	return e.Reason != 0 && !(e.Reason == grpcbackoff.ReasonNotRetryable && e.Attempts == 1)
 }
 
 // WithObserver adds o to the observers of the Retrier; each is told of
@@ -76,10 +98,46 @@ func (c *call) end(ctx context.Context, err error) error {
 	if len(c.r.observers) == 0 {
 		return err
 	}
-	e := End{Method: c.method, Target: c.target, Err: err, Attempts: c.attempts, Delay: c.delay, Reason: c.reason}
+	e := End{Method: c.method, StaticMethod: c.static, Target: c.target, Conn: c.cc, Err: err,
+		Attempts: c.attempts, Delay: c.delay, Reason: c.reason}
 	e.Code = status.Code(err)
 	for _, o := range c.r.observers {
 		o.OnEnd(ctx, e)
 	}
 	return err
+}
+
+// staticMethod reports whether opts hold grpc.StaticMethod().
+func staticMethod(opts []grpc.CallOption) bool {
+	for _, o := range opts {
+		if _, ok := o.(grpc.StaticMethodCallOption); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// logObserver is the Observer of WithLogger.
+type logObserver struct{ l *slog.Logger }
+
+// OnRetry logs a retry at level Info, a refused one at level Warn.
+func (o logObserver) OnRetry(ctx context.Context, r Retry) {
+	level, msg := slog.LevelInfo, "grpcbackoff: retrying"
+	if r.Throttled {
+		level, msg = slog.LevelWarn, "grpcbackoff: retry throttled"
+	}
+	o.l.Log(ctx, level, msg,
+		slog.String("method", r.Method), slog.Int("attempt", r.Attempt),
+		slog.String("code", r.Code.String()), slog.Duration("delay", r.Delay))
+}
+
+// OnEnd logs a call that gave up at level Warn, with the reason.
+func (o logObserver) OnEnd(ctx context.Context, e End) {
+	if !e.GaveUp() {
+		return
+	}
+	o.l.Log(ctx, slog.LevelWarn, "grpcbackoff: gave up",
+		slog.String("method", e.Method), slog.Int("attempts", e.Attempts),
+		slog.String("code", e.Code.String()), slog.String("reason", e.Reason.String()),
+		slog.Duration("delay", e.Delay))
 }

@@ -56,7 +56,6 @@ type Retrier struct {
 	known         sync.Map              // method -> knowledge, learnt on its first failure
 	unsafeRetries bool                  // WithNonIdempotentRetries
 	observers     []Observer
-	logger        *slog.Logger
 	bufLimit      int
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
@@ -143,9 +142,17 @@ func WithoutPushback() Option {
 	return func(r *Retrier) error { r.noPushback = true; return nil }
 }
 
-// WithLogger logs each retry decision at level Info (Warn when throttled).
+// WithLogger logs, with l, each retry decision at level Info (Warn when
+// throttled), and each call that gives up (End.GaveUp) at level Warn with
+// its reason. The records carry the call's context. It adds an observer:
+// each WithLogger adds its logger; a nil l adds nothing.
 func WithLogger(l *slog.Logger) Option {
-	return func(r *Retrier) error { r.logger = l; return nil }
+	return func(r *Retrier) error {
+		if l != nil {
+			r.observers = append(r.observers, logObserver{l})
+		}
+		return nil
+	}
 }
 
 // DefaultBufferLimit is the number of bytes of sent messages a stream keeps
@@ -220,6 +227,8 @@ type call struct {
 	p        *compiled
 	max      int // the call's MaxAttempts
 	method   string
+	static   bool               // the call carried grpc.StaticMethod(), for observers
+	cc       *grpc.ClientConn   // the call's ClientConn, for observers
 	target   string             // the ClientConn's target, for observers
 	conn     *connState         // the ClientConn's state: its target's budget, its closing
 	opts     []grpc.CallOption  // the caller's call options, read again when an attempt fails
@@ -296,15 +305,6 @@ func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 func (c *call) observe(ctx context.Context, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled bool) {
 	for _, o := range c.r.observers {
 		o.OnRetry(ctx, Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d, Throttled: throttled})
-	}
-	if l := c.r.logger; l != nil {
-		level, msg := slog.LevelInfo, "grpcbackoff: retrying"
-		if throttled {
-			level, msg = slog.LevelWarn, "grpcbackoff: retry throttled"
-		}
-		l.Log(context.Background(), level, msg,
-			slog.String("method", c.method), slog.Int("attempt", c.attempts),
-			slog.String("code", code.String()), slog.Duration("delay", d))
 	}
 }
 

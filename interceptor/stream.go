@@ -86,7 +86,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		timeout: p.AttemptTimeout,
-		c:       call{r: r, p: p, max: max, method: method, target: target(cc), conn: conn, attempts: 1, opts: opts},
+		c:       call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts},
 	}
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
@@ -97,7 +97,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		final := s.retryLocked(s.cur, err)
 		s.mu.Unlock()
 		if final != nil {
-			return nil, final
+			return nil, s.ended(final)
 		}
 	}
 	return s, nil

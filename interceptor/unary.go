@@ -80,7 +80,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	c := call{r: r, p: p, max: max, method: method, target: target(cc), conn: conn, attempts: 1, opts: opts}
+	c := call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts}
 	trailer, err := r.attemptUnary(ctx, ctx, &c, req, reply, cc, invoker, opts)
 	if err == nil {
 		return c.end(ctx, nil)

@@ -8,12 +8,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
@@ -21,211 +21,280 @@ import (
 	"github.com/platformkit/grpcbackoff/opentelemetry"
 )
 
-// counts returns the sums of an Int64 counter by its code and reason attributes.
-func counts(t *testing.T, rm metricdata.ResourceMetrics, name string) map[string]int64 {
+var countBounds = []float64{1, 2, 3, 4, 5}
+
+// get is the label set of the calls of the tests' fake invoker: the method
+// of call, no ClientConn.
+const get = "grpc.method=pkg.Svc/Get grpc.target="
+
+func newRecorder(t *testing.T, o opentelemetry.Options) *opentelemetry.Recorder {
 	t.Helper()
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			if !ok {
-				t.Fatalf("%s is %T, want a Sum[int64]", name, m.Data)
-			}
-			if !sum.IsMonotonic || sum.Temporality != metricdata.CumulativeTemporality {
-				t.Errorf("%s: monotonic %v, temporality %v, want a monotonic cumulative sum", name, sum.IsMonotonic, sum.Temporality)
-			}
-			for _, dp := range sum.DataPoints {
-				key := attr(dp.Attributes, "rpc.method") + " " + attr(dp.Attributes, "rpc.response.status_code")
-				if r := attr(dp.Attributes, string(opentelemetry.ReasonKey)); r != "" {
-					key += " " + r
-				}
-				if attr(dp.Attributes, "rpc.system.name") != "grpc" {
-					t.Errorf("%s: rpc.system.name = %q, want grpc", name, attr(dp.Attributes, "rpc.system.name"))
-				}
-				got[key] += dp.Value
-			}
-		}
+	rec, err := opentelemetry.New(o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return got
+	return rec
 }
 
-func attr(s attribute.Set, k string) string {
-	v, _ := s.Value(attribute.Key(k))
-	return v.String()
-}
-
-func equalCounts(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
+// check compares the points of metric name with want; no metric means no
+// point.
+func check(t *testing.T, got map[string]metricdata.Metrics, name string, bounds []float64, want map[string]string) {
+	t.Helper()
+	m, ok := got[name]
+	var pts map[string]string
+	if ok {
+		pts = points(t, m, bounds)
 	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
+	if !equal(pts, want) {
+		t.Errorf("%s = %v, want %v", name, pts, want)
 	}
-	return true
 }
 
 func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		reader, mp := newReader()
+		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
 		p := exact()
 		p.MaxAttempts = 3
-		ic := interceptor.Unary(p, opentelemetry.WithMeterProvider(mp),
-			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
+		ic := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
 
-		call(t.Context(), t, ic, &script{})                                                // 1 OK attempt
-		call(t.Context(), t, ic, &script{errs: unavailable(2)})                            // 2 retries, then OK
-		call(t.Context(), t, ic, &script{errs: []error{status.Error(codes.NotFound, "")}}) // not retried: no gave_up
-		call(t.Context(), t, ic, &script{errs: unavailable(5)})                            // 1 retry, then throttled
+		call(t.Context(), t, ic, &script{})                                                // 1 OK attempt: nothing
+		call(t.Context(), t, ic, &script{errs: unavailable(2)})                            // 2 retries (1 s, 2 s), then OK
+		call(t.Context(), t, ic, &script{errs: []error{status.Error(codes.NotFound, "")}}) // not retried: nothing
+		call(t.Context(), t, ic, &script{errs: unavailable(5)})                            // 1 retry (1 s), then throttled
 
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
-		const m = "pkg.Svc/Get"
-		checks := []struct {
-			metric string
-			want   map[string]int64
-		}{
-			{opentelemetry.MetricAttempts, map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 4, m + " NOT_FOUND": 1}},
-			{opentelemetry.MetricRetries, map[string]int64{m + " UNAVAILABLE": 3}},
-			{opentelemetry.MetricGaveUp, map[string]int64{m + " UNAVAILABLE throttled": 1}},
-		}
-		for _, c := range checks {
-			if got := counts(t, rm, c.metric); !equalCounts(got, c.want) {
-				t.Errorf("%s = %v, want %v", c.metric, got, c.want)
+		got := collect(t, reader)
+		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{
+			get: "n=2 sum=3 min=1 max=2 <=1:1 <=2:1",
+		})
+		check(t, got, opentelemetry.MetricCallRetryDelay, opentelemetry.LatencyBuckets, map[string]string{
+			get: "n=2 sum=4 min=1 max=3 <=1:1 <=5:1",
+		})
+		check(t, got, opentelemetry.MetricCallHedges, nil, nil)
+		check(t, got, opentelemetry.MetricCallTransparentRetries, nil, nil)
+		check(t, got, opentelemetry.MetricCallGaveUp, nil, map[string]string{
+			"grpc.method=pkg.Svc/Get grpc.status=UNAVAILABLE grpc.target= grpcbackoff.reason=throttled": "1",
+		})
+		check(t, got, opentelemetry.MetricBudgetRefused, nil, map[string]string{
+			get + " grpcbackoff.attempt_type=retry": "1",
+		})
+	})
+}
+
+func TestMetricsInstruments(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
+		ic := interceptor.Unary(exact(), rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}))
+		call(t.Context(), t, ic, &script{errs: unavailable(5)}) // a retry, then throttled
+		got := collect(t, reader)
+		for name, unit := range map[string]string{
+			opentelemetry.MetricCallRetries:                  "{retry}",
+			opentelemetry.MetricCallRetryDelay:               "s",
+			opentelemetry.MetricCallGaveUp:                   "{call}",
+			opentelemetry.MetricBudgetRefused:                "{attempt}",
+			opentelemetry.MetricBudgetAvailable:              "{retry}",
+			opentelemetry.MetricThrottleRejectionProbability: "1",
+		} {
+			if m, ok := got[name]; !ok || m.Unit != unit || m.Description == "" {
+				t.Errorf("%s: present %v, unit %q, description %q; want unit %q and a description", name, ok, m.Unit, m.Description, unit)
 			}
 		}
-		var delays []float64
-		for _, sm := range rm.ScopeMetrics {
-			for _, mm := range sm.Metrics {
-				if mm.Name == opentelemetry.MetricBackoff {
-					for _, dp := range mm.Data.(metricdata.Histogram[float64]).DataPoints {
-						delays = append(delays, float64(dp.Count), dp.Sum)
-					}
-				}
-			}
-		}
-		// Three waits: 1 s and 2 s in the second call, 1 s in the last.
-		if len(delays) != 2 || delays[0] != 3 || delays[1] != 4 {
-			t.Errorf("%s (count, sum) = %v, want (3, 4s)", opentelemetry.MetricBackoff, delays)
+		if len(got) != 6 {
+			t.Errorf("%d metrics reported, want 6 (no hedge, no transparent retry)", len(got))
 		}
 	})
 }
 
-func TestMetricsExhausted(t *testing.T) {
+func TestMetricsGaveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reader := sdkmetric.NewManualReader()
+		reader, mp := newReader()
 		p := exact()
 		p.MaxAttempts = 2
-		ic := interceptor.Unary(p, interceptor.WithoutThrottle(),
-			opentelemetry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+		ic := interceptor.Unary(p, interceptor.WithoutThrottle(), newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
 		call(t.Context(), t, ic, &script{errs: unavailable(5)})
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
-		call(ctx, t, ic, &script{errs: unavailable(5)})
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]int64{"pkg.Svc/Get UNAVAILABLE exhausted": 1, "pkg.Svc/Get UNAVAILABLE deadline": 1}
-		if got := counts(t, rm, opentelemetry.MetricGaveUp); !equalCounts(got, want) {
-			t.Errorf("%s = %v, want %v", opentelemetry.MetricGaveUp, got, want)
-		}
+		call(ctx, t, ic, &script{errs: unavailable(5)}) // no time for a retry: gives up at once
+		ctx, cancel = context.WithCancel(t.Context())
+		time.AfterFunc(300*time.Millisecond, cancel)
+		call(ctx, t, ic, &script{errs: unavailable(5)}) // canceled 0.3 s into its wait
+		call(t.Context(), t, ic, &script{errs: []error{status.Error(codes.Unavailable, ""), status.Error(codes.NotFound, "")}})
+
+		got := collect(t, reader)
+		check(t, got, opentelemetry.MetricCallGaveUp, nil, map[string]string{
+			"grpc.method=pkg.Svc/Get grpc.status=UNAVAILABLE grpc.target= grpcbackoff.reason=exhausted":   "1",
+			"grpc.method=pkg.Svc/Get grpc.status=UNAVAILABLE grpc.target= grpcbackoff.reason=deadline":    "1",
+			"grpc.method=pkg.Svc/Get grpc.status=CANCELLED grpc.target= grpcbackoff.reason=canceled":      "1",
+			"grpc.method=pkg.Svc/Get grpc.status=NOT_FOUND grpc.target= grpcbackoff.reason=not_retryable": "1",
+		})
+		// Retries: the exhausted call's and the NOT_FOUND call's. Delays:
+		// theirs (1 s each) and the canceled call's 0.3 s wait; the call
+		// that gave up at once waited for nothing.
+		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{get: "n=2 sum=2 min=1 max=1 <=1:2"})
+		check(t, got, opentelemetry.MetricCallRetryDelay, opentelemetry.LatencyBuckets, map[string]string{
+			get: "n=3 sum=2.3 min=0.3 max=1 <=0.3:1 <=1:2",
+		})
+		check(t, got, opentelemetry.MetricBudgetRefused, nil, nil)
 	})
 }
 
-// TestMetricsAcrossRetriersAndCollections checks that the counts, kept by
-// each Retrier and reported when the provider collects, add up across two
-// Retriers sharing a provider and stay cumulative from one collection to
-// the next, as a counter's would.
+// TestMetricsAcrossRetriersAndCollections checks that the values of two
+// Retriers sharing a Recorder, and of a second Recorder on the same
+// provider, add up, and stay cumulative from one collection to the next.
 func TestMetricsAcrossRetriersAndCollections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		reader, mp := newReader()
 		p := exact()
 		p.MaxAttempts = 2
-		a := interceptor.Unary(p, opentelemetry.WithMeterProvider(mp))
-		b := interceptor.Unary(p, opentelemetry.WithMeterProvider(mp))
-		collect := func() map[string]int64 {
-			var rm metricdata.ResourceMetrics
-			if err := reader.Collect(context.Background(), &rm); err != nil {
-				t.Fatal(err)
-			}
-			return counts(t, rm, opentelemetry.MetricAttempts)
-		}
-		const m = "pkg.Svc/Get"
+		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
+		a := interceptor.Unary(p, rec.Option())
+		b := interceptor.Unary(p, rec.Option())
+		c := interceptor.Unary(p, newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
 
 		call(t.Context(), t, a, &script{})
 		call(t.Context(), t, b, &script{errs: unavailable(1)})
-		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 1}; !equalCounts(got, want) {
-			t.Errorf("first collection: %s = %v, want %v", opentelemetry.MetricAttempts, got, want)
-		}
-		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 1}; !equalCounts(got, want) {
-			t.Errorf("second collection, no calls between: %s = %v, want %v", opentelemetry.MetricAttempts, got, want)
-		}
+		call(t.Context(), t, c, &script{errs: unavailable(1)})
+		want := map[string]string{get: "n=2 sum=2 min=1 max=1 <=1:2"}
+		check(t, collect(t, reader), opentelemetry.MetricCallRetries, countBounds, want)
+		check(t, collect(t, reader), opentelemetry.MetricCallRetries, countBounds, want) // no calls between
+
 		call(t.Context(), t, a, &script{errs: unavailable(2)})
-		if got, want := collect(), map[string]int64{m + " OK": 2, m + " UNAVAILABLE": 3}; !equalCounts(got, want) {
-			t.Errorf("third collection: %s = %v, want %v", opentelemetry.MetricAttempts, got, want)
+		got := collect(t, reader)
+		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{get: "n=3 sum=3 min=1 max=1 <=1:3"})
+		check(t, got, opentelemetry.MetricCallGaveUp, nil, map[string]string{
+			"grpc.method=pkg.Svc/Get grpc.status=UNAVAILABLE grpc.target= grpcbackoff.reason=exhausted": "1",
+		})
+	})
+}
+
+// TestMetricsConcurrentCalls checks that calls from many goroutines all add
+// up, for a method whose name is a constant and for one built at run time (a
+// new address each time).
+func TestMetricsConcurrentCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		ic := interceptor.Unary(exact(), interceptor.WithoutThrottle(),
+			newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
+		const goroutines, calls = 50, 100
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				method := "/pkg.Svc/Get"
+				if g%2 == 1 {
+					method = "/pkg.Svc/" + strings.Repeat("Put", 1) // not the constant's bytes
+				}
+				for range calls {
+					s := &script{errs: unavailable(1)}
+					if err := ic(t.Context(), method, nil, nil, nil, s.invoke, grpc.StaticMethod()); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
 		}
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
+		wg.Wait()
+		got := collect(t, reader)
+		const n = "n=2500 sum=2500 min=1 max=1 <=1:2500"
+		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{
+			get: n, "grpc.method=pkg.Svc/Put grpc.target=": n,
+		})
+	})
+}
+
+func TestMetricsMethodLabel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		rec := newRecorder(t, opentelemetry.Options{
+			MeterProvider:         mp,
+			MethodAttributeFilter: func(m string) bool { return m == "pkg.Svc/Allowed" },
+		})
+		ic := interceptor.Unary(exact(), rec.Option())
+		for _, c := range []struct {
+			method string
+			opts   []grpc.CallOption
+		}{
+			{"/pkg.Svc/Static", []grpc.CallOption{grpc.StaticMethod()}},
+			{"/pkg.Svc/Generic", nil},
+			{"/pkg.Svc/Other", nil},
+			{"/pkg.Svc/Allowed", nil},
+		} {
+			s := &script{errs: unavailable(1)}
+			if err := ic(t.Context(), c.method, nil, nil, nil, s.invoke, c.opts...); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if got, want := counts(t, rm, opentelemetry.MetricRetries), map[string]int64{m + " UNAVAILABLE": 2}; !equalCounts(got, want) {
-			t.Errorf("%s = %v, want %v (one retry by each Retrier)", opentelemetry.MetricRetries, got, want)
+		check(t, collect(t, reader), opentelemetry.MetricCallRetries, countBounds, map[string]string{
+			"grpc.method=pkg.Svc/Static grpc.target=":  "n=1 sum=1 min=1 max=1 <=1:1",
+			"grpc.method=other grpc.target=":           "n=2 sum=2 min=1 max=1 <=1:2",
+			"grpc.method=pkg.Svc/Allowed grpc.target=": "n=1 sum=1 min=1 max=1 <=1:1",
+		})
+	})
+}
+
+// TestMetricsTargetLabel checks grpc.target: the ClientConn's canonical
+// target, or "other" for the targets the filter rejects.
+func TestMetricsTargetLabel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		var asked []string
+		rec := newRecorder(t, opentelemetry.Options{
+			MeterProvider: mp,
+			TargetAttributeFilter: func(target string) bool {
+				asked = append(asked, target)
+				return !strings.Contains(target, "10.0.0.1")
+			},
+		})
+		ic := interceptor.Unary(exact(), rec.Option(), interceptor.WithoutThrottle())
+		for _, target := range []string{"example.com:443", "passthrough:///bufnet", "10.0.0.1:80", "example.com:443"} {
+			cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &script{errs: unavailable(1)}
+			if err := ic(t.Context(), "/pkg.Svc/Get", nil, nil, cc, s.invoke, grpc.StaticMethod()); err != nil {
+				t.Fatal(err)
+			}
+			cc.Close()
 		}
-		if got, want := counts(t, rm, opentelemetry.MetricGaveUp), map[string]int64{m + " UNAVAILABLE exhausted": 1}; !equalCounts(got, want) {
-			t.Errorf("%s = %v, want %v", opentelemetry.MetricGaveUp, got, want)
+		one := "n=1 sum=1 min=1 max=1 <=1:1"
+		check(t, collect(t, reader), opentelemetry.MetricCallRetries, countBounds, map[string]string{
+			"grpc.method=pkg.Svc/Get grpc.target=dns:///example.com:443": "n=2 sum=2 min=1 max=1 <=1:2",
+			"grpc.method=pkg.Svc/Get grpc.target=passthrough:///bufnet":  one,
+			"grpc.method=pkg.Svc/Get grpc.target=other":                  one,
+		})
+		if want := "dns:///example.com:443 passthrough:///bufnet dns:///10.0.0.1:80"; strings.Join(asked, " ") != want {
+			t.Errorf("the filter was asked about %q, want each target once: %q", asked, want)
 		}
 	})
 }
 
-// TestMetricsCountConcurrentCalls checks that successful attempts from many
-// goroutines all add up, for a method whose name is a constant and for one
-// built at run time (a new address each time).
-func TestMetricsCountConcurrentCalls(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	ic := interceptor.Unary(exact(), opentelemetry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+// TestSuccessAllocatesNothing checks that a call that succeeds at once
+// records nothing and allocates nothing, with no-op metrics, with the SDK,
+// and with a recording span.
+func TestSuccessAllocatesNothing(t *testing.T) {
+	_, sdk := newReader()
 	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
-	const goroutines, calls = 50, 200
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			method := "/pkg.Svc/Get"
-			if g%2 == 1 {
-				method = "/pkg.Svc/" + strings.Repeat("Put", 1) // not the constant's bytes
-			}
-			for range calls {
-				if err := ic(context.Background(), method, nil, nil, nil, invoke); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]int64{"pkg.Svc/Get OK": goroutines / 2 * calls, "pkg.Svc/Put OK": goroutines / 2 * calls}
-	if got := counts(t, rm, opentelemetry.MetricAttempts); !equalCounts(got, want) {
-		t.Errorf("%s = %v, want %v", opentelemetry.MetricAttempts, got, want)
+	ctx, span := newTracer().Start(context.Background(), "call")
+	defer span.End()
+	for name, mp := range map[string]metric.MeterProvider{"noop": noop.NewMeterProvider(), "sdk": sdk} {
+		rec, err := opentelemetry.New(opentelemetry.Options{MeterProvider: mp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ic := interceptor.Unary(exact(), rec.Option())
+		opts := []grpc.CallOption{grpc.StaticMethod()}
+		ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke, opts...)
+		if n := testing.AllocsPerRun(1000, func() { ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke, opts...) }); n != 0 {
+			t.Errorf("%s: a successful call allocates %v times, want 0", name, n)
+		}
 	}
 }
 
-func TestNoopMetricsAllocateNothing(t *testing.T) {
-	ic := interceptor.Unary(exact(), opentelemetry.WithMeterProvider(noop.NewMeterProvider()))
-	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
-	ctx := context.Background()
-	ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke) // warm the attribute cache
-	if n := testing.AllocsPerRun(1000, func() { ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke) }); n != 0 {
-		t.Errorf("a successful call with no-op metrics allocates %v times, want 0", n)
+func TestNewRejectsNilPointerProvider(t *testing.T) {
+	var mp *noop.MeterProvider
+	_, err := opentelemetry.New(opentelemetry.Options{MeterProvider: mp})
+	if err == nil || !strings.Contains(err.Error(), "opentelemetry: New: Options.MeterProvider is a nil *noop.MeterProvider") {
+		t.Errorf("New with a nil pointer provider: %v, want an error naming it", err)
 	}
 }

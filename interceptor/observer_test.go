@@ -1,0 +1,197 @@
+package interceptor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+)
+
+// logCapture is a slog.Handler that keeps each record as one line,
+// "LEVEL msg k=v ...", and the value of ctxKey in the record's context.
+type logCapture struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+type ctxKey struct{}
+
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logCapture) WithGroup(string) slog.Handler            { return h }
+func (h *logCapture) Handle(ctx context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	fmt.Fprintf(&b, " ctx=%v", ctx.Value(ctxKey{}))
+	h.mu.Lock()
+	h.lines = append(h.lines, b.String())
+	h.mu.Unlock()
+	return nil
+}
+
+func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &logCapture{}
+		p := exact()
+		p.MaxAttempts = 3
+		ic := interceptor.Unary(p, interceptor.WithLogger(slog.New(h)),
+			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
+		ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
+
+		call(ctx, t, ic, &script{})                                                // success: nothing
+		call(ctx, t, ic, &script{errs: []error{status.Error(codes.NotFound, "")}}) // not retryable: nothing
+		call(ctx, t, ic, &script{errs: unavailable(5)})                            // 2 retries, exhausted
+		call(ctx, t, ic, &script{errs: unavailable(5)})                            // 1 retry, then throttled
+
+		const m = "method=/pkg.Svc/Get"
+		want := []string{
+			"INFO grpcbackoff: retrying " + m + " attempt=1 code=Unavailable delay=1s ctx=caller",
+			"INFO grpcbackoff: retrying " + m + " attempt=2 code=Unavailable delay=2s ctx=caller",
+			"WARN grpcbackoff: gave up " + m + " attempts=3 code=Unavailable reason=attempts exhausted delay=3s ctx=caller",
+			"INFO grpcbackoff: retrying " + m + " attempt=1 code=Unavailable delay=1s ctx=caller",
+			"WARN grpcbackoff: retry throttled " + m + " attempt=2 code=Unavailable delay=0s ctx=caller",
+			"WARN grpcbackoff: gave up " + m + " attempts=2 code=Unavailable reason=retry throttled delay=1s ctx=caller",
+		}
+		if got := strings.Join(h.lines, "\n"); got != strings.Join(want, "\n") {
+			t.Errorf("log:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+		}
+	})
+}
+
+func TestWithLoggerNilLogsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ends []interceptor.End
+		ic := interceptor.Unary(exact(), interceptor.WithLogger(nil), interceptor.WithObserver(endRecorderOf(&ends)))
+		if err := call(t.Context(), t, ic, &script{errs: unavailable(1)}); err != nil {
+			t.Fatal(err)
+		}
+		if len(ends) != 1 {
+			t.Errorf("%d ends observed, want 1", len(ends))
+		}
+	})
+}
+
+type endObserver struct{ ends *[]interceptor.End }
+
+func (endObserver) OnRetry(context.Context, interceptor.Retry) {}
+func (o endObserver) OnEnd(_ context.Context, e interceptor.End) {
+	*o.ends = append(*o.ends, e)
+}
+
+func endRecorderOf(ends *[]interceptor.End) interceptor.Observer { return endObserver{ends} }
+
+func TestEndReportsStaticMethodAndNoHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ends []interceptor.End
+		ic := interceptor.Unary(exact(), interceptor.WithObserver(endRecorderOf(&ends)))
+		call(t.Context(), t, ic, &script{errs: unavailable(1)}, grpc.WaitForReady(true), grpc.StaticMethod())
+		call(t.Context(), t, ic, &script{}, grpc.WaitForReady(true))
+		if len(ends) != 2 {
+			t.Fatalf("%d ends observed, want 2", len(ends))
+		}
+		if e := ends[0]; !e.StaticMethod || e.Attempts != 2 || e.Hedges != 0 || e.Delay != time.Second || e.Code != codes.OK {
+			t.Errorf("end of a retried call with grpc.StaticMethod = %+v, want StaticMethod, 2 attempts, no hedge, 1s delay, OK", e)
+		}
+		if e := ends[1]; e.StaticMethod || e.Attempts != 1 || e.Hedges != 0 {
+			t.Errorf("end of a call without grpc.StaticMethod = %+v, want not StaticMethod, 1 attempt", e)
+		}
+	})
+}
+
+func TestEndGaveUp(t *testing.T) {
+	for _, tc := range []struct {
+		e    interceptor.End
+		want bool
+	}{
+		{interceptor.End{Attempts: 1}, false},
+		{interceptor.End{Attempts: 3}, false}, // succeeded after retries
+		{interceptor.End{Attempts: 1, Reason: grpcbackoff.ReasonNotRetryable}, false},
+		{interceptor.End{Attempts: 2, Reason: grpcbackoff.ReasonNotRetryable}, true},
+		{interceptor.End{Attempts: 1, Reason: grpcbackoff.ReasonDeadline}, true}, // retryable, no time left
+		{interceptor.End{Attempts: 1, Reason: grpcbackoff.ReasonThrottled}, true},
+		{interceptor.End{Attempts: 4, Reason: grpcbackoff.ReasonExhausted}, true},
+	} {
+		if got := tc.e.GaveUp(); got != tc.want {
+			t.Errorf("End{Attempts: %d, Reason: %v}.GaveUp() = %v, want %v", tc.e.Attempts, tc.e.Reason, got, tc.want)
+		}
+	}
+}
+
+// downStreams fails every stream of StreamingOutputCall with UNAVAILABLE.
+type downStreams struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (downStreams) StreamingOutputCall(*testpb.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
+	return status.Error(codes.Unavailable, "down")
+}
+
+// TestStreamGiveUpIsObserved checks that a stream that gives up reports its
+// end, and is logged: one whose attempts fail when received from, and one
+// whose attempts cannot open (no server).
+func TestStreamGiveUpIsObserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ends []interceptor.End
+		h := &logCapture{}
+		p := exact()
+		p.MaxAttempts = 3
+		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(),
+			interceptor.WithObserver(endRecorderOf(&ends)), interceptor.WithLogger(slog.New(h)))
+
+		lis := bufconntest.Listen()
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, downStreams{})
+		bufconntest.Serve(t, srv, lis)
+		cc := bufconntest.Dial(t, lis.DialContext, opts...)
+		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("Recv: %v, want UNAVAILABLE", err)
+		}
+
+		closed := bufconntest.Listen()
+		closed.Close()
+		down := bufconntest.Dial(t, closed.DialContext, opts...)
+		if _, err := testgrpc.NewTestServiceClient(down).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("StreamingOutputCall with no server: %v, want UNAVAILABLE", err)
+		}
+
+		if len(ends) != 2 {
+			t.Fatalf("%d ends observed, want 2", len(ends))
+		}
+		for i, e := range ends {
+			if e.Code != codes.Unavailable || e.Attempts != 3 || e.Reason != grpcbackoff.ReasonExhausted || e.Delay != 3*time.Second || !e.StaticMethod {
+				t.Errorf("end %d = %+v, want UNAVAILABLE after 3 attempts, exhausted, 3s of delay, StaticMethod", i, e)
+			}
+		}
+		var gaveUp int
+		for _, l := range h.lines {
+			if strings.HasPrefix(l, "WARN grpcbackoff: gave up method=/grpc.testing.TestService/StreamingOutputCall attempts=3 code=Unavailable reason=attempts exhausted") {
+				gaveUp++
+			}
+		}
+		if gaveUp != 2 {
+			t.Errorf("%d give-ups logged, want 2; log:\n%s", gaveUp, strings.Join(h.lines, "\n"))
+		}
+	})
+}
