@@ -47,6 +47,9 @@ type End struct {
 	// Delay is the total time the call spent with no attempt in flight:
 	// the sum of its waits between attempts.
 	Delay time.Duration
+	// Hedges is the number of hedged attempts sent (see WithHedging): for a
+	// hedged call, Attempts − 1; 0 for a call that is not hedged.
+	Hedges int
 	// Reason says why retrying stopped, for a call that ended with an error
 	// after a retry was asked for; 0 otherwise.
 	Reason grpcbackoff.Reason

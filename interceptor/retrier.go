@@ -49,6 +49,8 @@ type Retrier struct {
 	bufLimit  int
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
+
+	hedge *hedgeSet // hedged methods (hedge.go); nil: none
 }
 
 // compiled is a validated Policy with its codes as a bit set.
@@ -162,6 +164,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	for _, o := range opts {
 		errs = append(errs, o(r))
 	}
+	errs = append(errs, r.checkHedging())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

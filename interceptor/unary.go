@@ -56,6 +56,9 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if r.budget != nil {
 		r.budget.Started()
 	}
+	if hp, n := r.hedgingFor(method, opts); hp != nil {
+		return r.hedgeUnary(ctx, hp, n, method, req, reply, cc, invoker, opts)
+	}
 	p, max, err := r.policyFor(method, opts)
 	if p == nil {
 		if err != nil {
