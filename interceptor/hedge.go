@@ -395,6 +395,7 @@ func (r *Retrier) hedgeUnary(ctx context.Context, hp *hedgePolicy, n int, method
 	send()
 	arm(delay)
 	var end *hedgeAttempt // the attempt that ends the call
+	waited := false       // the call ended while waiting for a pushback delay
 	var ctxDone <-chan struct{}
 	for end == nil {
 		ctxDone = nil
@@ -408,7 +409,7 @@ func (r *Retrier) hedgeUnary(ctx context.Context, hp *hedgePolicy, n int, method
 				arm(delay)
 			}
 		case <-ctxDone:
-			end = last
+			end, waited = last, true
 			why = grpcbackoff.ReasonDeadline
 			if ctx.Err() == context.Canceled {
 				why = grpcbackoff.ReasonCanceled
@@ -476,7 +477,7 @@ func (r *Retrier) hedgeUnary(ctx context.Context, hp *hedgePolicy, n int, method
 	}
 
 	err := end.err
-	if err != nil && (c.attempts > 1 || why != grpcbackoff.ReasonNotRetryable && why != grpcbackoff.ReasonDeadline && why != grpcbackoff.ReasonCanceled) {
+	if err != nil && (c.attempts > 1 || waited || why != grpcbackoff.ReasonNotRetryable && why != grpcbackoff.ReasonDeadline && why != grpcbackoff.ReasonCanceled) {
 		c.reason = why
 		err = &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(start), Reason: why}
 	}
