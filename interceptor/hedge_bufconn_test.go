@@ -76,7 +76,7 @@ func newHbClient(t *testing.T, latency []time.Duration, h grpcbackoff.Hedging) (
 // reply each time, and the server sees the losers' contexts canceled.
 func TestHedgeOverGRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, c := newHbClient(t, []time.Duration{time.Second, 10 * ms, time.Second}, hedging(3, 100*ms))
+		s, c := newHbClient(t, []time.Duration{time.Second, 10 * hms, time.Second}, hedging(3, 100*hms))
 		var header, trailer metadata.MD
 		var p peer.Peer
 		start := time.Now()
@@ -85,7 +85,7 @@ func TestHedgeOverGRPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := time.Since(start); got != 110*ms {
+		if got := time.Since(start); got != 110*hms {
 			t.Errorf("call took %v, want 110ms", got)
 		}
 		if body := string(resp.GetPayload().GetBody()); body != "a1" || resp.GetPayload().GetType() != testgrpc.PayloadType_COMPRESSABLE {
@@ -111,7 +111,7 @@ func TestHedgeOverGRPC(t *testing.T) {
 // under -race, no attempt writes to what the caller reads.
 func TestHedgeRaceFree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, c := newHbClient(t, []time.Duration{20 * ms, 10 * ms, 0}, hedging(3, 10*ms))
+		_, c := newHbClient(t, []time.Duration{20 * hms, 10 * hms, 0}, hedging(3, 10*hms))
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
@@ -136,12 +136,12 @@ func TestHedgeRaceFree(t *testing.T) {
 // attempt and that the call returns DEADLINE_EXCEEDED at the deadline.
 func TestHedgeDeadlineOverGRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, c := newHbClient(t, []time.Duration{time.Hour, time.Hour, time.Hour}, hedging(3, 100*ms))
-		ctx, cancel := context.WithTimeout(t.Context(), 150*ms)
+		_, c := newHbClient(t, []time.Duration{time.Hour, time.Hour, time.Hour}, hedging(3, 100*hms))
+		ctx, cancel := context.WithTimeout(t.Context(), 150*hms)
 		defer cancel()
 		start := time.Now()
 		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-		if status.Code(err) != codes.DeadlineExceeded || time.Since(start) != 150*ms {
+		if status.Code(err) != codes.DeadlineExceeded || time.Since(start) != 150*hms {
 			t.Errorf("err = %v after %v, want DEADLINE_EXCEEDED after 150ms", err, time.Since(start))
 		}
 	})

@@ -155,7 +155,7 @@ func hgCall(ctx context.Context, ic grpc.UnaryClientInterceptor, s *hgServer, op
 	return reply, time.Since(start), err
 }
 
-const ms = time.Millisecond
+const hms = time.Millisecond
 
 func TestHedgeTimings(t *testing.T) {
 	cases := []struct {
@@ -171,80 +171,80 @@ func TestHedgeTimings(t *testing.T) {
 	}{
 		{
 			name:  "every Delay until MaxAttempts, first response wins",
-			h:     hedging(3, 100*ms),
+			h:     hedging(3, 100*hms),
 			steps: []hgStep{{latency: time.Second}, {latency: time.Second}, {latency: time.Second}},
 			// No fourth attempt: MaxAttempts is reached.
-			wantStarts: []time.Duration{0, 100 * ms, 200 * ms}, wantReply: "a0", wantElapsed: time.Second,
+			wantStarts: []time.Duration{0, 100 * hms, 200 * hms}, wantReply: "a0", wantElapsed: time.Second,
 			wantCancel: []int{1, 2},
 		},
 		{
 			name:       "a fast hedge wins and the first attempt is canceled",
-			h:          hedging(3, 100*ms),
-			steps:      []hgStep{{latency: time.Second}, {latency: 50 * ms}},
-			wantStarts: []time.Duration{0, 100 * ms}, wantReply: "a1", wantElapsed: 150 * ms,
+			h:          hedging(3, 100*hms),
+			steps:      []hgStep{{latency: time.Second}, {latency: 50 * hms}},
+			wantStarts: []time.Duration{0, 100 * hms}, wantReply: "a1", wantElapsed: 150 * hms,
 			wantCancel: []int{0},
 		},
 		{
 			name:       "no hedge when the first attempt answers before Delay",
-			h:          hedging(3, 100*ms),
-			steps:      []hgStep{{latency: 99 * ms}},
-			wantStarts: []time.Duration{0}, wantReply: "a0", wantElapsed: 99 * ms,
+			h:          hedging(3, 100*hms),
+			steps:      []hgStep{{latency: 99 * hms}},
+			wantStarts: []time.Duration{0}, wantReply: "a0", wantElapsed: 99 * hms,
 		},
 		{
 			name:       "Delay 0 sends every attempt at once",
 			h:          hedging(3, 0),
-			steps:      []hgStep{{latency: 30 * ms}, {latency: 20 * ms}, {latency: 10 * ms}},
-			wantStarts: []time.Duration{0, 0, 0}, wantReply: "a2", wantElapsed: 10 * ms,
+			steps:      []hgStep{{latency: 30 * hms}, {latency: 20 * hms}, {latency: 10 * hms}},
+			wantStarts: []time.Duration{0, 0, 0}, wantReply: "a2", wantElapsed: 10 * hms,
 			wantCancel: []int{0, 1},
 		},
 		{
 			name: "a non-fatal code sends the next hedge at once, the next one follows after Delay",
-			h:    hedging(4, 100*ms, codes.Unavailable),
+			h:    hedging(4, 100*hms, codes.Unavailable),
 			steps: []hgStep{
-				{latency: 30 * ms, err: status.Error(codes.Unavailable, "down")},
-				{latency: time.Second}, {latency: time.Second}, {latency: 10 * ms},
+				{latency: 30 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: time.Second}, {latency: time.Second}, {latency: 10 * hms},
 			},
-			wantStarts: []time.Duration{0, 30 * ms, 130 * ms, 230 * ms}, wantReply: "a3", wantElapsed: 240 * ms,
+			wantStarts: []time.Duration{0, 30 * hms, 130 * hms, 230 * hms}, wantReply: "a3", wantElapsed: 240 * hms,
 			wantCancel: []int{1, 2},
 		},
 		{
 			name: "a fatal code ends the call and cancels the others",
-			h:    hedging(3, 100*ms, codes.Unavailable),
+			h:    hedging(3, 100*hms, codes.Unavailable),
 			steps: []hgStep{
 				{latency: time.Second},
-				{latency: 50 * ms, err: status.Error(codes.NotFound, "no")},
+				{latency: 50 * hms, err: status.Error(codes.NotFound, "no")},
 			},
-			wantStarts: []time.Duration{0, 100 * ms}, wantElapsed: 150 * ms,
+			wantStarts: []time.Duration{0, 100 * hms}, wantElapsed: 150 * hms,
 			wantCancel: []int{0}, wantCode: codes.NotFound, wantReason: grpcbackoff.ReasonNotRetryable,
 		},
 		{
 			name: "every attempt fails with a non-fatal code",
-			h:    hedging(3, 100*ms, codes.Unavailable),
+			h:    hedging(3, 100*hms, codes.Unavailable),
 			steps: []hgStep{
-				{latency: 10 * ms, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * ms, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * ms, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
 			},
-			wantStarts: []time.Duration{0, 10 * ms, 20 * ms}, wantElapsed: 30 * ms,
+			wantStarts: []time.Duration{0, 10 * hms, 20 * hms}, wantElapsed: 30 * hms,
 			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonExhausted,
 		},
 		{
 			name: "pushback delays the next hedge",
-			h:    hedging(3, 100*ms, codes.Unavailable),
+			h:    hedging(3, 100*hms, codes.Unavailable),
 			steps: []hgStep{
-				{latency: 10 * ms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
-				{latency: 10 * ms},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+				{latency: 10 * hms},
 			},
-			wantStarts: []time.Duration{0, 510 * ms}, wantReply: "a1", wantElapsed: 520 * ms,
+			wantStarts: []time.Duration{0, 510 * hms}, wantReply: "a1", wantElapsed: 520 * hms,
 		},
 		{
 			name: "pushback asking not to retry stops hedging",
-			h:    hedging(3, 100*ms, codes.Unavailable),
+			h:    hedging(3, 100*hms, codes.Unavailable),
 			steps: []hgStep{
-				{latency: 150 * ms, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * ms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "-1")},
+				{latency: 150 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "-1")},
 			},
-			wantStarts: []time.Duration{0, 100 * ms}, wantElapsed: 150 * ms,
+			wantStarts: []time.Duration{0, 100 * hms}, wantElapsed: 150 * hms,
 			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonServerRefused,
 		},
 	}
@@ -286,8 +286,8 @@ func TestHedgeTimings(t *testing.T) {
 func TestHedgeFirstAttemptFatalErrorIsUnchanged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		want := status.Error(codes.NotFound, "no")
-		s := newHgServer(hgStep{latency: 10 * ms, err: want})
-		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*ms)), s)
+		s := newHgServer(hgStep{latency: 10 * hms, err: want})
+		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*hms)), s)
 		if err != want {
 			t.Errorf("err = %v, want the server's error itself", err)
 		}
@@ -298,7 +298,7 @@ func TestHedgeTellsServerAboutPreviousAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: time.Second})
 		ctx := metadata.AppendToOutgoingContext(t.Context(), "caller", "x")
-		if _, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*ms)), s); err != nil {
+		if _, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms)), s); err != nil {
 			t.Fatal(err)
 		}
 		for n := range 3 {
@@ -323,10 +323,10 @@ func TestHedgeDeadline(t *testing.T) {
 		wantStarts []time.Duration
 	}{
 		// A hedge due at the deadline or after it is not sent.
-		{250 * ms, []time.Duration{0, 100 * ms, 200 * ms}},
-		{200 * ms, []time.Duration{0, 100 * ms}},
-		{201 * ms, []time.Duration{0, 100 * ms, 200 * ms}},
-		{50 * ms, []time.Duration{0}},
+		{250 * hms, []time.Duration{0, 100 * hms, 200 * hms}},
+		{200 * hms, []time.Duration{0, 100 * hms}},
+		{201 * hms, []time.Duration{0, 100 * hms, 200 * hms}},
+		{50 * hms, []time.Duration{0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.deadline.String(), func(t *testing.T) {
@@ -334,7 +334,7 @@ func TestHedgeDeadline(t *testing.T) {
 				s := newHgServer(hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour})
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
-				_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(5, 100*ms)), s)
+				_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(5, 100*hms)), s)
 				if status.Code(err) != codes.DeadlineExceeded || elapsed != tc.deadline {
 					t.Errorf("err = %v after %v, want DEADLINE_EXCEEDED after %v", err, elapsed, tc.deadline)
 				}
@@ -350,8 +350,8 @@ func TestHedgeCallerCancels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newHgServer(hgStep{latency: time.Hour}, hgStep{latency: time.Hour})
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(150*ms, cancel)
-		_, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*ms)), s)
+		time.AfterFunc(150*hms, cancel)
+		_, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms)), s)
 		checkFinal(t, err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
 		if got := s.canceledAttempts(); !slices.Equal(got, []int{0, 1}) {
 			t.Errorf("canceled attempts = %v, want [0 1]", got)
@@ -361,12 +361,12 @@ func TestHedgeCallerCancels(t *testing.T) {
 
 func TestHedgeCallerCancelsDuringPushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: 10 * ms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "1000")})
+		s := newHgServer(hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "1000")})
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(150*ms, cancel)
-		_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*ms, codes.Unavailable)), s)
+		time.AfterFunc(150*hms, cancel)
+		_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms, codes.Unavailable)), s)
 		checkFinal(t, err, codes.Canceled, 1, grpcbackoff.ReasonCanceled)
-		if elapsed != 150*ms || len(s.startTimes()) != 1 {
+		if elapsed != 150*hms || len(s.startTimes()) != 1 {
 			t.Errorf("call took %v with %d attempts, want 150ms and 1", elapsed, len(s.startTimes()))
 		}
 	})
@@ -377,20 +377,20 @@ func TestHedgeBudget(t *testing.T) {
 		// One saved retry, none earned: the first call's hedge spends it,
 		// the second call's hedge is refused and not sent.
 		obs := &hgObserver{}
-		ic := hgInterceptor(t, hedging(3, 100*ms),
+		ic := hgInterceptor(t, hedging(3, 100*hms),
 			interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 1}), interceptor.WithObserver(obs))
-		s := newHgServer(hgStep{latency: 150 * ms}, hgStep{latency: time.Second})
+		s := newHgServer(hgStep{latency: 150 * hms}, hgStep{latency: time.Second})
 		reply, elapsed, err := hgCall(t.Context(), ic, s)
-		if err != nil || reply != "a0" || elapsed != 150*ms {
+		if err != nil || reply != "a0" || elapsed != 150*hms {
 			t.Fatalf("first call: %q, %v after %v; want a0 after 150ms", reply, err, elapsed)
 		}
-		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 100 * ms}) {
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 100 * hms}) {
 			t.Errorf("first call: attempts started at %v, want [0 100ms]", got)
 		}
 
-		s = newHgServer(hgStep{latency: 150 * ms}, hgStep{latency: time.Second})
+		s = newHgServer(hgStep{latency: 150 * hms}, hgStep{latency: time.Second})
 		reply, elapsed, err = hgCall(t.Context(), ic, s)
-		if err != nil || reply != "a0" || elapsed != 150*ms {
+		if err != nil || reply != "a0" || elapsed != 150*hms {
 			t.Fatalf("second call: %q, %v after %v; want a0 after 150ms", reply, err, elapsed)
 		}
 		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0}) {
@@ -412,35 +412,35 @@ func TestHedgeConfiguration(t *testing.T) {
 		callOpts   []grpc.CallOption
 		wantStarts []time.Duration
 	}{
-		{"hedged", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*ms))}, nil,
-			[]time.Duration{0, 100 * ms}},
-		{"service-wide", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*ms))}, nil,
-			[]time.Duration{0, 100 * ms}},
-		{"other service", []interceptor.Option{interceptor.WithHedging("/pkg.Other/", hedging(2, 100*ms))}, nil,
+		{"hedged", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"service-wide", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"other service", []interceptor.Option{interceptor.WithHedging("/pkg.Other/", hedging(2, 100*hms))}, nil,
 			[]time.Duration{0}},
-		{"later WithMethod wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*ms)), interceptor.WithMethod(hgMethod, exact())}, nil,
+		{"later WithMethod wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms)), interceptor.WithMethod(hgMethod, exact())}, nil,
 			[]time.Duration{0}},
-		{"later WithoutRetryFor wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*ms)), interceptor.WithoutRetryFor(hgMethod)}, nil,
+		{"later WithoutRetryFor wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms)), interceptor.WithoutRetryFor(hgMethod)}, nil,
 			[]time.Duration{0}},
-		{"later WithHedging wins", []interceptor.Option{interceptor.WithMethod(hgMethod, exact()), interceptor.WithHedging(hgMethod, hedging(2, 100*ms))}, nil,
-			[]time.Duration{0, 100 * ms}},
-		{"method's retry policy wins over its service's hedging", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*ms)), interceptor.WithMethod(hgMethod, exact())}, nil,
+		{"later WithHedging wins", []interceptor.Option{interceptor.WithMethod(hgMethod, exact()), interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"method's retry policy wins over its service's hedging", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*hms)), interceptor.WithMethod(hgMethod, exact())}, nil,
 			[]time.Duration{0}},
-		{"method's hedging wins over its service's retry policy", []interceptor.Option{interceptor.WithoutRetryFor("/pkg.Svc/"), interceptor.WithHedging(hgMethod, hedging(2, 100*ms))}, nil,
-			[]time.Duration{0, 100 * ms}},
-		{"NoRetry", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*ms))}, []grpc.CallOption{interceptor.NoRetry()},
+		{"method's hedging wins over its service's retry policy", []interceptor.Option{interceptor.WithoutRetryFor("/pkg.Svc/"), interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"NoRetry", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.NoRetry()},
 			[]time.Duration{0}},
-		{"CallPolicy", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*ms))}, []grpc.CallOption{interceptor.CallPolicy(exact())},
+		{"CallPolicy", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallPolicy(exact())},
 			[]time.Duration{0}},
-		{"CallMaxAttempts(1)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*ms))}, []grpc.CallOption{interceptor.CallMaxAttempts(1)},
+		{"CallMaxAttempts(1)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallMaxAttempts(1)},
 			[]time.Duration{0}},
-		{"CallMaxAttempts(3)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*ms))}, []grpc.CallOption{interceptor.CallMaxAttempts(3)},
-			[]time.Duration{0, 100 * ms, 200 * ms}},
+		{"CallMaxAttempts(3)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallMaxAttempts(3)},
+			[]time.Duration{0, 100 * hms, 200 * hms}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: 10 * ms})
+				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: 10 * hms})
 				r, err := interceptor.New(exact(), append(tc.opts, interceptor.WithoutThrottle())...)
 				if err != nil {
 					t.Fatal(err)
@@ -475,9 +475,9 @@ func TestHedgeBadConfiguration(t *testing.T) {
 // Header and Trailer options see the winning attempt only.
 func TestHedgeHeaderTrailerFromWinner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: 10 * ms}, hgStep{latency: 10 * ms})
+		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: 10 * hms}, hgStep{latency: 10 * hms})
 		var header, trailer metadata.MD
-		reply, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*ms)), s, grpc.Header(&header), grpc.Trailer(&trailer))
+		reply, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*hms)), s, grpc.Header(&header), grpc.Trailer(&trailer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -489,11 +489,66 @@ func TestHedgeHeaderTrailerFromWinner(t *testing.T) {
 
 func TestHedgeErrorsAreOurs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: 10 * ms, err: status.Error(codes.Unavailable, "down")}, hgStep{latency: 10 * ms, err: status.Error(codes.Unavailable, "down")})
-		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(2, 100*ms, codes.Unavailable)), s)
+		s := newHgServer(hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")}, hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")})
+		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(2, 100*hms, codes.Unavailable)), s)
 		var e *grpcbackoff.Error
-		if !errors.As(err, &e) || e.Elapsed != 20*ms {
+		if !errors.As(err, &e) || e.Elapsed != 20*hms {
 			t.Errorf("err = %v, want a *grpcbackoff.Error with Elapsed 20ms", err)
+		}
+	})
+}
+
+func TestHedgeAdaptiveDelay(t *testing.T) {
+	// 10ms lies in the bucket [9.437184ms, 10.48576ms): the p50 of calls
+	// of 10ms is measured as 10.48576ms.
+	const p50 = 10485760 * time.Nanosecond
+	adaptive := func(minDelay, maxDelay time.Duration) grpcbackoff.Hedging {
+		return grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * hms, Quantile: 0.5, MinDelay: minDelay, MaxDelay: maxDelay, Window: 10 * time.Second}
+	}
+	cases := []struct {
+		name      string
+		h         grpcbackoff.Hedging
+		calls     int // calls of 10ms before the measured one
+		wantDelay time.Duration
+	}{
+		{"Delay until the window holds 10/(1-q) calls", adaptive(hms, time.Second), 19, 500 * hms},
+		{"the quantile", adaptive(hms, time.Second), 20, p50},
+		{"MaxDelay", adaptive(hms, 5*hms), 20, 5 * hms},
+		{"MinDelay", adaptive(20*hms, time.Second), 20, 20 * hms},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ic := hgInterceptor(t, tc.h, interceptor.WithoutThrottle())
+				for range tc.calls {
+					if _, _, err := hgCall(t.Context(), ic, newHgServer(hgStep{latency: 10 * hms})); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second})
+				if _, _, err := hgCall(t.Context(), ic, s); err != nil {
+					t.Fatal(err)
+				}
+				if got := s.startTimes(); len(got) != 2 || got[1] != tc.wantDelay {
+					t.Errorf("attempts started at %v, want the hedge at %v", got, tc.wantDelay)
+				}
+			})
+		})
+	}
+}
+
+func TestHedgeAdaptiveDelayWindowSlides(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * hms, Quantile: 0.5, MinDelay: 0, MaxDelay: time.Second, Window: 4 * time.Second}
+		ic := hgInterceptor(t, h, interceptor.WithoutThrottle())
+		for range 20 {
+			hgCall(t.Context(), ic, newHgServer(hgStep{latency: 10 * hms}))
+		}
+		time.Sleep(4 * time.Second) // the window empties: Delay again
+		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second})
+		hgCall(t.Context(), ic, s)
+		if got := s.startTimes(); len(got) != 2 || got[1] != 500*hms {
+			t.Errorf("attempts started at %v, want the hedge at 500ms", got)
 		}
 	})
 }
