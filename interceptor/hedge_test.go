@@ -19,6 +19,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
 const hgMethod = "/pkg.Svc/Get"
@@ -551,4 +552,54 @@ func TestHedgeAdaptiveDelayWindowSlides(t *testing.T) {
 			t.Errorf("attempts started at %v, want the hedge at 500ms", got)
 		}
 	})
+}
+
+func TestHedgeFromServiceConfig(t *testing.T) {
+	for name, doc := range map[string]string{
+		"method":  `{"methodConfig": [{"name": [{"service": "pkg.Svc", "method": "Get"}], "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.1s"}}]}`,
+		"default": `{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.1s"}}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc, err := serviceconfig.Parse([]byte(doc))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc), interceptor.WithoutThrottle())
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: 10 * hms})
+				if _, _, err := hgCall(t.Context(), r.Unary(), s); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := s.startTimes(), []time.Duration{0, 100 * hms, 200 * hms}; !slices.Equal(got, want) {
+					t.Errorf("attempts started at %v, want %v", got, want)
+				}
+			})
+		})
+	}
+	// A later service config's default entry without hedging ends default hedging.
+	sc1, _ := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3}}]}`))
+	sc2, _ := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}]}]}`))
+	r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc1), interceptor.WithServiceConfig(sc2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHgServer(hgStep{latency: 0})
+	if _, _, err := hgCall(t.Context(), r.Unary(), s); err != nil || len(s.startTimes()) != 1 {
+		t.Errorf("err = %v after %d attempts, want one attempt", err, len(s.startTimes()))
+	}
+
+	// A config built by hand with both, or a bad Hedging, is refused.
+	p := exact()
+	_, err = interceptor.New(exact(), interceptor.WithServiceConfig(serviceconfig.Config{Methods: []serviceconfig.Method{
+		{Names: []string{hgMethod}, Policy: &p, Hedging: &grpcbackoff.Hedging{MaxAttempts: 2}},
+		{Names: []string{"/pkg.Svc/Put"}, Hedging: &grpcbackoff.Hedging{MaxAttempts: 1}},
+	}}))
+	for _, want := range []string{`Methods[0] ["/pkg.Svc/Get"] has both a Policy and a Hedging`, `Methods[1] ["/pkg.Svc/Put"]: grpcbackoff: Hedging.MaxAttempts (1)`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to say %q", err, want)
+		}
+	}
 }
