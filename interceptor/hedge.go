@@ -93,9 +93,11 @@ func (hp *hedgePolicy) delayFor(method string, now time.Time) time.Duration {
 // its service's. CallPolicy and NoRetry turn hedging off for one call;
 // CallMaxAttempts replaces h.MaxAttempts (1: a single attempt).
 //
-// Hedging is for unary calls only: streams keep their retry policy (a
-// stream's messages are not all known when it starts, and hedging would
-// have to replay and race every one of them).
+// Hedging is for unary calls only. A stream of a hedged name is retried by
+// the Policy that would apply without the hedging entry (its service's, or
+// the default): a stream's messages are not all known when it starts, so
+// hedging it would mean buffering and replaying every message to every
+// attempt and racing their responses.
 //
 // Only hedge methods that are safe to send twice: New refuses hedging for a
 // name known not to be (see the idempotency classifier), with an error
@@ -104,8 +106,9 @@ func (hp *hedgePolicy) delayFor(method string, now time.Time) time.Duration {
 // Each hedge is a retry for the retry budget: a hedge the budget refuses is
 // not sent (the attempts in flight go on), and observers are told as of a
 // throttled retry. A hedge carries PreviousAttemptsKey. No hedge starts that
-// could not start before the caller's deadline. The server's pushback delays
-// the next hedge, and a pushback that asks not to retry stops hedging.
+// could not start before the caller's deadline. The server's pushback (or
+// RetryInfo) delays the next hedge, and a pushback that asks not to retry
+// stops hedging; WithoutPushback leaves RetryInfo alone here too.
 //
 // Every attempt gets its own reply message, Header, Trailer and Peer
 // targets; when the call ends, after every attempt has returned, the
@@ -114,6 +117,13 @@ func (hp *hedgePolicy) delayFor(method string, now time.Time) time.Duration {
 // per attempt (such as grpc.OnFinish) act on every attempt. A reply that is
 // neither a proto.Message nor a pointer cannot be copied, and such a call
 // is not hedged.
+//
+// A call that ends with an error returns the server's error unchanged if it
+// sent a single attempt that failed with a fatal code or with the caller's
+// context; otherwise a *grpcbackoff.Error whose Attempts counts the attempts
+// sent, whose Elapsed runs from the start of the call, and whose Reason says
+// why no further hedge was sent. Observers' End has Attempts and Hedges
+// (Attempts − 1) set; its Delay is 0.
 func WithHedging(name string, h grpcbackoff.Hedging) Option {
 	return func(r *Retrier) error {
 		if err := checkMethodName(name); err != nil {
@@ -434,7 +444,11 @@ func (r *Retrier) hedgeUnary(ctx context.Context, hp *hedgePolicy, n int, method
 				break
 			}
 			last = a
-			switch h := grpcbackoff.ServerHint(st, a.trailer); {
+			trailer := a.trailer
+			if r.noPushback {
+				trailer = nil // RetryInfo only, as WithoutPushback says
+			}
+			switch h := grpcbackoff.ServerHint(st, trailer); {
 			case h.Stop:
 				stop(grpcbackoff.ReasonServerRefused)
 			case h.Delay > 0:
