@@ -603,3 +603,22 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestHedgeWithoutPushback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHgServer(
+			hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+			hgStep{latency: 10 * hms})
+		var trailer metadata.MD
+		reply, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(2, 100*hms, codes.Unavailable), interceptor.WithoutPushback()), s, grpc.Trailer(&trailer))
+		if err != nil || reply != "a1" {
+			t.Fatalf("reply %q, err %v; want a1", reply, err)
+		}
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 10 * hms}) {
+			t.Errorf("attempts started at %v, want [0 10ms]: the pushback is not read", got)
+		}
+		if !slices.Equal(trailer.Get("attempt"), []string{"1"}) {
+			t.Errorf("trailer = %v, want attempt 1's: the caller's Trailer option still works", trailer)
+		}
+	})
+}
