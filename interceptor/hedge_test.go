@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -621,4 +622,73 @@ func TestHedgeWithoutPushback(t *testing.T) {
 			t.Errorf("trailer = %v, want attempt 1's: the caller's Trailer option still works", trailer)
 		}
 	})
+}
+
+// TestHedgeProperty runs random hedged calls (latencies, codes, pushback,
+// MaxAttempts, Delay) and checks what must hold whatever the timing: at most
+// MaxAttempts attempts, the call ends when the first attempt with a
+// response or a fatal code ends (or, with none, when the last non-fatal one
+// does), with that attempt's result, and every other attempt still running
+// then is canceled.
+func TestHedgeProperty(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		attempts := 2 + rng.IntN(4)
+		delay := time.Duration(rng.IntN(5)) * 25 * hms
+		var steps []hgStep
+		for n := range attempts {
+			// Distinct latencies (the +n ns), so that no two attempts end at once.
+			st := hgStep{latency: time.Duration(rng.IntN(300))*hms + time.Duration(n)}
+			switch rng.IntN(4) {
+			case 0:
+				st.err = status.Error(codes.Unavailable, "down")
+				if rng.IntN(3) == 0 {
+					st.trailer = metadata.Pairs(grpcbackoff.PushbackKey, strconv.Itoa(rng.IntN(100)))
+				}
+			case 1:
+				st.err = status.Error(codes.NotFound, "no")
+			}
+			steps = append(steps, st)
+		}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHgServer(steps...)
+				reply, elapsed, err := hgCall(t.Context(), hgInterceptor(t, hedging(attempts, delay, codes.Unavailable), interceptor.WithoutThrottle()), s)
+				starts := s.startTimes()
+				if len(starts) > attempts {
+					t.Fatalf("%d attempts sent, MaxAttempts %d", len(starts), attempts)
+				}
+				// The attempt that should end the call.
+				end, endAt, terminal := -1, time.Duration(0), false
+				for n, at := range starts {
+					done := at + steps[n].latency
+					isTerminal := status.Code(steps[n].err) != codes.Unavailable
+					switch {
+					case isTerminal && (!terminal || done < endAt):
+						end, endAt, terminal = n, done, true
+					case !terminal && done > endAt:
+						end, endAt = n, done
+					}
+				}
+				if elapsed != endAt {
+					t.Errorf("call ended after %v, want %v (attempt %d); starts %v, steps %+v", elapsed, endAt, end, starts, steps)
+				}
+				switch want := steps[end].err; {
+				case want == nil && (err != nil || reply != fmt.Sprintf("a%d", end)):
+					t.Errorf("reply %q, err %v; want attempt %d's reply", reply, err, end)
+				case want != nil && status.Code(err) != status.Code(want):
+					t.Errorf("err %v, want attempt %d's %v", err, end, want)
+				}
+				var wantCanceled []int
+				for n, at := range starts {
+					if at+steps[n].latency > endAt {
+						wantCanceled = append(wantCanceled, n)
+					}
+				}
+				if got := s.canceledAttempts(); !slices.Equal(got, wantCanceled) {
+					t.Errorf("canceled %v, want %v", got, wantCanceled)
+				}
+			})
+		})
+	}
 }
