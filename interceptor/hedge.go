@@ -294,6 +294,16 @@ func (a *hedgeAttempt) attemptOptions(opts []grpc.CallOption, tg *hedgeTargets) 
 	a.opts = append(a.opts, grpc.Trailer(&a.trailer))
 }
 
+// canCopyReply reports whether newReply and copyReply work for reply: a
+// proto.Message or a non-nil pointer.
+func canCopyReply(reply any) bool {
+	if _, ok := reply.(proto.Message); ok {
+		return true
+	}
+	v := reflect.ValueOf(reply)
+	return v.Kind() == reflect.Pointer && !v.IsNil()
+}
+
 // newReply returns a new, empty message of reply's type, or nil if reply
 // is neither a proto.Message nor a non-nil pointer.
 func newReply(reply any) any {
@@ -321,181 +331,220 @@ func copyReply(dst, src any) {
 // The first attempt uses the caller's reply; the others get their own. It
 // returns once every attempt has returned.
 func (r *Retrier) hedgeUnary(ctx context.Context, hp *hedgePolicy, n int, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
-	if newReply(reply) == nil {
+	if !canCopyReply(reply) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	start := time.Now()
-	c := call{r: r, max: n, method: method, target: target(cc), start: start}
-	delay := hp.delayFor(method, start)
-	dl, hasDeadline := ctx.Deadline()
+	h := &hedgeCall{
+		call:    call{r: r, max: n, method: method, target: target(cc), start: time.Now()},
+		hp:      hp,
+		ctx:     ctx,
+		req:     req,
+		reply:   reply,
+		cc:      cc,
+		invoker: invoker,
+		opts:    opts,
+		results: make(chan *hedgeAttempt, n),
+	}
+	h.dl, h.hasDeadline = ctx.Deadline()
+	h.actx, h.cancel = context.WithCancel(ctx)
+	defer h.cancel()
+	h.timer = time.NewTimer(time.Hour)
+	h.timer.Stop()
+	defer h.timer.Stop()
+	return h.run()
+}
 
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make(chan *hedgeAttempt, n)
-	var (
-		tg       hedgeTargets
-		inFlight int
-		stopped  bool               // no further hedge will be sent
-		why      grpcbackoff.Reason // why, once stopped
-		last     *hedgeAttempt      // the last attempt that failed with a non-fatal code
-		timer    = time.NewTimer(time.Hour)
-		timerC   <-chan time.Time
-	)
-	timer.Stop()
-	defer timer.Stop()
+// hedgeCall is the state of one hedged call. Its methods run on the
+// caller's goroutine; each attempt runs on its own and hands its result
+// back on results.
+type hedgeCall struct {
+	call
+	hp          *hedgePolicy
+	ctx         context.Context // the caller's
+	actx        context.Context // the attempts', canceled when the call ends
+	cancel      context.CancelFunc
+	dl          time.Time
+	hasDeadline bool
+	req, reply  any
+	cc          *grpc.ClientConn
+	invoker     grpc.UnaryInvoker
+	opts        []grpc.CallOption // the caller's
+	tg          hedgeTargets
+	results     chan *hedgeAttempt
 
-	send := func() {
-		a := &hedgeAttempt{n: c.attempts + 1, reply: reply}
-		a.attemptOptions(opts, &tg)
-		actx := actx
-		if a.n > 1 {
-			a.reply = newReply(reply)
-			actx = c.retryContext(actx) // c.attempts attempts came before
-		}
-		c.attempts = a.n
-		inFlight++
-		go func() {
-			a.err = invoker(actx, method, req, a.reply, cc, a.opts...)
-			results <- a
-		}()
-	}
-	stop := func(reason grpcbackoff.Reason) {
-		stopped, why, timerC = true, reason, nil
-	}
-	// trySend sends the next hedge now, if one is left and the deadline and
-	// the budget allow it.
-	trySend := func() bool {
-		if stopped || c.attempts >= n {
-			return false
-		}
-		now := time.Now()
-		if hasDeadline && !now.Before(dl) {
-			stop(grpcbackoff.ReasonDeadline)
-			return false
-		}
-		if r.budget != nil && !r.budget.Allow(now) {
-			var code codes.Code
-			var err error
-			if last != nil {
-				err = last.err
-				code = status.Code(err)
-			}
-			c.observe(ctx, code, err, grpcbackoff.Hint{}, 0, true)
-			stop(grpcbackoff.ReasonThrottled)
-			return false
-		}
-		send()
-		return true
-	}
-	// arm sets the timer of the next hedge to d from now, if there is one
-	// and it could start before the deadline.
-	arm := func(d time.Duration) {
-		timerC = nil
-		if stopped || c.attempts >= n {
-			return
-		}
-		if hasDeadline && !time.Now().Add(d).Before(dl) {
-			stop(grpcbackoff.ReasonDeadline)
-			return
-		}
-		timer.Reset(d)
-		timerC = timer.C
-	}
+	delay    time.Duration // between hedges
+	inFlight int
+	stopped  bool               // no further hedge will be sent
+	why      grpcbackoff.Reason // why, once stopped
+	last     *hedgeAttempt      // the last attempt that failed with a non-fatal code
+	timer    *time.Timer        // the next hedge's
+	timerC   <-chan time.Time   // timer.C while the timer is set, else nil
+}
 
-	send()
-	arm(delay)
-	var end *hedgeAttempt // the attempt that ends the call
-	waited := false       // the call ended while waiting for a pushback delay
-	var ctxDone <-chan struct{}
-	for end == nil {
-		ctxDone = nil
-		if inFlight == 0 {
-			ctxDone = ctx.Done() // waiting for a pushback delay
-		}
-		select {
-		case <-timerC:
-			timerC = nil
-			if trySend() {
-				arm(delay)
-			}
-		case <-ctxDone:
-			end, waited = last, true
-			why = grpcbackoff.ReasonDeadline
-			if ctx.Err() == context.Canceled {
-				why = grpcbackoff.ReasonCanceled
-				end.err = status.FromContextError(ctx.Err()).Err()
-			}
-		case a := <-results:
-			inFlight--
-			if a.err == nil {
-				end, why = a, 0
-				break
-			}
-			if cerr := ctx.Err(); cerr != nil || hasDeadline && !time.Now().Before(dl) {
-				end, why = a, grpcbackoff.ReasonDeadline
-				if cerr == context.Canceled {
-					why = grpcbackoff.ReasonCanceled
-				}
-				break
-			}
-			st := status.Convert(a.err)
-			if !hp.isNonFatal(st.Code()) {
-				end, why = a, grpcbackoff.ReasonNotRetryable
-				break
-			}
-			last = a
-			trailer := a.trailer
-			if r.noPushback {
-				trailer = nil // RetryInfo only, as WithoutPushback says
-			}
-			switch h := grpcbackoff.ServerHint(st, trailer); {
-			case h.Stop:
-				stop(grpcbackoff.ReasonServerRefused)
-			case h.Delay > 0:
-				arm(h.Delay)
-			default:
-				if trySend() {
-					arm(delay)
-				}
-			}
-			if inFlight == 0 && timerC == nil {
-				end = a
-				if !stopped {
-					why = grpcbackoff.ReasonExhausted
-				}
-			}
-		}
+// send sends the next attempt.
+func (h *hedgeCall) send() {
+	a := &hedgeAttempt{n: h.attempts + 1, reply: h.reply}
+	a.attemptOptions(h.opts, &h.tg)
+	actx := h.actx
+	if a.n > 1 {
+		a.reply = newReply(h.reply)
+		actx = h.retryContext(actx) // h.attempts attempts came before
 	}
+	h.attempts = a.n
+	h.inFlight++
+	go func() {
+		a.err = h.invoker(actx, h.method, h.req, a.reply, h.cc, a.opts...)
+		h.results <- a
+	}()
+}
 
-	cancel()
-	for ; inFlight > 0; inFlight-- {
-		<-results
+func (h *hedgeCall) stop(why grpcbackoff.Reason) {
+	h.stopped, h.why, h.timerC = true, why, nil
+}
+
+// trySend sends the next hedge now, if one is left and the deadline and the
+// budget allow it.
+func (h *hedgeCall) trySend() bool {
+	if h.stopped || h.attempts >= h.max {
+		return false
+	}
+	now := time.Now()
+	if h.hasDeadline && !now.Before(h.dl) {
+		h.stop(grpcbackoff.ReasonDeadline)
+		return false
+	}
+	if b := h.r.budget; b != nil && !b.Allow(now) {
+		var code codes.Code
+		var err error
+		if h.last != nil {
+			err = h.last.err
+			code = status.Code(err)
+		}
+		h.observe(h.ctx, code, err, grpcbackoff.Hint{}, 0, true)
+		h.stop(grpcbackoff.ReasonThrottled)
+		return false
+	}
+	h.send()
+	return true
+}
+
+// arm sets the timer of the next hedge to d from now, if one is left and it
+// could start before the deadline.
+func (h *hedgeCall) arm(d time.Duration) {
+	h.timerC = nil
+	if h.stopped || h.attempts >= h.max {
+		return
+	}
+	if h.hasDeadline && !time.Now().Add(d).Before(h.dl) {
+		h.stop(grpcbackoff.ReasonDeadline)
+		return
+	}
+	h.timer.Reset(d)
+	h.timerC = h.timer.C
+}
+
+// run sends the attempts, waits for the one that ends the call, cancels the
+// others and waits for them, and hands the winner's outputs to the caller.
+func (h *hedgeCall) run() error {
+	h.delay = h.hp.delayFor(h.method, h.start)
+	h.send()
+	h.arm(h.delay)
+	end, waited := h.wait()
+
+	h.cancel()
+	for ; h.inFlight > 0; h.inFlight-- {
+		<-h.results
 	}
 	now := time.Now()
 	if end.err == nil {
 		if end.n != 1 {
-			copyReply(reply, end.reply)
+			copyReply(h.reply, end.reply)
 		}
-		if hp.Adaptive() {
-			hp.tracker(method).record(now, now.Sub(start))
+		if h.hp.Adaptive() {
+			h.hp.tracker(h.method).record(now, now.Sub(h.start))
 		}
 	}
-	for _, h := range tg.headers {
-		*h = end.header
+	for _, p := range h.tg.headers {
+		*p = end.header
 	}
-	for _, t := range tg.trailers {
-		*t = end.trailer
+	for _, p := range h.tg.trailers {
+		*p = end.trailer
 	}
-	for _, p := range tg.peers {
+	for _, p := range h.tg.peers {
 		*p = end.peer
 	}
 
-	err := end.err
-	if err != nil && (c.attempts > 1 || waited || why != grpcbackoff.ReasonNotRetryable && why != grpcbackoff.ReasonDeadline && why != grpcbackoff.ReasonCanceled) {
-		c.reason = why
-		err = &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(start), Reason: why}
+	err, why := end.err, h.why
+	if err != nil && (h.attempts > 1 || waited || why != grpcbackoff.ReasonNotRetryable && why != grpcbackoff.ReasonDeadline && why != grpcbackoff.ReasonCanceled) {
+		h.reason = why
+		err = &grpcbackoff.Error{Err: err, Attempts: h.attempts, Elapsed: now.Sub(h.start), Reason: why}
 	}
-	return c.endHedged(ctx, err)
+	return h.endHedged(h.ctx, err)
+}
+
+// wait returns the attempt that ends the call, with h.why set for an error,
+// and whether the call ended while waiting for a pushback delay with no
+// attempt in flight.
+func (h *hedgeCall) wait() (end *hedgeAttempt, waited bool) {
+	for {
+		var ctxDone <-chan struct{}
+		if h.inFlight == 0 {
+			ctxDone = h.ctx.Done() // waiting for a pushback delay
+		}
+		select {
+		case <-h.timerC:
+			h.timerC = nil
+			if h.trySend() {
+				h.arm(h.delay)
+			}
+		case <-ctxDone:
+			h.why = grpcbackoff.ReasonDeadline
+			if h.ctx.Err() == context.Canceled {
+				h.why = grpcbackoff.ReasonCanceled
+				h.last.err = status.FromContextError(h.ctx.Err()).Err()
+			}
+			return h.last, true
+		case a := <-h.results:
+			h.inFlight--
+			if a.err == nil {
+				h.why = 0
+				return a, false
+			}
+			if cerr := h.ctx.Err(); cerr != nil || h.hasDeadline && !time.Now().Before(h.dl) {
+				h.why = grpcbackoff.ReasonDeadline
+				if cerr == context.Canceled {
+					h.why = grpcbackoff.ReasonCanceled
+				}
+				return a, false
+			}
+			st := status.Convert(a.err)
+			if !h.hp.isNonFatal(st.Code()) {
+				h.why = grpcbackoff.ReasonNotRetryable
+				return a, false
+			}
+			h.last = a
+			trailer := a.trailer
+			if h.r.noPushback {
+				trailer = nil // RetryInfo only, as WithoutPushback says
+			}
+			switch hint := grpcbackoff.ServerHint(st, trailer); {
+			case hint.Stop:
+				h.stop(grpcbackoff.ReasonServerRefused)
+			case hint.Delay > 0:
+				h.arm(hint.Delay)
+			default:
+				if h.trySend() {
+					h.arm(h.delay)
+				}
+			}
+			if h.inFlight == 0 && h.timerC == nil {
+				if !h.stopped {
+					h.why = grpcbackoff.ReasonExhausted
+				}
+				return a, false
+			}
+		}
+	}
 }
 
 // endHedged tells every observer that the hedged call c ended with err and
