@@ -161,6 +161,20 @@ func (r *Retrier) unsetHedging(name string) {
 	}
 }
 
+// setKnownUnsafe installs the idempotency classifier: f reports whether
+// name, a method "/pkg.Service/Method" or a service "/pkg.Service/" (true if
+// any of its methods is), is known not to be safe to send twice. New calls
+// it once per hedged name, after every option, and refuses those it
+// reports; a call hedged by its service's entry or the default one calls it
+// with the method's name, and is not hedged if it reports true. f must be
+// safe for concurrent use and fast (a map lookup): it runs on such calls.
+func (r *Retrier) setKnownUnsafe(f func(name string) bool) {
+	if r.hedge == nil {
+		r.hedge = &hedgeSet{}
+	}
+	r.hedge.unsafe = f
+}
+
 // knownUnsafe reports whether name, a method "/pkg.Service/Method" or a
 // service "/pkg.Service/", is known not to be safe to send twice. It is
 // false unless a classifier is installed in r.hedge.unsafe.

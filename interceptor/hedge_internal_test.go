@@ -21,10 +21,7 @@ import (
 // consults, as the classifier's own option will.
 func withKnownUnsafe(f func(name string) bool) Option {
 	return func(r *Retrier) error {
-		if r.hedge == nil {
-			r.hedge = &hedgeSet{}
-		}
-		r.hedge.unsafe = f
+		r.setKnownUnsafe(f)
 		return nil
 	}
 }
