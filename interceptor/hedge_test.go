@@ -581,9 +581,12 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 		})
 	}
 	// A later service config's default entry without hedging ends default hedging.
-	sc1, _ := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3}}]}`))
+	sc1, err := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0s"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sc2, _ := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}]}]}`))
-	r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc1), interceptor.WithServiceConfig(sc2))
+	r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc1), interceptor.WithServiceConfig(sc2), interceptor.WithoutThrottle())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,8 @@ type Method struct {
 //
 // Hedging. A hedgingPolicy becomes a grpcbackoff.Hedging as is:
 // maxAttempts (an integer of at least 2, required, used as given: grpc-go
-// caps it at 5) is MaxAttempts, hedgingDelay (a duration ≥ 0, default 0) is
+// caps it at 5) is MaxAttempts, hedgingDelay (a duration ≥ 0, required, as
+// grpc-java requires it: a missing one would send every attempt at once) is
 // Delay, and nonFatalStatusCodes (code names or numbers, default none; OK is
 // refused) is NonFatalCodes. An entry with both a retryPolicy and a
 // hedgingPolicy is an error, as in A6.
@@ -339,8 +340,8 @@ func (p *scParser) retryPolicy(path string, raw json.RawMessage) *grpcbackoff.Po
 	return &pol
 }
 
-// hedgingPolicy reads a hedgingPolicy: maxAttempts is required, hedgingDelay
-// defaults to 0 and nonFatalStatusCodes to none.
+// hedgingPolicy reads a hedgingPolicy: maxAttempts and hedgingDelay are
+// required, nonFatalStatusCodes defaults to none.
 func (p *scParser) hedgingPolicy(path string, raw json.RawMessage) *grpcbackoff.Hedging {
 	var hp struct {
 		MaxAttempts         json.RawMessage `json:"maxAttempts"`
@@ -352,8 +353,7 @@ func (p *scParser) hedgingPolicy(path string, raw json.RawMessage) *grpcbackoff.
 	}
 	before := len(p.errs)
 	h := grpcbackoff.Hedging{MaxAttempts: p.maxAttempts(path+".maxAttempts", hp.MaxAttempts)}
-	if !absent(hp.HedgingDelay) {
-		dpath := path + ".hedgingDelay"
+	if dpath := path + ".hedgingDelay"; p.required(dpath, hp.HedgingDelay) {
 		var s string
 		if json.Unmarshal(hp.HedgingDelay, &s) != nil {
 			p.bad(dpath, "%s is not a duration like \"0.1s\"", scShow(hp.HedgingDelay))
