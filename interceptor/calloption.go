@@ -87,6 +87,7 @@ func (r *Retrier) setMethod(name string, p *compiled) {
 		r.methods = make(map[string]*compiled)
 	}
 	r.methods[name] = p
+	r.unsetHedging(name)
 }
 
 // checkMethodName accepts "/pkg.Service/Method" and "/pkg.Service/".

@@ -397,3 +397,27 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	}
 	return d
 }
+
+// notIdempotent reports whether name, a method "/pkg.Service/Method" or a
+// service "/pkg.Service/", is known not to be safe to send twice: for a
+// service, whether any of its registered methods is. Hedging uses it (see
+// WithHedging).
+func (r *Retrier) notIdempotent(name string) bool {
+	if !strings.HasSuffix(name, "/") {
+		return r.knowledgeOf(name, nil).s == NotIdempotent
+	}
+	if s, ok := r.safety[name]; ok {
+		return s == NotIdempotent
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(strings.Trim(name, "/")))
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if err != nil || !ok {
+		return false
+	}
+	for i := range sd.Methods().Len() {
+		if r.notIdempotent(name + string(sd.Methods().Get(i).Name())) {
+			return true
+		}
+	}
+	return false
+}

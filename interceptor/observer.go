@@ -55,12 +55,12 @@ type End struct {
 	// Attempts is the number of attempts sent, the first one and hedges
 	// included: the call's retries are Attempts-1-Hedges.
 	Attempts int
-	// Hedges is the number of hedged attempts among Attempts: 0, as the
-	// interceptors do not hedge yet.
-	Hedges int
 	// Delay is the total time the call spent with no attempt in flight:
 	// the sum of its waits between attempts.
 	Delay time.Duration
+	// Hedges is the number of hedged attempts sent (see WithHedging): for a
+	// hedged call, Attempts − 1; 0 for a call that is not hedged.
+	Hedges int
 	// Reason says why retrying stopped, for a call that ended with an error
 	// after a retry was asked for; 0 otherwise.
 	Reason grpcbackoff.Reason

@@ -59,6 +59,8 @@ type Retrier struct {
 	bufLimit      int
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
+
+	hedge *hedgeSet // hedged methods (hedge.go); nil: none
 }
 
 // compiled is a validated Policy with its codes as a bit set.
@@ -183,6 +185,10 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	for _, o := range opts {
 		errs = append(errs, o(r))
 	}
+	if r.hedge != nil && r.hedge.unsafe == nil {
+		r.hedge.unsafe = r.notIdempotent
+	}
+	errs = append(errs, r.checkHedging())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

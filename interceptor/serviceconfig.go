@@ -15,8 +15,10 @@ import (
 //	...
 //	r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithServiceConfig(sc))
 //
-// Each entry's names get its Policy, as WithMethod would give them, or no
-// retry, as WithoutRetryFor would, when the entry has no retryPolicy. The
+// Each entry's names get its Policy, as WithMethod would give them, its
+// Hedging, as WithHedging would, or no retry, as WithoutRetryFor would,
+// when the entry has neither. A default entry with a Hedging hedges every
+// method that no other entry names. The
 // default entry (name "") replaces the Policy given to New; without one,
 // methods that no entry names keep that Policy, whereas grpc-go does not
 // retry them: add a default entry without a retryPolicy ({"name": [{}]})
@@ -41,7 +43,8 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 	return func(r *Retrier) error {
 		type named struct {
 			name string
-			p    *compiled // nil: no retry
+			p    *compiled    // nil: no retry
+			h    *hedgePolicy // non-nil: hedged instead
 		}
 		var (
 			errs    []error
@@ -61,6 +64,19 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 				}
 				c = &cp
 			}
+			var h *hedgePolicy
+			if m.Hedging != nil {
+				if m.Policy != nil {
+					bad("Methods[%d] %q has both a Policy and a Hedging", i, m.Names)
+					continue
+				}
+				hp, err := compileHedging(*m.Hedging)
+				if err != nil {
+					bad("Methods[%d] %q: %w", i, m.Names, err)
+					continue
+				}
+				h = hp
+			}
 			for j, name := range m.Names {
 				if prev, dup := seen[name]; dup {
 					bad("Methods[%d].Names[%d] %q is also in Methods[%d]", i, j, name, prev)
@@ -73,7 +89,7 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 						continue
 					}
 				}
-				entries = append(entries, named{name, c})
+				entries = append(entries, named{name, c, h})
 			}
 		}
 		if sc.Throttle != nil {
@@ -87,12 +103,16 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 
 		for _, e := range entries {
 			switch {
+			case e.h != nil:
+				r.setHedging(e.name, e.h)
 			case e.name != "":
 				r.setMethod(e.name, e.p)
 			case e.p != nil:
 				r.policy = e.p
+				r.unsetHedging("")
 			default:
 				r.policy = nil
+				r.unsetHedging("")
 			}
 		}
 		if sc.Throttle != nil {

@@ -73,6 +73,9 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if b := conn.t.budget; b != nil {
 		b.Started()
 	}
+	if hp, n := r.hedgingFor(method, opts); hp != nil {
+		return r.hedgeUnary(ctx, conn, hp, n, method, req, reply, cc, invoker, opts)
+	}
 	p, max, err := r.policyFor(method, opts)
 	if p == nil {
 		if err != nil {

@@ -8,6 +8,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"methodConfig":[{"name":[{"service":"pkg.S"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}],"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}`))
 	f.Add([]byte(`{"methodConfig":[{"name":[{}]}]}`))
 	f.Add([]byte(`{"methodConfig":[{"name":[{"service":"a","method":"b"}],"retryPolicy":{"maxAttempts":2,"initialBackoff":"1e9s","maxBackoff":"-1s","backoffMultiplier":1e308,"retryableStatusCodes":[14,17,"OK"]}}]}`))
+	f.Add([]byte(`{"methodConfig":[{"name":[{"service":"a"}],"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"0.01s","nonFatalStatusCodes":["UNAVAILABLE",4]}}]}`))
 	f.Add([]byte(`[`))
 	f.Add([]byte(`{"retryThrottling":{"maxTokens":1000,"tokenRatio":0.001}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -19,6 +20,11 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for i, m := range sc.Methods {
+			if m.Hedging != nil {
+				if err := m.Hedging.Validate(); err != nil {
+					t.Fatalf("Methods[%d].Hedging from %q does not validate: %v", i, data, err)
+				}
+			}
 			if m.Policy == nil {
 				continue
 			}

@@ -22,7 +22,8 @@ import (
 
 // Config is the retry configuration of a gRPC service config
 // document (grpc/doc/service_config.md, gRFC A6), as Parse
-// reads it: the retryPolicy of each methodConfig entry and retryThrottling.
+// reads it: the retryPolicy or hedgingPolicy of each methodConfig entry and
+// retryThrottling.
 // It lets a team that configured grpc-go's built-in retry keep its
 // configuration; interceptor.WithServiceConfig applies it.
 type Config struct {
@@ -46,13 +47,16 @@ type Method struct {
 	// nil if the entry has none, which means that its methods are not
 	// retried.
 	Policy *grpcbackoff.Policy
+	// Hedging is the entry's hedgingPolicy, mapped as Parse says; nil if
+	// the entry has none. An entry has a Policy or a Hedging, not both.
+	Hedging *grpcbackoff.Hedging
 }
 
 // Parse reads the retry configuration of a gRPC service config
-// JSON document: methodConfig[].name and methodConfig[].retryPolicy, and
-// retryThrottling. Every other field (loadBalancingConfig, timeout,
-// waitForReady, hedgingPolicy, ...) is ignored, as are entries without a
-// name. Field names match case-insensitively, as in grpc-go.
+// JSON document: methodConfig[].name, methodConfig[].retryPolicy,
+// methodConfig[].hedgingPolicy, and retryThrottling. Every other field
+// (loadBalancingConfig, timeout, waitForReady, ...) is ignored, as are
+// entries without a name. Field names match case-insensitively, as in grpc-go.
 //
 // It accepts what grpc-go accepts, with the exceptions below, and returns
 // every problem at once, each naming its JSON path and value, e.g.
@@ -103,6 +107,14 @@ type Method struct {
 //
 // perAttemptRecvTimeout, a positive duration, bounds each attempt (see
 // Policy.AttemptTimeout); grpc-go reads it only for xDS.
+//
+// Hedging. A hedgingPolicy becomes a grpcbackoff.Hedging as is:
+// maxAttempts (an integer of at least 2, required, used as given: grpc-go
+// caps it at 5) is MaxAttempts, hedgingDelay (a duration ≥ 0, required, as
+// grpc-java requires it: a missing one would send every attempt at once) is
+// Delay, and nonFatalStatusCodes (code names or numbers, default none; OK is
+// refused) is NonFatalCodes. An entry with both a retryPolicy and a
+// hedgingPolicy is an error, as in A6.
 //
 // Server hints. grpc-go honours a pushback trailer of any length; a Policy
 // also honours RetryInfo, and stops retrying when a server asks for more
@@ -212,6 +224,7 @@ func (p *scParser) methods(raw json.RawMessage) []Method {
 		var entry struct {
 			Name        json.RawMessage `json:"name"`
 			RetryPolicy json.RawMessage `json:"retryPolicy"`
+			Hedging     json.RawMessage `json:"hedgingPolicy"`
 		}
 		if !p.object(path, e, &entry) {
 			continue
@@ -221,8 +234,15 @@ func (p *scParser) methods(raw json.RawMessage) []Method {
 		if !absent(entry.RetryPolicy) {
 			pol = p.retryPolicy(path+".retryPolicy", entry.RetryPolicy)
 		}
+		var hedging *grpcbackoff.Hedging
+		if !absent(entry.Hedging) {
+			if !absent(entry.RetryPolicy) {
+				p.bad(path, "has both a retryPolicy and a hedgingPolicy: a method is retried or hedged, not both")
+			}
+			hedging = p.hedgingPolicy(path+".hedgingPolicy", entry.Hedging)
+		}
 		if len(names) > 0 {
-			out = append(out, Method{Names: names, Policy: pol})
+			out = append(out, Method{Names: names, Policy: pol, Hedging: hedging})
 		}
 	}
 	return out
@@ -324,6 +344,47 @@ func (p *scParser) retryPolicy(path string, raw json.RawMessage) *grpcbackoff.Po
 	pol := fromA6(attempts, initial, maxBackoff, mult, cs)
 	pol.AttemptTimeout = perAttempt
 	return &pol
+}
+
+// hedgingPolicy reads a hedgingPolicy: maxAttempts and hedgingDelay are
+// required, nonFatalStatusCodes defaults to none.
+func (p *scParser) hedgingPolicy(path string, raw json.RawMessage) *grpcbackoff.Hedging {
+	var hp struct {
+		MaxAttempts         json.RawMessage `json:"maxAttempts"`
+		HedgingDelay        json.RawMessage `json:"hedgingDelay"`
+		NonFatalStatusCodes json.RawMessage `json:"nonFatalStatusCodes"`
+	}
+	if !p.object(path, raw, &hp) {
+		return nil
+	}
+	before := len(p.errs)
+	h := grpcbackoff.Hedging{MaxAttempts: p.maxAttempts(path+".maxAttempts", hp.MaxAttempts)}
+	if dpath := path + ".hedgingDelay"; p.required(dpath, hp.HedgingDelay) {
+		var s string
+		if json.Unmarshal(hp.HedgingDelay, &s) != nil {
+			p.bad(dpath, "%s is not a duration like \"0.1s\"", scShow(hp.HedgingDelay))
+		} else if d, err := parseDuration(s); err != nil {
+			p.bad(dpath, "%q %v", s, err)
+		} else if d < 0 {
+			p.bad(dpath, "%q must not be negative", s)
+		} else {
+			h.Delay = d
+		}
+	}
+	if cpath := path + ".nonFatalStatusCodes"; !absent(hp.NonFatalStatusCodes) {
+		if elems, ok := p.array(cpath, hp.NonFatalStatusCodes); ok {
+			for i, e := range elems {
+				c, ok := p.code(fmt.Sprintf("%s[%d]", cpath, i), e)
+				if ok && !containsCode(h.NonFatalCodes, c) {
+					h.NonFatalCodes = append(h.NonFatalCodes, c)
+				}
+			}
+		}
+	}
+	if len(p.errs) > before {
+		return nil
+	}
+	return &h
 }
 
 // fromA6 maps a valid A6 retryPolicy onto a Policy, as Parse documents.

@@ -1,0 +1,148 @@
+package interceptor_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+)
+
+// hbServer is a TestService whose attempt n (read from PreviousAttemptsKey)
+// answers after latency[n] with payload "a<n>", header and trailer
+// "attempt: n"; it records how each attempt's context ended.
+type hbServer struct {
+	testgrpc.UnimplementedTestServiceServer
+	latency []time.Duration
+
+	mu    sync.Mutex
+	ended map[int]error // attempt -> its context's error when it ended, nil if answered
+}
+
+func (s *hbServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	n := 0
+	if v := md.Get(interceptor.PreviousAttemptsKey); len(v) == 1 {
+		n, _ = strconv.Atoi(v[0])
+	}
+	tag := metadata.Pairs("attempt", strconv.Itoa(n))
+	_ = grpc.SetHeader(ctx, tag)
+	grpc.SetTrailer(ctx, tag)
+	t := time.NewTimer(s.latency[n])
+	defer t.Stop()
+	var err error
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.mu.Lock()
+	s.ended[n] = err
+	s.mu.Unlock()
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	return &testgrpc.SimpleResponse{Payload: &testgrpc.Payload{Body: []byte("a" + strconv.Itoa(n)), Type: req.GetResponseType()}}, nil
+}
+
+func newHbClient(t *testing.T, latency []time.Duration, h grpcbackoff.Hedging) (*hbServer, testgrpc.TestServiceClient) {
+	t.Helper()
+	s := &hbServer{latency: latency, ended: map[int]error{}}
+	srv := grpc.NewServer(grpc.WaitForHandlers(true))
+	testgrpc.RegisterTestServiceServer(srv, s)
+	lis := bufconntest.Listen()
+	bufconntest.Serve(t, srv, lis)
+	r, err := interceptor.New(exact(), interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, testgrpc.NewTestServiceClient(bufconntest.Dial(t, lis.DialContext, r.DialOptions()...))
+}
+
+// TestHedgeOverGRPC runs hedged calls through grpc-go over bufconn: the
+// winner's reply, header, trailer and peer reach the caller, a new proto
+// reply each time, and the server sees the losers' contexts canceled.
+func TestHedgeOverGRPC(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, c := newHbClient(t, []time.Duration{time.Second, 10 * hms, time.Second}, hedging(3, 100*hms))
+		var header, trailer metadata.MD
+		var p peer.Peer
+		start := time.Now()
+		resp, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{ResponseType: testgrpc.PayloadType_COMPRESSABLE},
+			grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Since(start); got != 110*hms {
+			t.Errorf("call took %v, want 110ms", got)
+		}
+		if body := string(resp.GetPayload().GetBody()); body != "a1" || resp.GetPayload().GetType() != testgrpc.PayloadType_COMPRESSABLE {
+			t.Errorf("response = %v, want attempt 1's", resp)
+		}
+		if header.Get("attempt")[0] != "1" || trailer.Get("attempt")[0] != "1" {
+			t.Errorf("header %v, trailer %v; want attempt 1's", header, trailer)
+		}
+		if p.Addr == nil {
+			t.Errorf("peer not set")
+		}
+		synctest.Wait() // the server's handlers of the losers return
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.ended) != 2 || s.ended[0] != context.Canceled || s.ended[1] != nil {
+			t.Errorf("server saw attempts end with %v, want attempt 0 canceled and 1 answered, no attempt 2", s.ended)
+		}
+	})
+}
+
+// TestHedgeRaceFree runs many hedged calls at once whose attempts answer
+// at the same instant, with the caller's Header, Trailer and Peer options:
+// under -race, no attempt writes to what the caller reads.
+func TestHedgeRaceFree(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, c := newHbClient(t, []time.Duration{20 * hms, 10 * hms, 0}, hedging(3, 10*hms))
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				var header, trailer metadata.MD
+				var p peer.Peer
+				resp, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body := string(resp.GetPayload().GetBody())
+				if h, tr := header.Get("attempt"), trailer.Get("attempt"); len(h) != 1 || len(tr) != 1 || "a"+h[0] != body || "a"+tr[0] != body {
+					t.Errorf("response %q with header %v and trailer %v: not all from one attempt", body, header, trailer)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// TestHedgeDeadlineOverGRPC checks that the caller's deadline cuts every
+// attempt and that the call returns DEADLINE_EXCEEDED at the deadline.
+func TestHedgeDeadlineOverGRPC(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, c := newHbClient(t, []time.Duration{time.Hour, time.Hour, time.Hour}, hedging(3, 100*hms))
+		ctx, cancel := context.WithTimeout(t.Context(), 150*hms)
+		defer cancel()
+		start := time.Now()
+		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if status.Code(err) != codes.DeadlineExceeded || time.Since(start) != 150*hms {
+			t.Errorf("err = %v after %v, want DEADLINE_EXCEEDED after 150ms", err, time.Since(start))
+		}
+	})
+}

@@ -1,0 +1,728 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
+)
+
+const hgMethod = "/pkg.Svc/Get"
+
+// hgStep is what the fake server does in one attempt: answer after latency
+// with err (nil: success, reply "a<n>"), header and trailer.
+type hgStep struct {
+	latency time.Duration
+	err     error
+	trailer metadata.MD
+}
+
+// hgServer is a fake invoker for hedged calls: attempt n (from 0, read from
+// PreviousAttemptsKey) follows steps[n], or succeeds at once past the end.
+// It honours its context's cancellation as gRPC does, and records when each
+// attempt started, whether it was canceled, and its metadata. It is safe for
+// concurrent use.
+type hgServer struct {
+	steps []hgStep
+	t0    time.Time
+
+	mu       sync.Mutex
+	starts   map[int]time.Duration
+	canceled map[int]bool
+	md       map[int]metadata.MD
+}
+
+func newHgServer(steps ...hgStep) *hgServer {
+	return &hgServer{steps: steps, t0: time.Now(), starts: map[int]time.Duration{}, canceled: map[int]bool{}, md: map[int]metadata.MD{}}
+}
+
+func (s *hgServer) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	n := 0
+	if v := md.Get(interceptor.PreviousAttemptsKey); len(v) > 0 {
+		n, _ = strconv.Atoi(v[len(v)-1])
+	}
+	s.mu.Lock()
+	if _, dup := s.starts[n]; dup {
+		panic(fmt.Sprintf("attempt %d sent twice", n))
+	}
+	s.starts[n] = time.Since(s.t0)
+	s.md[n] = md
+	s.mu.Unlock()
+	var st hgStep
+	if n < len(s.steps) {
+		st = s.steps[n]
+	}
+	if st.latency > 0 {
+		t := time.NewTimer(st.latency)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.canceled[n] = true
+			s.mu.Unlock()
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = metadata.Pairs("attempt", strconv.Itoa(n))
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = metadata.Join(metadata.Pairs("attempt", strconv.Itoa(n)), st.trailer)
+		}
+	}
+	if st.err != nil {
+		return st.err
+	}
+	*reply.(*string) = fmt.Sprintf("a%d", n)
+	return nil
+}
+
+// startTimes returns when each attempt started, in attempt order.
+func (s *hgServer) startTimes() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]time.Duration, len(s.starts))
+	for n, d := range s.starts {
+		out[n] = d
+	}
+	return out
+}
+
+func (s *hgServer) canceledAttempts() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for n := range s.canceled {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hgObserver keeps what it is told.
+type hgObserver struct {
+	mu      sync.Mutex
+	retries []interceptor.Retry
+	ends    []interceptor.End
+}
+
+func (o *hgObserver) OnRetry(_ context.Context, r interceptor.Retry) {
+	o.mu.Lock()
+	o.retries = append(o.retries, r)
+	o.mu.Unlock()
+}
+
+func (o *hgObserver) OnEnd(_ context.Context, e interceptor.End) {
+	o.mu.Lock()
+	o.ends = append(o.ends, e)
+	o.mu.Unlock()
+}
+
+func hedging(attempts int, delay time.Duration, nonFatal ...codes.Code) grpcbackoff.Hedging {
+	return grpcbackoff.Hedging{MaxAttempts: attempts, Delay: delay, NonFatalCodes: nonFatal}
+}
+
+func hgInterceptor(t *testing.T, h grpcbackoff.Hedging, opts ...interceptor.Option) grpc.UnaryClientInterceptor {
+	t.Helper()
+	r, err := interceptor.New(exact(), append([]interceptor.Option{interceptor.WithHedging(hgMethod, h)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Unary()
+}
+
+func hgCall(ctx context.Context, ic grpc.UnaryClientInterceptor, s *hgServer, opts ...grpc.CallOption) (string, time.Duration, error) {
+	var reply string
+	start := time.Now()
+	err := ic(ctx, hgMethod, "req", &reply, nil, s.invoke, opts...)
+	return reply, time.Since(start), err
+}
+
+const hms = time.Millisecond
+
+func TestHedgeTimings(t *testing.T) {
+	cases := []struct {
+		name        string
+		h           grpcbackoff.Hedging
+		steps       []hgStep
+		wantStarts  []time.Duration
+		wantReply   string
+		wantElapsed time.Duration
+		wantCancel  []int
+		wantCode    codes.Code
+		wantReason  grpcbackoff.Reason // for an error after several attempts
+	}{
+		{
+			name:  "every Delay until MaxAttempts, first response wins",
+			h:     hedging(3, 100*hms),
+			steps: []hgStep{{latency: time.Second}, {latency: time.Second}, {latency: time.Second}},
+			// No fourth attempt: MaxAttempts is reached.
+			wantStarts: []time.Duration{0, 100 * hms, 200 * hms}, wantReply: "a0", wantElapsed: time.Second,
+			wantCancel: []int{1, 2},
+		},
+		{
+			name:       "a fast hedge wins and the first attempt is canceled",
+			h:          hedging(3, 100*hms),
+			steps:      []hgStep{{latency: time.Second}, {latency: 50 * hms}},
+			wantStarts: []time.Duration{0, 100 * hms}, wantReply: "a1", wantElapsed: 150 * hms,
+			wantCancel: []int{0},
+		},
+		{
+			name:       "no hedge when the first attempt answers before Delay",
+			h:          hedging(3, 100*hms),
+			steps:      []hgStep{{latency: 99 * hms}},
+			wantStarts: []time.Duration{0}, wantReply: "a0", wantElapsed: 99 * hms,
+		},
+		{
+			name:       "Delay 0 sends every attempt at once",
+			h:          hedging(3, 0),
+			steps:      []hgStep{{latency: 30 * hms}, {latency: 20 * hms}, {latency: 10 * hms}},
+			wantStarts: []time.Duration{0, 0, 0}, wantReply: "a2", wantElapsed: 10 * hms,
+			wantCancel: []int{0, 1},
+		},
+		{
+			name: "a non-fatal code sends the next hedge at once, the next one follows after Delay",
+			h:    hedging(4, 100*hms, codes.Unavailable),
+			steps: []hgStep{
+				{latency: 30 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: time.Second}, {latency: time.Second}, {latency: 10 * hms},
+			},
+			wantStarts: []time.Duration{0, 30 * hms, 130 * hms, 230 * hms}, wantReply: "a3", wantElapsed: 240 * hms,
+			wantCancel: []int{1, 2},
+		},
+		{
+			name: "a fatal code ends the call and cancels the others",
+			h:    hedging(3, 100*hms, codes.Unavailable),
+			steps: []hgStep{
+				{latency: time.Second},
+				{latency: 50 * hms, err: status.Error(codes.NotFound, "no")},
+			},
+			wantStarts: []time.Duration{0, 100 * hms}, wantElapsed: 150 * hms,
+			wantCancel: []int{0}, wantCode: codes.NotFound, wantReason: grpcbackoff.ReasonNotRetryable,
+		},
+		{
+			name: "every attempt fails with a non-fatal code",
+			h:    hedging(3, 100*hms, codes.Unavailable),
+			steps: []hgStep{
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
+			},
+			wantStarts: []time.Duration{0, 10 * hms, 20 * hms}, wantElapsed: 30 * hms,
+			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonExhausted,
+		},
+		{
+			name: "pushback delays the next hedge",
+			h:    hedging(3, 100*hms, codes.Unavailable),
+			steps: []hgStep{
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+				{latency: 10 * hms},
+			},
+			wantStarts: []time.Duration{0, 510 * hms}, wantReply: "a1", wantElapsed: 520 * hms,
+		},
+		{
+			name: "pushback asking not to retry stops hedging",
+			h:    hedging(3, 100*hms, codes.Unavailable),
+			steps: []hgStep{
+				{latency: 150 * hms, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "-1")},
+			},
+			wantStarts: []time.Duration{0, 100 * hms}, wantElapsed: 150 * hms,
+			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonServerRefused,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				obs := &hgObserver{}
+				s := newHgServer(tc.steps...)
+				reply, elapsed, err := hgCall(t.Context(), hgInterceptor(t, tc.h, interceptor.WithoutThrottle(), interceptor.WithObserver(obs)), s)
+				if got := status.Code(err); got != tc.wantCode {
+					t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
+				}
+				if err != nil {
+					checkFinal(t, err, tc.wantCode, len(tc.wantStarts), tc.wantReason)
+				}
+				if got := s.startTimes(); !slices.Equal(got, tc.wantStarts) {
+					t.Errorf("attempts started at %v, want %v", got, tc.wantStarts)
+				}
+				if reply != tc.wantReply {
+					t.Errorf("reply = %q, want %q", reply, tc.wantReply)
+				}
+				if elapsed != tc.wantElapsed {
+					t.Errorf("call took %v, want %v", elapsed, tc.wantElapsed)
+				}
+				if got := s.canceledAttempts(); !slices.Equal(got, tc.wantCancel) {
+					t.Errorf("canceled attempts = %v, want %v", got, tc.wantCancel)
+				}
+				if len(obs.ends) != 1 {
+					t.Fatalf("%d ends observed, want 1", len(obs.ends))
+				}
+				if e := obs.ends[0]; e.Attempts != len(tc.wantStarts) || e.Hedges != len(tc.wantStarts)-1 || e.Code != tc.wantCode || e.Reason != tc.wantReason {
+					t.Errorf("End = %+v, want %d attempts, %d hedges, code %v, reason %v", e, len(tc.wantStarts), len(tc.wantStarts)-1, tc.wantCode, tc.wantReason)
+				}
+			})
+		})
+	}
+}
+
+func TestHedgeFirstAttemptFatalErrorIsUnchanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		want := status.Error(codes.NotFound, "no")
+		s := newHgServer(hgStep{latency: 10 * hms, err: want})
+		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*hms)), s)
+		if err != want {
+			t.Errorf("err = %v, want the server's error itself", err)
+		}
+	})
+}
+
+func TestHedgeTellsServerAboutPreviousAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: time.Second})
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "caller", "x")
+		if _, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms)), s); err != nil {
+			t.Fatal(err)
+		}
+		for n := range 3 {
+			md := s.md[n]
+			want := []string(nil)
+			if n > 0 {
+				want = []string{strconv.Itoa(n)}
+			}
+			if got := md.Get(interceptor.PreviousAttemptsKey); !slices.Equal(got, want) {
+				t.Errorf("attempt %d: %s = %q, want %q", n, interceptor.PreviousAttemptsKey, got, want)
+			}
+			if got := md.Get("caller"); !slices.Equal(got, []string{"x"}) {
+				t.Errorf("attempt %d: the caller's metadata = %q, want [x]", n, got)
+			}
+		}
+	})
+}
+
+func TestHedgeDeadline(t *testing.T) {
+	cases := []struct {
+		deadline   time.Duration
+		wantStarts []time.Duration
+	}{
+		// A hedge due at the deadline or after it is not sent.
+		{250 * hms, []time.Duration{0, 100 * hms, 200 * hms}},
+		{200 * hms, []time.Duration{0, 100 * hms}},
+		{201 * hms, []time.Duration{0, 100 * hms, 200 * hms}},
+		{50 * hms, []time.Duration{0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.deadline.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHgServer(hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour})
+				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
+				defer cancel()
+				_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(5, 100*hms)), s)
+				if status.Code(err) != codes.DeadlineExceeded || elapsed != tc.deadline {
+					t.Errorf("err = %v after %v, want DEADLINE_EXCEEDED after %v", err, elapsed, tc.deadline)
+				}
+				if got := s.startTimes(); !slices.Equal(got, tc.wantStarts) {
+					t.Errorf("attempts started at %v, want %v", got, tc.wantStarts)
+				}
+			})
+		})
+	}
+}
+
+func TestHedgeCallerCancels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHgServer(hgStep{latency: time.Hour}, hgStep{latency: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(150*hms, cancel)
+		_, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms)), s)
+		checkFinal(t, err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
+		if got := s.canceledAttempts(); !slices.Equal(got, []int{0, 1}) {
+			t.Errorf("canceled attempts = %v, want [0 1]", got)
+		}
+	})
+}
+
+func TestHedgeCallerCancelsDuringPushback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHgServer(hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "1000")})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(150*hms, cancel)
+		_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms, codes.Unavailable)), s)
+		checkFinal(t, err, codes.Canceled, 1, grpcbackoff.ReasonCanceled)
+		if elapsed != 150*hms || len(s.startTimes()) != 1 {
+			t.Errorf("call took %v with %d attempts, want 150ms and 1", elapsed, len(s.startTimes()))
+		}
+	})
+}
+
+func TestHedgeBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// One saved retry, none earned: the first call's hedge spends it,
+		// the second call's hedge is refused and not sent.
+		obs := &hgObserver{}
+		ic := hgInterceptor(t, hedging(3, 100*hms),
+			interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 1}), interceptor.WithObserver(obs))
+		s := newHgServer(hgStep{latency: 150 * hms}, hgStep{latency: time.Second})
+		reply, elapsed, err := hgCall(t.Context(), ic, s)
+		if err != nil || reply != "a0" || elapsed != 150*hms {
+			t.Fatalf("first call: %q, %v after %v; want a0 after 150ms", reply, err, elapsed)
+		}
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 100 * hms}) {
+			t.Errorf("first call: attempts started at %v, want [0 100ms]", got)
+		}
+
+		s = newHgServer(hgStep{latency: 150 * hms}, hgStep{latency: time.Second})
+		reply, elapsed, err = hgCall(t.Context(), ic, s)
+		if err != nil || reply != "a0" || elapsed != 150*hms {
+			t.Fatalf("second call: %q, %v after %v; want a0 after 150ms", reply, err, elapsed)
+		}
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0}) {
+			t.Errorf("second call: attempts started at %v, want [0]: the hedge was refused", got)
+		}
+		if len(obs.retries) != 1 || !obs.retries[0].Throttled || obs.retries[0].Attempt != 1 {
+			t.Errorf("retries observed = %+v, want one throttled after attempt 1", obs.retries)
+		}
+		if len(obs.ends) != 2 || obs.ends[0].Hedges != 1 || obs.ends[1].Hedges != 0 {
+			t.Errorf("ends = %+v, want 1 hedge then 0", obs.ends)
+		}
+	})
+}
+
+func TestHedgeConfiguration(t *testing.T) {
+	cases := []struct {
+		name       string
+		opts       []interceptor.Option
+		callOpts   []grpc.CallOption
+		wantStarts []time.Duration
+	}{
+		{"hedged", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"service-wide", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"other service", []interceptor.Option{interceptor.WithHedging("/pkg.Other/", hedging(2, 100*hms))}, nil,
+			[]time.Duration{0}},
+		{"later WithMethod wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms)), interceptor.WithMethod(hgMethod, exact())}, nil,
+			[]time.Duration{0}},
+		{"later WithoutRetryFor wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms)), interceptor.WithoutRetryFor(hgMethod)}, nil,
+			[]time.Duration{0}},
+		{"later WithHedging wins", []interceptor.Option{interceptor.WithMethod(hgMethod, exact()), interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"method's retry policy wins over its service's hedging", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*hms)), interceptor.WithMethod(hgMethod, exact())}, nil,
+			[]time.Duration{0}},
+		{"method's hedging wins over its service's retry policy", []interceptor.Option{interceptor.WithoutRetryFor("/pkg.Svc/"), interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
+			[]time.Duration{0, 100 * hms}},
+		{"NoRetry", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.NoRetry()},
+			[]time.Duration{0}},
+		{"CallPolicy", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallPolicy(exact())},
+			[]time.Duration{0}},
+		{"CallMaxAttempts(1)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallMaxAttempts(1)},
+			[]time.Duration{0}},
+		{"CallMaxAttempts(3)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallMaxAttempts(3)},
+			[]time.Duration{0, 100 * hms, 200 * hms}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: 10 * hms})
+				r, err := interceptor.New(exact(), append(tc.opts, interceptor.WithoutThrottle())...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := hgCall(t.Context(), r.Unary(), s, tc.callOpts...); err != nil {
+					t.Fatal(err)
+				}
+				if got := s.startTimes(); !slices.Equal(got, tc.wantStarts) {
+					t.Errorf("attempts started at %v, want %v", got, tc.wantStarts)
+				}
+			})
+		})
+	}
+}
+
+func TestHedgeBadConfiguration(t *testing.T) {
+	_, err := interceptor.New(exact(),
+		interceptor.WithHedging("pkg.Svc/Get", hedging(2, 0)),
+		interceptor.WithHedging(hgMethod, grpcbackoff.Hedging{MaxAttempts: 1, Delay: -1, NonFatalCodes: []codes.Code{codes.OK}}))
+	if err == nil {
+		t.Fatal("New accepted a bad name and a bad Hedging")
+	}
+	for _, want := range []string{`"pkg.Svc/Get"`, `WithHedging("/pkg.Svc/Get")`, "MaxAttempts (1)", "Delay (-1ns)", "NonFatalCodes[0] is OK"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// TestHedgeHeaderTrailerFromWinner checks that a reply of a type that is
+// not a proto.Message gets the winner's value, and that the caller's own
+// Header and Trailer options see the winning attempt only.
+func TestHedgeHeaderTrailerFromWinner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: 10 * hms}, hgStep{latency: 10 * hms})
+		var header, trailer metadata.MD
+		reply, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*hms)), s, grpc.Header(&header), grpc.Trailer(&trailer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reply != "a1" || !slices.Equal(header.Get("attempt"), []string{"1"}) || !slices.Equal(trailer.Get("attempt"), []string{"1"}) {
+			t.Errorf("reply %q, header %v, trailer %v; want all from attempt 1", reply, header, trailer)
+		}
+	})
+}
+
+func TestHedgeErrorsAreOurs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHgServer(hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")}, hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")})
+		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(2, 100*hms, codes.Unavailable)), s)
+		var e *grpcbackoff.Error
+		if !errors.As(err, &e) || e.Elapsed != 20*hms {
+			t.Errorf("err = %v, want a *grpcbackoff.Error with Elapsed 20ms", err)
+		}
+	})
+}
+
+func TestHedgeAdaptiveDelay(t *testing.T) {
+	// 10ms lies in the bucket [9.437184ms, 10.48576ms): the p50 of calls
+	// of 10ms is measured as 10.48576ms.
+	const p50 = 10485760 * time.Nanosecond
+	adaptive := func(minDelay, maxDelay time.Duration) grpcbackoff.Hedging {
+		return grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * hms, Quantile: 0.5, MinDelay: minDelay, MaxDelay: maxDelay, Window: 10 * time.Second}
+	}
+	cases := []struct {
+		name      string
+		h         grpcbackoff.Hedging
+		calls     int // calls of 10ms before the measured one
+		wantDelay time.Duration
+	}{
+		{"Delay until the window holds 10/(1-q) calls", adaptive(hms, time.Second), 19, 500 * hms},
+		{"the quantile", adaptive(hms, time.Second), 20, p50},
+		{"MaxDelay", adaptive(hms, 5*hms), 20, 5 * hms},
+		{"MinDelay", adaptive(20*hms, time.Second), 20, 20 * hms},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ic := hgInterceptor(t, tc.h, interceptor.WithoutThrottle())
+				for range tc.calls {
+					if _, _, err := hgCall(t.Context(), ic, newHgServer(hgStep{latency: 10 * hms})); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second})
+				if _, _, err := hgCall(t.Context(), ic, s); err != nil {
+					t.Fatal(err)
+				}
+				if got := s.startTimes(); len(got) != 2 || got[1] != tc.wantDelay {
+					t.Errorf("attempts started at %v, want the hedge at %v", got, tc.wantDelay)
+				}
+			})
+		})
+	}
+}
+
+func TestHedgeAdaptiveDelayWindowSlides(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * hms, Quantile: 0.5, MinDelay: 0, MaxDelay: time.Second, Window: 4 * time.Second}
+		ic := hgInterceptor(t, h, interceptor.WithoutThrottle())
+		for range 20 {
+			hgCall(t.Context(), ic, newHgServer(hgStep{latency: 10 * hms}))
+		}
+		time.Sleep(4 * time.Second) // the window empties: Delay again
+		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second})
+		hgCall(t.Context(), ic, s)
+		if got := s.startTimes(); len(got) != 2 || got[1] != 500*hms {
+			t.Errorf("attempts started at %v, want the hedge at 500ms", got)
+		}
+	})
+}
+
+func TestHedgeFromServiceConfig(t *testing.T) {
+	for name, doc := range map[string]string{
+		"method":  `{"methodConfig": [{"name": [{"service": "pkg.Svc", "method": "Get"}], "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.1s"}}]}`,
+		"default": `{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.1s"}}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc, err := serviceconfig.Parse([]byte(doc))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc), interceptor.WithoutThrottle())
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: 10 * hms})
+				if _, _, err := hgCall(t.Context(), r.Unary(), s); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := s.startTimes(), []time.Duration{0, 100 * hms, 200 * hms}; !slices.Equal(got, want) {
+					t.Errorf("attempts started at %v, want %v", got, want)
+				}
+			})
+		})
+	}
+	// A later service config's default entry without hedging ends default hedging.
+	sc1, err := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0s"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc2, _ := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}]}]}`))
+	r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc1), interceptor.WithServiceConfig(sc2), interceptor.WithoutThrottle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newHgServer(hgStep{latency: 0})
+	if _, _, err := hgCall(t.Context(), r.Unary(), s); err != nil || len(s.startTimes()) != 1 {
+		t.Errorf("err = %v after %d attempts, want one attempt", err, len(s.startTimes()))
+	}
+
+	// A config built by hand with both, or a bad Hedging, is refused.
+	p := exact()
+	_, err = interceptor.New(exact(), interceptor.WithServiceConfig(serviceconfig.Config{Methods: []serviceconfig.Method{
+		{Names: []string{hgMethod}, Policy: &p, Hedging: &grpcbackoff.Hedging{MaxAttempts: 2}},
+		{Names: []string{"/pkg.Svc/Put"}, Hedging: &grpcbackoff.Hedging{MaxAttempts: 1}},
+	}}))
+	for _, want := range []string{`Methods[0] ["/pkg.Svc/Get"] has both a Policy and a Hedging`, `Methods[1] ["/pkg.Svc/Put"]: grpcbackoff: Hedging.MaxAttempts (1)`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to say %q", err, want)
+		}
+	}
+}
+
+func TestHedgeWithoutPushback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newHgServer(
+			hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+			hgStep{latency: 10 * hms})
+		var trailer metadata.MD
+		reply, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(2, 100*hms, codes.Unavailable), interceptor.WithoutPushback()), s, grpc.Trailer(&trailer))
+		if err != nil || reply != "a1" {
+			t.Fatalf("reply %q, err %v; want a1", reply, err)
+		}
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 10 * hms}) {
+			t.Errorf("attempts started at %v, want [0 10ms]: the pushback is not read", got)
+		}
+		if !slices.Equal(trailer.Get("attempt"), []string{"1"}) {
+			t.Errorf("trailer = %v, want attempt 1's: the caller's Trailer option still works", trailer)
+		}
+	})
+}
+
+// TestHedgeProperty runs random hedged calls (latencies, codes, pushback,
+// MaxAttempts, Delay) and checks what must hold whatever the timing: at most
+// MaxAttempts attempts, the call ends when the first attempt with a
+// response or a fatal code ends (or, with none, when the last non-fatal one
+// does), with that attempt's result, and every other attempt still running
+// then is canceled.
+func TestHedgeProperty(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		attempts := 2 + rng.IntN(4)
+		delay := time.Duration(rng.IntN(5)) * 25 * hms
+		var steps []hgStep
+		for n := range attempts {
+			// Distinct latencies (the +n ns), so that no two attempts end at once.
+			st := hgStep{latency: time.Duration(rng.IntN(300))*hms + time.Duration(n)}
+			switch rng.IntN(4) {
+			case 0:
+				st.err = status.Error(codes.Unavailable, "down")
+				if rng.IntN(3) == 0 {
+					st.trailer = metadata.Pairs(grpcbackoff.PushbackKey, strconv.Itoa(rng.IntN(100)))
+				}
+			case 1:
+				st.err = status.Error(codes.NotFound, "no")
+			}
+			steps = append(steps, st)
+		}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHgServer(steps...)
+				reply, elapsed, err := hgCall(t.Context(), hgInterceptor(t, hedging(attempts, delay, codes.Unavailable), interceptor.WithoutThrottle()), s)
+				starts := s.startTimes()
+				if len(starts) > attempts {
+					t.Fatalf("%d attempts sent, MaxAttempts %d", len(starts), attempts)
+				}
+				// The attempt that should end the call.
+				end, endAt, terminal := -1, time.Duration(0), false
+				for n, at := range starts {
+					done := at + steps[n].latency
+					isTerminal := status.Code(steps[n].err) != codes.Unavailable
+					switch {
+					case isTerminal && (!terminal || done < endAt):
+						end, endAt, terminal = n, done, true
+					case !terminal && done > endAt:
+						end, endAt = n, done
+					}
+				}
+				if elapsed != endAt {
+					t.Errorf("call ended after %v, want %v (attempt %d); starts %v, steps %+v", elapsed, endAt, end, starts, steps)
+				}
+				switch want := steps[end].err; {
+				case want == nil && (err != nil || reply != fmt.Sprintf("a%d", end)):
+					t.Errorf("reply %q, err %v; want attempt %d's reply", reply, err, end)
+				case want != nil && status.Code(err) != status.Code(want):
+					t.Errorf("err %v, want attempt %d's %v", err, end, want)
+				}
+				var wantCanceled []int
+				for n, at := range starts {
+					if at+steps[n].latency > endAt {
+						wantCanceled = append(wantCanceled, n)
+					}
+				}
+				if got := s.canceledAttempts(); !slices.Equal(got, wantCanceled) {
+					t.Errorf("canceled %v, want %v", got, wantCanceled)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkHedgedUnaryNoHedge measures a hedged call whose first attempt
+// answers before the delay, the common case, against the same call with a
+// retry policy.
+func BenchmarkHedgedUnaryNoHedge(b *testing.B) {
+	ok := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	for _, bc := range []struct {
+		name string
+		opt  interceptor.Option
+	}{
+		{"retry", interceptor.WithMethod(hgMethod, exact())},
+		{"hedged", interceptor.WithHedging(hgMethod, hedging(2, time.Second))},
+		{"hedged adaptive", interceptor.WithHedging(hgMethod, grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second, Quantile: 0.95, MaxDelay: time.Second, Window: time.Minute})},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			r, err := interceptor.New(exact(), bc.opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ic := r.Unary()
+			ctx := context.Background()
+			var reply string
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ic(ctx, hgMethod, "req", &reply, nil, ok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
