@@ -33,9 +33,10 @@ import (
 // ends if one is under way.
 //
 // While a retry waits for its backoff, SendMsg keeps the caller's messages
-// for the next attempt and returns at once; Header, Context, and a SendMsg
-// whose message would exceed the buffer limit, wait for the next attempt and
-// commit the stream to it.
+// for the next attempt and returns at once. Header and Context wait for the
+// next attempt, and so does a SendMsg whose message would exceed the buffer
+// limit: the stream then commits to that attempt, which gets the kept
+// messages and that one.
 //
 // Messages are kept by reference, as gRPC allows (a message must not be
 // changed after SendMsg), and each weighs what it takes on the wire: its
@@ -90,7 +91,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
 	s.cur = &s.first
-	if err := s.open(s.cur, ctx); err != nil {
+	if err := s.open(ctx, s.cur); err != nil {
 		// No other goroutine has s yet; mu is taken for retryLocked's rules.
 		s.mu.Lock()
 		final := s.retryLocked(s.cur, err)
@@ -102,7 +103,15 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	return s, nil
 }
 
-// streamState is where a stream is in its life.
+// streamState is where a stream is in its life. It goes
+//
+//	open → retrying     a receive (RecvMsg, or Header) saw the current attempt fail
+//	retrying → open     a new attempt opened
+//	retrying → ended    retrying gave up
+//	open → committed    first message received, headers delivered, Context,
+//	                    buffer limit, end of the stream, error made by the client
+//
+// and never back from committed or ended.
 type streamState int8
 
 const (
@@ -124,6 +133,11 @@ const (
 
 // retryStream is the stream the caller holds: it stands for the current
 // attempt, and replaces it when the attempt fails before the stream commits.
+//
+// Only a receive (the caller's RecvMsg, or Header learning how an attempt
+// without headers ended) finds out that an attempt failed, and that
+// goroutine retries: it waits for the backoff and opens the next attempt, and
+// a goroutine of its own replays the kept messages to it (see replay).
 //
 // Every operation goes the same way: under mu, it looks at the state and the
 // current attempt, and decides what to do; it then does it without mu, which
@@ -177,7 +191,7 @@ type attempt struct {
 
 // open opens attempt a on ctx. With an AttemptTimeout, a runs under a
 // context of its own, which its timer cancels. It is called without mu.
-func (s *retryStream) open(a *attempt, ctx context.Context) error {
+func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	if s.timeout > 0 {
 		ctx, a.cancel = context.WithCancel(ctx)
 		a.timer = time.AfterFunc(s.timeout, func() { s.cutAttempt(a) })
@@ -192,7 +206,9 @@ func (s *retryStream) open(a *attempt, ctx context.Context) error {
 func (s *retryStream) cutAttempt(a *attempt) {
 	s.mu.Lock()
 	cut := !a.received && !a.done
-	a.cut = a.cut || cut
+	if cut {
+		a.cut = true
+	}
 	s.mu.Unlock()
 	if cut {
 		a.cancel()
@@ -274,7 +290,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		next := new(attempt)
 		ctx := s.c.retryContext(s.ctx)
 		s.c.attempts++
-		err = s.open(next, ctx)
+		err = s.open(ctx, next)
 		s.mu.Lock()
 		if err != nil {
 			a = next

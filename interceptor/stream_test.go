@@ -1299,3 +1299,99 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 		stCheckAttempts(t, as, msgs, true)
 	})
 }
+
+// TestStreamCommitDuringBackoff commits a stream while a retry waits for its
+// backoff: the commit waits for the next attempt and applies to it, so
+// nothing kept is lost.
+func TestStreamCommitDuringBackoff(t *testing.T) {
+	down := status.Error(codes.Unavailable, "down")
+	t.Run("overflowing send", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Echo: true}))
+			msgs := stMessages(3)
+			limit := proto.Size(stOutReq(msgs[0])) + proto.Size(stOutReq(msgs[1])) + 2*msgPrefix
+			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+			s, err := c.FullDuplexCall(stCallerContext(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			for _, m := range msgs[:2] {
+				if err := s.Send(stOutReq(m)); err != nil {
+					t.Fatalf("Send(%s): %v", m, err)
+				}
+			}
+			got := make(chan []string, 1)
+			go func() {
+				var bodies []string
+				for {
+					r, err := s.Recv()
+					if err != nil {
+						if err != io.EOF {
+							t.Errorf("Recv: %v", err)
+						}
+						got <- bodies
+						return
+					}
+					bodies = append(bodies, string(r.GetPayload().GetBody()))
+				}
+			}()
+			synctest.Wait() // the receiver saw the failure and waits for the backoff
+			if err := s.Send(stOutReq(msgs[2])); err != nil {
+				t.Fatalf("Send(%s) during the backoff: %v", msgs[2], err)
+			}
+			if d := time.Since(start); d != time.Second {
+				t.Errorf("the overflowing Send returned after %v, want 1s (the next attempt)", d)
+			}
+			if _, _, _, committed := stBuffer(stRetryStream(t, s)); !committed {
+				t.Error("the stream did not commit")
+			}
+			if err := s.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if bodies := <-got; !slices.Equal(bodies, stResponses(3)) {
+				t.Errorf("received %q, want %q", bodies, stResponses(3))
+			}
+			as := srv.attemptsOf("")
+			if len(as) != 2 {
+				t.Fatalf("attempts = %d, want 2", len(as))
+			}
+			stCheckAttempts(t, as, msgs, true)
+		})
+	})
+	t.Run("Context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Err: down}, stOK(1)))
+			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			s, err := c.FullDuplexCall(stCallerContext(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := s.Send(stOutReq("m0")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			recvErr := make(chan error, 1)
+			go func() {
+				_, err := s.Recv()
+				recvErr <- err
+			}()
+			synctest.Wait() // the receiver saw the failure and waits for the backoff
+			ctx := s.Context()
+			if d := time.Since(start); d != time.Second || ctx.Err() != nil {
+				t.Errorf("Context returned after %v, done: %v; want the live context of the next attempt, after 1s", d, ctx.Err())
+			}
+			if err := <-recvErr; status.Code(err) != codes.Unavailable {
+				t.Errorf("Recv = %v, want UNAVAILABLE: the stream committed to attempt 2", err)
+			}
+			as := srv.attemptsOf("")
+			if len(as) != 2 {
+				t.Fatalf("attempts = %d, want 2", len(as))
+			}
+			stCheckAttempts(t, as, []string{"m0"}, true)
+		})
+	})
+}
