@@ -459,6 +459,15 @@ func (s *retryStream) RecvMsg(m any) error {
 		s.mu.Unlock()
 		err := a.cs.RecvMsg(m)
 		s.mu.Lock()
+		if err != nil && err != io.EOF && s.state == streamOpen {
+			// Learn how the replay to a ended before deciding: it may have
+			// committed the stream. a ended, so the replay ends soon.
+			// Meanwhile a stays in this goroutine's hands (receiving), so
+			// that Header leaves it alone.
+			for a.replaying {
+				s.changed.Wait()
+			}
+		}
 		a.receiving = false
 		s.changed.Broadcast()
 		if err == nil {
@@ -482,18 +491,11 @@ func (s *retryStream) RecvMsg(m any) error {
 		// Only a receiver retries, and a had one, this goroutine: a is still
 		// the current attempt, and the state is open or committed.
 		if s.state == streamOpen && err != io.EOF {
-			// Learn how the replay to a ended before deciding: it may have
-			// committed the stream. a ended, so the replay ends soon.
-			for a.replaying {
-				s.changed.Wait()
+			if final := s.retryLocked(a, err); final != nil {
+				s.mu.Unlock()
+				return s.ended(final)
 			}
-			if s.state == streamOpen {
-				if final := s.retryLocked(a, err); final != nil {
-					s.mu.Unlock()
-					return s.ended(final)
-				}
-				continue
-			}
+			continue
 		}
 		s.commitLocked() // io.EOF: the stream ended well
 		err, _ = s.failureLocked(a, err)
