@@ -47,15 +47,20 @@ import (
 // Policy.AttemptTimeout bounds the time from the start of an attempt (before
 // it is opened) to the first response message the caller's RecvMsg returns
 // from it. An attempt that reaches it is cut (its context is canceled) and
-// fails with DEADLINE_EXCEEDED; it is retried whatever Policy.Codes says,
-// unless the stream has committed, or the caller's context has ended, in
-// which case the stream ends with that error. An attempt from which the
-// caller has received a message is never cut; one that committed otherwise
-// (Header, Context, buffer limit) still is. So a client stream, whose only
-// response comes after the upload, is cut whenever its upload takes longer
-// than AttemptTimeout, and replayed while it fits in the buffer: give such
-// methods a Policy whose AttemptTimeout is 0 or longer than any upload, with
-// WithMethod or CallPolicy.
+// fails with DEADLINE_EXCEEDED. If the stream has not committed, that
+// failure is retried whatever Policy.Codes says (MaxAttempts, the throttle
+// and the caller's deadline still apply); otherwise the stream ends with it.
+// An attempt ended by the caller's deadline is not a cut, and is not
+// retried. An attempt from which the caller has received a message is never
+// cut; one that committed otherwise (Header, Context, buffer limit) still is.
+//
+// So a client stream, whose only response comes after the upload, is cut
+// whenever its upload takes longer than AttemptTimeout. The caller learns of
+// it when it asks for the response; the whole upload is then replayed to a
+// new attempt if it fits in the buffer, and the stream fails with
+// DEADLINE_EXCEEDED if it does not. Give such methods a Policy whose
+// AttemptTimeout is 0, or longer than any upload, with WithMethod (or
+// CallPolicy for one call).
 //
 // The per-method policies (WithMethod, WithoutRetryFor) and the call options
 // (NoRetry, CallMaxAttempts, CallPolicy) apply to streams as to unary calls.
