@@ -763,7 +763,9 @@ var (
 )
 
 // TestStreamProperty runs many streams of every kind against a server that
-// fails attempts at random points, and checks what no retry may break:
+// fails attempts at random points (or, for the streams with an
+// AttemptTimeout, leaves them hanging until cut), and checks what no retry
+// may break:
 // the caller gets a prefix of the responses, each once, in order; every
 // attempt gets a prefix of the caller's messages; a stream that ends cleanly
 // delivered everything both ways; and a stream is retried exactly when the
@@ -785,6 +787,8 @@ func TestStreamProperty(t *testing.T) {
 	retryable := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 	p := stPolicy()
 	p.MaxAttempts = 4
+	timed := p
+	timed.AttemptTimeout = 10 * time.Second
 
 	type plan struct {
 		kind       stKind
@@ -794,6 +798,7 @@ func TestStreamProperty(t *testing.T) {
 		limit      int
 		concurrent bool   // bidi: send and receive from two goroutines
 		pace       []bool // wait for the server after send i (see stHow.Pace); such streams run one at a time
+		timeout    bool   // the stream has an AttemptTimeout (CallPolicy), and attempts may hang
 	}
 	plans := make([]plan, streams)
 	for i := range plans {
@@ -801,6 +806,7 @@ func TestStreamProperty(t *testing.T) {
 		pl.kind = stKinds[rng.IntN(3)]
 		pl.limit = limits[rng.IntN(len(limits))]
 		pl.concurrent = pl.kind == stBidi && rng.IntN(2) == 0
+		pl.timeout = rng.IntN(2) == 0
 		n := 1
 		if pl.kind != stServerStream {
 			n = rng.IntN(8)
@@ -834,6 +840,11 @@ func TestStreamProperty(t *testing.T) {
 			if pl.kind != stClientStream && rng.IntN(3) == 0 {
 				st.Send = rng.IntN(pl.responses + 1)
 			}
+			if pl.timeout && rng.IntN(4) == 0 {
+				// Hangs without a response until cut: like a retryable
+				// failure, 10 s later.
+				st.Err, st.Send, st.Hang = nil, 0, true
+			}
 			pl.steps = append(pl.steps, st)
 		}
 	}
@@ -856,19 +867,23 @@ func TestStreamProperty(t *testing.T) {
 			id := strconv.Itoa(i)
 			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id, "x-user", "kept")
 			var r stResult
+			var opts []grpc.CallOption
+			if pl.timeout {
+				opts = append(opts, CallPolicy(timed))
+			}
 			if pl.concurrent {
-				r = stRunConcurrent(ctx, clients[pl.limit], pl.msgs)
+				r = stRunConcurrent(ctx, clients[pl.limit], pl.msgs, opts...)
 			} else {
 				var how stHow
 				if pl.pace != nil {
 					how.Pace = func(j int) bool { return pl.pace[j] }
 				}
-				r = stRun(ctx, clients[pl.limit], pl.kind, pl.msgs, how)
+				r = stRun(ctx, clients[pl.limit], pl.kind, pl.msgs, how, opts...)
 			}
 			as := srv.attemptsOf(id)
 			fail := func(format string, args ...any) {
-				t.Errorf("stream %d (%v, %d messages, limit %d, concurrent %v, pace %v, steps %+v): %s",
-					i, pl.kind, len(pl.msgs), pl.limit, pl.concurrent, pl.pace, pl.steps, fmt.Sprintf(format, args...))
+				t.Errorf("stream %d (%v, %d messages, limit %d, concurrent %v, pace %v, timeout %v, steps %+v): %s",
+					i, pl.kind, len(pl.msgs), pl.limit, pl.concurrent, pl.pace, pl.timeout, pl.steps, fmt.Sprintf(format, args...))
 			}
 			want := stExpected(pl.kind, pl.msgs, pl.responses)
 			if len(r.Got) > len(want) || !slices.Equal(r.Got, want[:len(r.Got)]) {
@@ -899,8 +914,12 @@ func TestStreamProperty(t *testing.T) {
 				return
 			}
 			last := pl.steps[len(as)-1]
-			if got, want := status.Code(r.Err), status.Code(last.Err); got != want {
-				fail("ended with %v, want the code of attempt %d, %v", r.Err, len(as), want)
+			wantCode := status.Code(last.Err)
+			if last.Hang {
+				wantCode = codes.DeadlineExceeded // cut
+			}
+			if got := status.Code(r.Err); got != wantCode {
+				fail("ended with %v, want the code of attempt %d, %v", r.Err, len(as), wantCode)
 			}
 			if pl.concurrent {
 				return // when the buffer overflows depends on the goroutines
@@ -940,6 +959,8 @@ func stWantAttempts(k stKind, msgs []string, steps []stStep, limit, maxAttempts 
 	}
 	for i, st := range steps {
 		switch {
+		case st.Hang && i+1 < maxAttempts:
+			continue // cut, and retried
 		case st.Err == nil, st.Send > 0, i+1 == maxAttempts:
 			return i + 1
 		case status.Code(st.Err) != codes.Unavailable && status.Code(st.Err) != codes.ResourceExhausted:
@@ -951,9 +972,9 @@ func stWantAttempts(k stKind, msgs []string, steps []stStep, limit, maxAttempts 
 
 // stRunConcurrent runs a bidi stream that sends msgs from one goroutine while
 // it receives on another.
-func stRunConcurrent(ctx context.Context, c testgrpc.TestServiceClient, msgs []string) stResult {
+func stRunConcurrent(ctx context.Context, c testgrpc.TestServiceClient, msgs []string, opts ...grpc.CallOption) stResult {
 	var r stResult
-	s, err := c.FullDuplexCall(ctx)
+	s, err := c.FullDuplexCall(ctx, opts...)
 	if err != nil {
 		r.Err = err
 		return r
