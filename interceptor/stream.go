@@ -33,9 +33,10 @@ import (
 // ends if one is under way.
 //
 // While a retry waits for its backoff, SendMsg keeps the caller's messages
-// for the next attempt and returns at once; Header, Context, and a SendMsg
-// whose message would exceed the buffer limit, wait for the next attempt and
-// commit the stream to it.
+// for the next attempt and returns at once. Header and Context wait for the
+// next attempt, and so does a SendMsg whose message would exceed the buffer
+// limit: the stream then commits to that attempt, which gets the kept
+// messages and that one.
 //
 // Messages are kept by reference, as gRPC allows (a message must not be
 // changed after SendMsg), and each weighs what it takes on the wire: its
@@ -46,15 +47,20 @@ import (
 // Policy.AttemptTimeout bounds the time from the start of an attempt (before
 // it is opened) to the first response message the caller's RecvMsg returns
 // from it. An attempt that reaches it is cut (its context is canceled) and
-// fails with DEADLINE_EXCEEDED; it is retried whatever Policy.Codes says,
-// unless the stream has committed, or the caller's context has ended, in
-// which case the stream ends with that error. An attempt from which the
-// caller has received a message is never cut; one that committed otherwise
-// (Header, Context, buffer limit) still is. So a client stream, whose only
-// response comes after the upload, is cut whenever its upload takes longer
-// than AttemptTimeout, and replayed while it fits in the buffer: give such
-// methods a Policy whose AttemptTimeout is 0 or longer than any upload, with
-// WithMethod or CallPolicy.
+// fails with DEADLINE_EXCEEDED. If the stream has not committed, that
+// failure is retried whatever Policy.Codes says (MaxAttempts, the throttle
+// and the caller's deadline still apply); otherwise the stream ends with it.
+// An attempt ended by the caller's deadline is not a cut, and is not
+// retried. An attempt from which the caller has received a message is never
+// cut; one that committed otherwise (Header, Context, buffer limit) still is.
+//
+// So a client stream, whose only response comes after the upload, is cut
+// whenever its upload takes longer than AttemptTimeout. The caller learns of
+// it when it asks for the response; the whole upload is then replayed to a
+// new attempt if it fits in the buffer, and the stream fails with
+// DEADLINE_EXCEEDED if it does not. Give such methods a Policy whose
+// AttemptTimeout is 0, or longer than any upload, with WithMethod (or
+// CallPolicy for one call).
 //
 // The per-method policies (WithMethod, WithoutRetryFor) and the call options
 // (NoRetry, CallMaxAttempts, CallPolicy) apply to streams as to unary calls.
@@ -91,7 +97,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
 	s.cur = &s.first
-	if err := s.open(s.cur, ctx); err != nil {
+	if err := s.open(ctx, s.cur); err != nil {
 		// No other goroutine has s yet; mu is taken for retryLocked's rules.
 		s.mu.Lock()
 		final := s.retryLocked(s.cur, err)
@@ -103,7 +109,15 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	return s, nil
 }
 
-// streamState is where a stream is in its life.
+// streamState is where a stream is in its life. It goes
+//
+//	open → retrying     a receive (RecvMsg, or Header) saw the current attempt fail
+//	retrying → open     a new attempt opened
+//	retrying → ended    retrying gave up
+//	open → committed    first message received, headers delivered, Context,
+//	                    buffer limit, end of the stream, error made by the client
+//
+// and never back from committed or ended.
 type streamState int8
 
 const (
@@ -125,6 +139,11 @@ const (
 
 // retryStream is the stream the caller holds: it stands for the current
 // attempt, and replaces it when the attempt fails before the stream commits.
+//
+// Only a receive (the caller's RecvMsg, or Header learning how an attempt
+// without headers ended) finds out that an attempt failed, and that
+// goroutine retries: it waits for the backoff and opens the next attempt, and
+// a goroutine of its own replays the kept messages to it (see replay).
 //
 // Every operation goes the same way: under mu, it looks at the state and the
 // current attempt, and decides what to do; it then does it without mu, which
@@ -178,7 +197,7 @@ type attempt struct {
 
 // open opens attempt a on ctx. With an AttemptTimeout, a runs under a
 // context of its own, which its timer cancels. It is called without mu.
-func (s *retryStream) open(a *attempt, ctx context.Context) error {
+func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	if s.timeout > 0 {
 		ctx, a.cancel = context.WithCancel(ctx)
 		a.timer = time.AfterFunc(s.timeout, func() { s.cutAttempt(a) })
@@ -193,7 +212,9 @@ func (s *retryStream) open(a *attempt, ctx context.Context) error {
 func (s *retryStream) cutAttempt(a *attempt) {
 	s.mu.Lock()
 	cut := !a.received && !a.done
-	a.cut = a.cut || cut
+	if cut {
+		a.cut = true
+	}
 	s.mu.Unlock()
 	if cut {
 		a.cancel()
@@ -275,7 +296,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		next := new(attempt)
 		ctx := s.c.retryContext(s.ctx)
 		s.c.attempts++
-		err = s.open(next, ctx)
+		err = s.open(ctx, next)
 		s.mu.Lock()
 		if err != nil {
 			a = next
@@ -444,6 +465,15 @@ func (s *retryStream) RecvMsg(m any) error {
 		s.mu.Unlock()
 		err := a.cs.RecvMsg(m)
 		s.mu.Lock()
+		if err != nil && err != io.EOF && s.state == streamOpen {
+			// Learn how the replay to a ended before deciding: it may have
+			// committed the stream. a ended, so the replay ends soon.
+			// Meanwhile a stays in this goroutine's hands (receiving), so
+			// that Header leaves it alone.
+			for a.replaying {
+				s.changed.Wait()
+			}
+		}
 		a.receiving = false
 		s.changed.Broadcast()
 		if err == nil {
@@ -467,18 +497,11 @@ func (s *retryStream) RecvMsg(m any) error {
 		// Only a receiver retries, and a had one, this goroutine: a is still
 		// the current attempt, and the state is open or committed.
 		if s.state == streamOpen && err != io.EOF {
-			// Learn how the replay to a ended before deciding: it may have
-			// committed the stream. a ended, so the replay ends soon.
-			for a.replaying {
-				s.changed.Wait()
+			if final := s.retryLocked(a, err); final != nil {
+				s.mu.Unlock()
+				return s.ended(final)
 			}
-			if s.state == streamOpen {
-				if final := s.retryLocked(a, err); final != nil {
-					s.mu.Unlock()
-					return s.ended(final)
-				}
-				continue
-			}
+			continue
 		}
 		s.commitLocked() // io.EOF: the stream ended well
 		err, _ = s.failureLocked(a, err)

@@ -763,7 +763,9 @@ var (
 )
 
 // TestStreamProperty runs many streams of every kind against a server that
-// fails attempts at random points, and checks what no retry may break:
+// fails attempts at random points (or, for the streams with an
+// AttemptTimeout, leaves them hanging until cut), and checks what no retry
+// may break:
 // the caller gets a prefix of the responses, each once, in order; every
 // attempt gets a prefix of the caller's messages; a stream that ends cleanly
 // delivered everything both ways; and a stream is retried exactly when the
@@ -785,6 +787,8 @@ func TestStreamProperty(t *testing.T) {
 	retryable := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 	p := stPolicy()
 	p.MaxAttempts = 4
+	timed := p
+	timed.AttemptTimeout = 10 * time.Second
 
 	type plan struct {
 		kind       stKind
@@ -794,6 +798,7 @@ func TestStreamProperty(t *testing.T) {
 		limit      int
 		concurrent bool   // bidi: send and receive from two goroutines
 		pace       []bool // wait for the server after send i (see stHow.Pace); such streams run one at a time
+		timeout    bool   // the stream has an AttemptTimeout (CallPolicy), and attempts may hang
 	}
 	plans := make([]plan, streams)
 	for i := range plans {
@@ -801,6 +806,7 @@ func TestStreamProperty(t *testing.T) {
 		pl.kind = stKinds[rng.IntN(3)]
 		pl.limit = limits[rng.IntN(len(limits))]
 		pl.concurrent = pl.kind == stBidi && rng.IntN(2) == 0
+		pl.timeout = rng.IntN(2) == 0
 		n := 1
 		if pl.kind != stServerStream {
 			n = rng.IntN(8)
@@ -834,6 +840,11 @@ func TestStreamProperty(t *testing.T) {
 			if pl.kind != stClientStream && rng.IntN(3) == 0 {
 				st.Send = rng.IntN(pl.responses + 1)
 			}
+			if pl.timeout && rng.IntN(4) == 0 {
+				// Hangs without a response until cut: like a retryable
+				// failure, 10 s later.
+				st.Err, st.Send, st.Hang = nil, 0, true
+			}
 			pl.steps = append(pl.steps, st)
 		}
 	}
@@ -856,19 +867,23 @@ func TestStreamProperty(t *testing.T) {
 			id := strconv.Itoa(i)
 			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id, "x-user", "kept")
 			var r stResult
+			var opts []grpc.CallOption
+			if pl.timeout {
+				opts = append(opts, CallPolicy(timed))
+			}
 			if pl.concurrent {
-				r = stRunConcurrent(ctx, clients[pl.limit], pl.msgs)
+				r = stRunConcurrent(ctx, clients[pl.limit], pl.msgs, opts...)
 			} else {
 				var how stHow
 				if pl.pace != nil {
 					how.Pace = func(j int) bool { return pl.pace[j] }
 				}
-				r = stRun(ctx, clients[pl.limit], pl.kind, pl.msgs, how)
+				r = stRun(ctx, clients[pl.limit], pl.kind, pl.msgs, how, opts...)
 			}
 			as := srv.attemptsOf(id)
 			fail := func(format string, args ...any) {
-				t.Errorf("stream %d (%v, %d messages, limit %d, concurrent %v, pace %v, steps %+v): %s",
-					i, pl.kind, len(pl.msgs), pl.limit, pl.concurrent, pl.pace, pl.steps, fmt.Sprintf(format, args...))
+				t.Errorf("stream %d (%v, %d messages, limit %d, concurrent %v, pace %v, timeout %v, steps %+v): %s",
+					i, pl.kind, len(pl.msgs), pl.limit, pl.concurrent, pl.pace, pl.timeout, pl.steps, fmt.Sprintf(format, args...))
 			}
 			want := stExpected(pl.kind, pl.msgs, pl.responses)
 			if len(r.Got) > len(want) || !slices.Equal(r.Got, want[:len(r.Got)]) {
@@ -899,8 +914,12 @@ func TestStreamProperty(t *testing.T) {
 				return
 			}
 			last := pl.steps[len(as)-1]
-			if got, want := status.Code(r.Err), status.Code(last.Err); got != want {
-				fail("ended with %v, want the code of attempt %d, %v", r.Err, len(as), want)
+			wantCode := status.Code(last.Err)
+			if last.Hang {
+				wantCode = codes.DeadlineExceeded // cut
+			}
+			if got := status.Code(r.Err); got != wantCode {
+				fail("ended with %v, want the code of attempt %d, %v", r.Err, len(as), wantCode)
 			}
 			if pl.concurrent {
 				return // when the buffer overflows depends on the goroutines
@@ -940,6 +959,8 @@ func stWantAttempts(k stKind, msgs []string, steps []stStep, limit, maxAttempts 
 	}
 	for i, st := range steps {
 		switch {
+		case st.Hang && i+1 < maxAttempts:
+			continue // cut, and retried
 		case st.Err == nil, st.Send > 0, i+1 == maxAttempts:
 			return i + 1
 		case status.Code(st.Err) != codes.Unavailable && status.Code(st.Err) != codes.ResourceExhausted:
@@ -951,9 +972,9 @@ func stWantAttempts(k stKind, msgs []string, steps []stStep, limit, maxAttempts 
 
 // stRunConcurrent runs a bidi stream that sends msgs from one goroutine while
 // it receives on another.
-func stRunConcurrent(ctx context.Context, c testgrpc.TestServiceClient, msgs []string) stResult {
+func stRunConcurrent(ctx context.Context, c testgrpc.TestServiceClient, msgs []string, opts ...grpc.CallOption) stResult {
 	var r stResult
-	s, err := c.FullDuplexCall(ctx)
+	s, err := c.FullDuplexCall(ctx, opts...)
 	if err != nil {
 		r.Err = err
 		return r
@@ -1297,5 +1318,101 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 			t.Errorf("stream ended after %v, want 1s (the backoff)", got)
 		}
 		stCheckAttempts(t, as, msgs, true)
+	})
+}
+
+// TestStreamCommitDuringBackoff commits a stream while a retry waits for its
+// backoff: the commit waits for the next attempt and applies to it, so
+// nothing kept is lost.
+func TestStreamCommitDuringBackoff(t *testing.T) {
+	down := status.Error(codes.Unavailable, "down")
+	t.Run("overflowing send", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Echo: true}))
+			msgs := stMessages(3)
+			limit := proto.Size(stOutReq(msgs[0])) + proto.Size(stOutReq(msgs[1])) + 2*msgPrefix
+			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+			s, err := c.FullDuplexCall(stCallerContext(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			for _, m := range msgs[:2] {
+				if err := s.Send(stOutReq(m)); err != nil {
+					t.Fatalf("Send(%s): %v", m, err)
+				}
+			}
+			got := make(chan []string, 1)
+			go func() {
+				var bodies []string
+				for {
+					r, err := s.Recv()
+					if err != nil {
+						if err != io.EOF {
+							t.Errorf("Recv: %v", err)
+						}
+						got <- bodies
+						return
+					}
+					bodies = append(bodies, string(r.GetPayload().GetBody()))
+				}
+			}()
+			synctest.Wait() // the receiver saw the failure and waits for the backoff
+			if err := s.Send(stOutReq(msgs[2])); err != nil {
+				t.Fatalf("Send(%s) during the backoff: %v", msgs[2], err)
+			}
+			if d := time.Since(start); d != time.Second {
+				t.Errorf("the overflowing Send returned after %v, want 1s (the next attempt)", d)
+			}
+			if _, _, _, committed := stBuffer(stRetryStream(t, s)); !committed {
+				t.Error("the stream did not commit")
+			}
+			if err := s.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if bodies := <-got; !slices.Equal(bodies, stResponses(3)) {
+				t.Errorf("received %q, want %q", bodies, stResponses(3))
+			}
+			as := srv.attemptsOf("")
+			if len(as) != 2 {
+				t.Fatalf("attempts = %d, want 2", len(as))
+			}
+			stCheckAttempts(t, as, msgs, true)
+		})
+	})
+	t.Run("Context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Err: down}, stOK(1)))
+			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			s, err := c.FullDuplexCall(stCallerContext(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := s.Send(stOutReq("m0")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			recvErr := make(chan error, 1)
+			go func() {
+				_, err := s.Recv()
+				recvErr <- err
+			}()
+			synctest.Wait() // the receiver saw the failure and waits for the backoff
+			ctx := s.Context()
+			if d := time.Since(start); d != time.Second || ctx.Err() != nil {
+				t.Errorf("Context returned after %v, done: %v; want the live context of the next attempt, after 1s", d, ctx.Err())
+			}
+			if err := <-recvErr; status.Code(err) != codes.Unavailable {
+				t.Errorf("Recv = %v, want UNAVAILABLE: the stream committed to attempt 2", err)
+			}
+			as := srv.attemptsOf("")
+			if len(as) != 2 {
+				t.Fatalf("attempts = %d, want 2", len(as))
+			}
+			stCheckAttempts(t, as, []string{"m0"}, true)
+		})
 	})
 }
