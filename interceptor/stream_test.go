@@ -1416,3 +1416,38 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 		})
 	})
 }
+
+// TestStreamObserverClientStream checks that a client stream's end, its only
+// response, is reported once, with the attempts it took.
+func TestStreamObserverClientStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newStServer(t, func(id string, n int) stStep {
+			if id == "retried" && n == 0 {
+				return stFail(codes.Unavailable)
+			}
+			return stOK(1)
+		})
+		rec := &recorder{}
+		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithObserver(rec))...)
+		for _, id := range []string{"ok", "retried"} {
+			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id)
+			s, err := c.StreamingInputCall(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Send(stInReq("m0")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CloseAndRecv(); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		var got []string
+		for _, e := range rec.ends {
+			got = append(got, fmt.Sprintf("%v×%d", e.Code, e.Attempts))
+		}
+		if want := []string{"OK×1", "OK×2"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("ends = %v, want %v", got, want)
+		}
+	})
+}
