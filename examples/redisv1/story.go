@@ -93,7 +93,14 @@ func fraction(scale float64) string {
 func runFake(ctx context.Context, scale float64, out io.Writer) error {
 	srv := redistest.NewServer()
 	defer srv.Close()
-	return story(ctx, srv, scale, out)
+	if err := story(ctx, srv, scale, out); err != nil {
+		return err
+	}
+	p, err := scaledPolicy(scale)
+	if err != nil {
+		return err
+	}
+	return beyond(ctx, p, scale, out)
 }
 
 // story runs the scripted story against srv, which must be fresh, with the
