@@ -4,24 +4,47 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// Throttle is a retry budget: it lets the calls that share it retry at most
-// Ratio times per call started, plus PerSecond retries per second, with up to
-// Burst retries saved up. A retry the budget cannot pay for is not sent, and
+// Throttle is a retry budget: it lets the calls that share it retry as much
+// as the traffic can bear. A retry the budget cannot pay for is not sent, and
 // the call returns its last error at once.
+//
+// It has two parts, and a retry is paid from the reserve first:
+//
+//   - a reserve sized to the recent traffic, for short outages and restarts:
+//     Reserve retries per successful call of the last Window (each earning
+//     lasts a Window; the oldest are spent first), plus MinReserve retries
+//     per Window while calls succeed (or the budget is younger than the
+//     Window);
+//   - a long-run allowance, for a quiet client and for long outages: Ratio
+//     retries per call started plus PerSecond retries per second, with up to
+//     Burst saved up (an idle client starts with Burst, so a lone call can
+//     use every attempt of its Policy).
+//
+// Only successes feed the reserve, so it lasts one Window into a total
+// outage: during a total outage of T seconds in which calls start at rate R,
+// at most
+//
+//	MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T
+//
+// retries are sent, S being the calls that succeeded in the Window before
+// it. With DefaultThrottle and 100 successful calls per second before the
+// outage, that is 100 + 200 + 10 + (0.1·R + 0.5)·T. Meanwhile a restart or
+// an outage of a couple of seconds, which the reserve covers, costs no call.
+//
+// The reserve pays only for retries of attempts that failed with an answer
+// (a status from the server or the transport, as in a restart). The retry of
+// an attempt cut by its Policy.AttemptTimeout, whose work a hung or
+// overloaded server may still be doing, draws on the long-run allowance
+// alone, so that the budget never piles retries onto a server that is
+// already behind.
 //
 // A budget, rather than gRFC A6's success/failure token bucket, because it
 // bounds what matters in a storm (retries as a share of the traffic) whatever
-// the failure rate, and because it leaves a lone unlucky call alone: an idle
-// client starts with Burst saved retries, so one call can use every attempt
-// of its Policy while retries by many calls at once are held to the ratio.
-//
-// During a total outage, calls started at rate R per second cause at most
-// Burst + (Ratio·R + PerSecond)·T retries over T seconds.
+// the failure rate. With Reserve, MinReserve and Window zero, a Throttle is
+// the long-run allowance alone.
 type Throttle struct {
 	// Ratio is the number of retries each call started earns, between 0
 	// and 1 (a share of the traffic). Default 0.1.
@@ -30,15 +53,33 @@ type Throttle struct {
 	// traffic, so that a quiet client can still retry. It must not be
 	// negative. Default 0.5.
 	PerSecond float64
-	// Burst is the largest number of retries that can be saved up, and the
-	// number a new budget starts with. It must be at least 1. Default 10.
+	// Burst is the largest number of retries of the long-run allowance that
+	// can be saved up, and the number a new budget starts with. It must be
+	// at least 1. Default 10.
 	Burst int
+
+	// Reserve is the number of retries each successful call earns for the
+	// Window, between 0 and 1; 0 turns it off. Default 0.2.
+	Reserve float64
+	// MinReserve is a number of retries the reserve adds, per Window, while a
+	// call succeeded in the last Window, and during the first Window of a
+	// budget; it must not be negative. Default 100, so that a restart is
+	// retried whole even at low traffic or on a new client.
+	MinReserve int
+	// Window is how long the reserve keeps a success's earnings and a
+	// retry's cost (between 9/10 of it and all of it: the window moves in
+	// tenths). It must be positive when Reserve or MinReserve is set.
+	// Default 10 s.
+	Window time.Duration
 }
 
 // DefaultThrottle returns the throttle the interceptors use unless told
-// otherwise: 10% of the calls plus one retry every 2 s, with 10 saved up.
+// otherwise: a reserve of 20% of the calls that succeeded in the last 10 s
+// plus 100 retries per 10 s (Finagle's retry budget, but earned by
+// successes), then 10% of the calls plus one retry every 2 s, with 10 saved
+// up.
 func DefaultThrottle() Throttle {
-	return Throttle{Ratio: 0.1, PerSecond: 0.5, Burst: 10}
+	return Throttle{Ratio: 0.1, PerSecond: 0.5, Burst: 10, Reserve: 0.2, MinReserve: 100, Window: 10 * time.Second}
 }
 
 // Validate reports every field that makes t unusable, each with its value.
@@ -53,105 +94,17 @@ func (t Throttle) Validate() error {
 	if t.Burst < 1 {
 		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.Burst (%d) must be at least 1", t.Burst))
 	}
+	if !(t.Reserve >= 0 && t.Reserve <= 1) {
+		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.Reserve (%v) must be between 0 and 1", t.Reserve))
+	}
+	if t.MinReserve < 0 {
+		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.MinReserve (%d) must not be negative", t.MinReserve))
+	}
+	switch {
+	case t.Window < 0:
+		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.Window (%v) must not be negative", t.Window))
+	case t.Window == 0 && (t.Reserve > 0 || t.MinReserve > 0):
+		errs = append(errs, fmt.Errorf("grpcbackoff: Throttle.Window (0s) must be positive with a reserve (Reserve %v, MinReserve %d)", t.Reserve, t.MinReserve))
+	}
 	return errors.Join(errs...)
-}
-
-// Budget is the running state of a Throttle, shared by every call that goes
-// through one set of interceptors. It is safe for concurrent use.
-//
-// Started is on every call's path, so it writes no shared memory while the
-// budget is known to be full (a call's credit would be capped away) and is
-// otherwise a single atomic addition: calls on many cores do not contend
-// while no call retries. The budget is known to be full from the refill
-// that fills it: calls credit themselves every 64, and Allow and Tokens
-// credit calls and time.
-type Budget struct {
-	t       Throttle
-	full    atomic.Bool  // tokens == Burst; set and cleared under mu
-	started atomic.Int64 // calls started while the budget was not full
-
-	mu       sync.Mutex
-	tokens   float64   // retries saved up, at most Burst
-	credited int64     // value of started already turned into tokens
-	last     time.Time // when PerSecond was last credited
-}
-
-// creditEvery is how many uncredited calls make Started credit them, so that
-// a budget refilled by calls alone is seen to be full again without waiting
-// for the next Allow.
-const creditEvery = 64
-
-// NewBudget returns a full budget for t, or t's validation error.
-func NewBudget(t Throttle) (*Budget, error) {
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	b := &Budget{t: t, tokens: float64(t.Burst)}
-	b.full.Store(true)
-	return b, nil
-}
-
-// Started records that a call started (its first attempt).
-//
-// A call that finds the budget full is not counted. That gives the same
-// tokens as counting it: had it been counted, the next refill would have
-// added its Ratio to a full budget and capped it away. (Allow clears full
-// after that refill and before it spends a token, so a call that still saw
-// full is ordered before the spending.)
-func (b *Budget) Started() {
-	if b.full.Load() || b.t.Ratio == 0 {
-		return
-	}
-	b.count()
-}
-
-func (b *Budget) count() {
-	if b.started.Add(1)%creditEvery == 0 && b.mu.TryLock() {
-		b.creditCalls()
-		b.mu.Unlock()
-	}
-}
-
-// Allow reports whether a retry may be sent at time now, and if so pays for it.
-func (b *Budget) Allow(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refill(now)
-	if b.tokens < 1 {
-		return false
-	}
-	b.full.Store(false)
-	b.tokens--
-	return true
-}
-
-// Tokens returns the retries the budget could pay for at time now.
-func (b *Budget) Tokens(now time.Time) float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refill(now)
-	return b.tokens
-}
-
-// refill credits the calls started since the last refill and the time
-// passed. Only additions happen between two refills, so capping once at the
-// end gives the same result as capping after each one.
-func (b *Budget) refill(now time.Time) {
-	if !b.last.IsZero() && now.After(b.last) {
-		b.tokens += now.Sub(b.last).Seconds() * b.t.PerSecond
-	}
-	if b.last.IsZero() || now.After(b.last) {
-		b.last = now
-	}
-	b.creditCalls()
-}
-
-// creditCalls turns the calls counted since the last credit into tokens, caps
-// the tokens at Burst and records whether the budget is full. b.mu is held.
-func (b *Budget) creditCalls() {
-	started := b.started.Load()
-	b.tokens += float64(started-b.credited) * b.t.Ratio
-	b.credited = started
-	b.tokens = min(b.tokens, float64(b.t.Burst))
-	b.full.Store(b.tokens >= float64(b.t.Burst))
 }

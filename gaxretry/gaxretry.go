@@ -8,7 +8,8 @@
 // The Retryer uses the Policy as the interceptor package does: the delay
 // before retry n is Policy.RetryDelay(n, hint) (the Memorystore formula,
 // lengthened by a google.rpc.RetryInfo detail, and no retry when the server
-// asks for more than grpcbackoff.MaxHintDelay and Policy.MaxBackoff), only Policy.Codes are retried, and
+// asks for more than grpcbackoff.MaxHintDelay and Policy.MaxBackoff), only
+// Policy.Codes are retried, and
 // MaxAttempts counts every attempt, the first one included.
 //
 // # Which one to use
@@ -70,7 +71,9 @@ import (
 // long: not when err carries no status (gax.Invoke hands it a
 // *apierror.APIError, from a gRPC status or an HTTP error), when its code is
 // not in p.Codes, when this was attempt p.MaxAttempts, or when the server
-// asked to wait longer than grpcbackoff.MaxHintDelay and p.MaxBackoff(); otherwise after p.RetryDelay.
+// asked to wait longer than p.RetryDelay allows; otherwise after
+// p.RetryDelay. A Retryer does not know the caller's deadline: gax.Invoke
+// sleeps through a hint that passes it and returns its context's error.
 func Retryer(p grpcbackoff.Policy) (gax.Retryer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func TestRetryer(t *testing.T) {
 		{"RetryInfo lengthens the wait", fast(3), []error{withRetryInfo(codes.Unavailable, 7*ms), withRetryInfo(codes.Unavailable, 1*ms)},
 			[]decision{{7 * ms, true}, {2 * ms, true}}},
 		{"RetryInfo past Max is honoured", fast(3), []error{withRetryInfo(codes.Unavailable, 11*ms)}, []decision{{11 * ms, true}}},
-		{"RetryInfo past the hint cap stops", fast(3), []error{withRetryInfo(codes.Unavailable, grpcbackoff.MaxHintDelay+ms)}, []decision{{0, false}}},
+		{"RetryInfo past MaxHintDelay stops", fast(3), []error{withRetryInfo(codes.Unavailable, grpcbackoff.MaxHintDelay+ms)}, []decision{{0, false}}},
 		{"RetryInfo at Max is honoured", fast(3), []error{withRetryInfo(codes.ResourceExhausted, 10*ms)}, []decision{{10 * ms, true}}},
 		{"RetryInfo on a code not retried", fast(3), []error{withRetryInfo(codes.NotFound, 1*ms)}, []decision{{0, false}}},
 		{"as gax.Invoke wraps it", fast(3), []error{asGax(unavailable()), asGax(withRetryInfo(codes.Unavailable, 5*ms))},
@@ -98,8 +98,8 @@ func TestRetryer(t *testing.T) {
 			[]decision{{1 * ms, true}, {2 * ms, true}, {0, false}}},
 		{"HTTP RetryInfo", fast(3), []error{asGax(httpError(503, "0.006s")), httpError(429, "0.001s")},
 			[]decision{{6 * ms, true}, {2 * ms, true}}},
-		{"HTTP RetryInfo past Max is honoured", fast(3), []error{asGax(httpError(503, "1s"))}, []decision{{time.Second, true}}},
-		{"HTTP RetryInfo past the hint cap", fast(3), []error{asGax(httpError(503, "600s"))}, []decision{{0, false}}},
+		{"HTTP RetryInfo past Max", fast(3), []error{asGax(httpError(503, "1s"))}, []decision{{time.Second, true}}},
+		{"HTTP RetryInfo past MaxHintDelay", fast(3), []error{asGax(httpError(503, "301s"))}, []decision{{0, false}}},
 		{"HTTP 404", fast(3), []error{asGax(httpError(404, ""))}, []decision{{0, false}}},
 	}
 	for _, tc := range cases {
@@ -208,7 +208,8 @@ func TestInvoke(t *testing.T) {
 		{"exhausted", repeat(unavailable(), 9), []time.Duration{1 * ms, 2 * ms, 4 * ms}, codes.Unavailable},
 		{"not retryable", []error{status.Error(codes.PermissionDenied, "no")}, nil, codes.PermissionDenied},
 		{"RetryInfo", []error{withRetryInfo(codes.Unavailable, 9*ms)}, []time.Duration{9 * ms}, codes.OK},
-		{"RetryInfo past the hint cap", []error{withRetryInfo(codes.Unavailable, grpcbackoff.MaxHintDelay+time.Second)}, nil, codes.Unavailable},
+		{"RetryInfo past Max", []error{withRetryInfo(codes.Unavailable, time.Second)}, []time.Duration{time.Second}, codes.OK},
+		{"RetryInfo past MaxHintDelay", []error{withRetryInfo(codes.Unavailable, time.Hour)}, nil, codes.Unavailable},
 	}
 	co := gaxretry.MustCallOption(fast(4))
 	for _, tc := range cases {

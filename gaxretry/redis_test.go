@@ -69,7 +69,8 @@ func TestRedisClientCallOptions(t *testing.T) {
 		{"exhausted", []redistest.Fault{{Code: codes.Unavailable, Count: 5}}, codes.Unavailable, []time.Duration{100 * ms, 200 * ms}},
 		{"not retryable", []redistest.Fault{{Code: codes.FailedPrecondition, Count: 1}}, codes.FailedPrecondition, nil},
 		{"RetryInfo", []redistest.Fault{{Code: codes.ResourceExhausted, Count: 1, RetryDelay: 700 * ms}}, codes.OK, []time.Duration{700 * ms}},
-		{"RetryInfo past the hint cap", []redistest.Fault{{Code: codes.Unavailable, Count: 1, RetryDelay: grpcbackoff.MaxHintDelay + time.Minute}}, codes.Unavailable, nil},
+		{"RetryInfo past Max", []redistest.Fault{{Code: codes.Unavailable, Count: 1, RetryDelay: time.Minute}}, codes.OK, []time.Duration{time.Minute}},
+		{"RetryInfo past MaxHintDelay", []redistest.Fault{{Code: codes.Unavailable, Count: 1, RetryDelay: time.Hour}}, codes.Unavailable, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -430,3 +430,40 @@ func durationsEqual(a, b []time.Duration) bool {
 	}
 	return true
 }
+
+// TestCutAttemptsDrawOnTheLongRunAllowance: the retry of an attempt cut by
+// its AttemptTimeout is paid by the long-run allowance alone (here one
+// retry), however large the reserve; the retries of attempts the server
+// answered with UNAVAILABLE are paid by the reserve.
+func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
+	th := grpcbackoff.Throttle{Burst: 1, MinReserve: 100, Window: time.Minute}
+	cases := []struct {
+		name string
+		act  func(ctx context.Context, n int) error
+		want int // attempts
+		why  grpcbackoff.Reason
+	}{
+		{"hung: cut, one retry", func(ctx context.Context, _ int) error {
+			<-ctx.Done()
+			return status.FromContextError(ctx.Err()).Err()
+		}, 2, grpcbackoff.ReasonThrottled},
+		{"UNAVAILABLE: every retry", func(context.Context, int) error {
+			return status.Error(codes.Unavailable, "down")
+		}, 5, grpcbackoff.ReasonExhausted},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newFtServer(t, tc.act, 1)
+				p := ftFast()
+				p.AttemptTimeout = time.Second
+				c := srv.conn(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
+				_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+				var e *grpcbackoff.Error
+				if !errors.As(err, &e) || e.Attempts != tc.want || e.Reason != tc.why {
+					t.Errorf("err = %v, want %d attempts, %v", err, tc.want, tc.why)
+				}
+			})
+		})
+	}
+}

@@ -288,12 +288,31 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	if hasDeadline && !now.Add(d).Before(dl) {
 		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
 	}
-	if b := c.conn.t.budget; b != nil && !b.Allow(now) {
+	if c.conn.t.budget != nil && !c.allow(now, cut) {
 		c.observe(ctx, st.Code(), err, h, 0, true)
 		return 0, c.fail(err, now, grpcbackoff.ReasonThrottled)
 	}
 	c.observe(ctx, st.Code(), err, h, d, false)
 	return d, nil
+}
+
+// succeeded tells the call's budget that an attempt succeeded, which feeds
+// its reserve.
+func (c *call) succeeded() {
+	if b := c.conn.t.budget; b != nil {
+		b.Succeeded()
+	}
+}
+
+// allow asks the budget to pay for a retry. The retry of an attempt cut by
+// its own timeout, whose work the server may still be doing (a hung or
+// overloaded server), draws on the long-run allowance alone: the reserve is
+// for failures the server answered, such as a restart's.
+func (c *call) allow(now time.Time, cut bool) bool {
+	if cut {
+		return c.conn.t.budget.AllowLongRun(now)
+	}
+	return c.conn.t.budget.Allow(now)
 }
 
 // fail returns the error for a call that ends after its attempt c.attempts

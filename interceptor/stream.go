@@ -482,6 +482,7 @@ func (s *retryStream) RecvMsg(m any) error {
 				if a.timer != nil {
 					a.timer.Stop()
 				}
+				s.c.succeeded() // a response: it feeds the budget's reserve
 			}
 			s.commitLocked()
 			if s.desc.ServerStreams {

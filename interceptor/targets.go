@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
 // errConnClosing is what a call on a closed ClientConn gets from grpc-go
@@ -38,8 +38,8 @@ type TargetState struct {
 // shares: its retry budget.
 type targetState struct {
 	name   string
-	budget *grpcbackoff.Budget // nil: no throttle
-	conns  int                 // ClientConns registered for it; guarded by targets.mu
+	budget *budget.Budget // nil: no throttle
+	conns  int            // ClientConns registered for it; guarded by targets.mu
 }
 
 // connState is what a call needs of its ClientConn: its target's state, and
@@ -69,7 +69,7 @@ type targets struct {
 func (r *Retrier) newTargetState(name string) *targetState {
 	t := &targetState{name: name}
 	if r.throttle != nil {
-		t.budget, _ = grpcbackoff.NewBudget(*r.throttle) // validated by WithThrottle
+		t.budget, _ = budget.New(*r.throttle, time.Now()) // validated by WithThrottle
 	}
 	return t
 }

@@ -24,6 +24,9 @@ import (
 // A call commits, and is not retried, once the server sent response headers
 // (gRFC A6): the server may have acted on it. A trailers-only response (an
 // error sent without headers, the usual form of a failure) does not commit.
+// To know, each attempt carries a grpc.Header option, for which grpc-go
+// copies the response headers even when the call succeeds.
+//
 // With Policy.AttemptTimeout, each attempt runs under the earlier of the
 // caller's deadline and its start plus AttemptTimeout; an attempt cut by its
 // own timeout is retried whatever Policy.Codes says, one cut by the
@@ -86,6 +89,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	c := call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts}
 	trailer, err := r.attemptUnary(ctx, ctx, &c, req, reply, cc, invoker, opts)
 	if err == nil {
+		c.succeeded()
 		return c.end(ctx, nil)
 	}
 	return c.end(ctx, r.retryUnary(ctx, &c, req, reply, cc, invoker, opts, err, trailer))
@@ -143,6 +147,7 @@ func (r *Retrier) retryUnary(ctx context.Context, c *call, req, reply any, cc *g
 		trailer, err = r.attemptUnary(ctx, c.retryContext(ctx), c, req, reply, cc, invoker, opts)
 		c.attempts++
 		if err == nil {
+			c.succeeded()
 			return nil
 		}
 	}

@@ -126,17 +126,22 @@ type Method struct {
 // the bucket holds maxTokens/2 or less. A Throttle is a retry budget
 // instead, and retryThrottling becomes
 //
-//	Burst     = max(1, ⌊maxTokens/2⌋)
-//	Ratio     = min(tokenRatio, 1)
-//	PerSecond = 0
+//	Burst      = max(1, ⌊maxTokens/2⌋)
+//	Ratio      = min(tokenRatio, 1)
+//	PerSecond  = 0
+//	Reserve    = min(tokenRatio, 1)
+//	MinReserve = 0
+//	Window     = 10 s
 //
 // Both let about maxTokens/2 retries through when an outage starts, and
-// earn tokenRatio retries back per call. They differ in what earns: A6
-// earns only on successes, so in a total outage it sends no retry at all
-// once the bucket is half empty, while the budget earns on every call
-// started, so it keeps allowing tokenRatio retries per call (at most one,
-// with the cap on Ratio). A6 also counts every failed attempt, first
-// attempts included, where the budget counts retries.
+// earn tokenRatio retries back per successful call (the budget's reserve,
+// which keeps them for 10 s where A6 keeps them until spent, up to
+// maxTokens). They differ in that the budget also earns tokenRatio per call
+// started (its long-run allowance, up to Burst): in a total outage A6 sends
+// no retry at all once the bucket is half empty, while the budget keeps
+// allowing tokenRatio retries per call (at most one, with the cap on Ratio).
+// A6 also counts every failed attempt, first attempts included, where the
+// budget counts retries.
 //
 // Parse does not apply the config: see
 // interceptor.WithServiceConfig. Methods no entry names keep the Policy
@@ -660,11 +665,18 @@ func (p *scParser) throttle(raw json.RawMessage) *grpcbackoff.Throttle {
 		return nil
 	}
 	return &grpcbackoff.Throttle{
-		Ratio:     min(ratio, 1),
-		PerSecond: 0,
-		Burst:     max(1, int(maxTokens/2)),
+		Ratio:      min(ratio, 1),
+		PerSecond:  0,
+		Burst:      max(1, int(maxTokens/2)),
+		Reserve:    min(ratio, 1),
+		MinReserve: 0,
+		Window:     a6Window,
 	}
 }
+
+// a6Window is how long the reserve a retryThrottling maps to keeps what
+// successes earn: DefaultThrottle's Window.
+const a6Window = 10 * time.Second
 
 // scShow returns raw compacted and shortened, for an error message.
 func scShow(raw json.RawMessage) string {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
 	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
@@ -116,7 +117,7 @@ func scValidCases() []scCase {
 				{Names: []string{""},
 					Policy: scPolicy(1500*time.Millisecond, 10*time.Second, 1.5, 3, un, codes.Aborted)},
 			},
-			Throttle: &grpcbackoff.Throttle{Ratio: 0.1, PerSecond: 0, Burst: 5},
+			Throttle: &grpcbackoff.Throttle{Ratio: 0.1, PerSecond: 0, Burst: 5, Reserve: 0.1, Window: 10 * time.Second},
 		}},
 		{"empty object", `{}`, serviceconfig.Config{}},
 		{"nulls are absent", `{"methodConfig": null, "retryThrottling": null}`, serviceconfig.Config{}},
@@ -143,9 +144,9 @@ func scValidCases() []scCase {
 			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(time.Second, time.Second, 1, 2,
 				1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)}}}},
 		{"throttling with a small bucket and a large ratio", `{"retryThrottling": {"maxTokens": 1, "tokenRatio": 2.5}}`,
-			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 1, Burst: 1}}},
+			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 1, Burst: 1, Reserve: 1, Window: 10 * time.Second}}},
 		{"throttling at the limits", `{"retryThrottling": {"maxTokens": 1000, "tokenRatio": 0.001}}`,
-			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 0.001, Burst: 500}}},
+			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 0.001, Burst: 500, Reserve: 0.001, Window: 10 * time.Second}}},
 	}
 }
 
@@ -427,12 +428,12 @@ func TestServiceConfigThrottleMapping(t *testing.T) {
 			}
 			a6++
 		}
-		b, err := grpcbackoff.NewBudget(*sc.Throttle)
+		now := time.Unix(0, 0)
+		b, err := budget.New(*sc.Throttle, now)
 		if err != nil {
-			t.Fatalf("NewBudget(%+v) = %v", *sc.Throttle, err)
+			t.Fatalf("budget.New(%+v) = %v", *sc.Throttle, err)
 		}
 		b.Started()
-		now := time.Unix(0, 0)
 		ours := 0
 		for b.Allow(now) {
 			ours++
@@ -509,7 +510,7 @@ func ExampleParse() {
 	//   delay min(200ms·2^n, 10s)·U[0.8, 1.2]
 	// [/google.cloud.redis.v1.CloudRedis/CreateInstance]
 	//   no retry
-	// throttle {Ratio:0.1 PerSecond:0 Burst:10}
+	// throttle {Ratio:0.1 PerSecond:0 Burst:10 Reserve:0.1 MinReserve:0 Window:10s}
 	// serviceconfig: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2
 	// serviceconfig: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
 	// serviceconfig: methodConfig[0].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name like "UNAVAILABLE"

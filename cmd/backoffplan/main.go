@@ -9,7 +9,7 @@
 // Usage:
 //
 //	backoffplan [-initial 1s] [-multiplier 2 | -ratio 0.1] [-max 32s] [-jitter 1s]
-//	            [-attempts 8] [-rows n] [-at 1000s] [-deadline 600s]
+//	            [-jitter-factor 0.2] [-attempts 8] [-rows n] [-at 1000s] [-deadline 600s]
 //	            [-service google.cloud.redis.v1.CloudRedis [-nonidempotent-retries]]
 //
 // -service prints, for every method of a gRPC service registered in this
@@ -58,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	multiplier := fs.Float64("multiplier", def.Multiplier, "growth of the delay per retry (r), at least 1")
 	maxDelay := fs.Duration("max", def.Max, "cap on every delay, jitter included")
 	jitter := fs.Duration("jitter", def.Jitter, "most random delay added to each wait (0: none)")
+	jitterFactor := fs.Float64("jitter-factor", def.JitterFactor, "spread f of a multiplicative jitter: each wait times U[1-f, 1+f], after -max (grpc-go: 0.2; 0: none)")
 	attempts := fs.Int("attempts", def.MaxAttempts, "MaxAttempts: attempts in all, the first included")
 	ratio := fs.Float64("ratio", 0, "choose the multiplier for a wait of about ratio times the elapsed time: r = 1 + ratio (overrides -multiplier)")
 	rows := fs.Int("rows", 0, fmt.Sprintf("retries in the table (default attempts-1, at most %d)", defaultRows))
@@ -89,6 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	p := def
 	p.Initial, p.Multiplier, p.Max, p.Jitter, p.MaxAttempts = *initial, *multiplier, *maxDelay, *jitter, *attempts
+	p.JitterFactor = *jitterFactor
 	switch {
 	case p.Initial <= 0:
 		return bad("-initial %v: must be positive", p.Initial)
@@ -98,6 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bad("-max %v: must not be less than -initial %v", p.Max, p.Initial)
 	case p.Jitter < 0:
 		return bad("-jitter %v: must not be negative", p.Jitter)
+	case !(p.JitterFactor >= 0 && p.JitterFactor < 1):
+		return bad("-jitter-factor %v: must be a number in [0, 1)", p.JitterFactor)
 	case p.MaxAttempts < 1:
 		return bad("-attempts %d: must be at least 1", p.MaxAttempts)
 	case set["rows"] && (*rows < 0 || *rows == math.MaxInt):
@@ -121,6 +125,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pr := printer{w: stdout, prec: precision(p)}
 	fmt.Fprintf(stdout, "policy: initial %v, multiplier %v, max %v, jitter %v, attempts %d\n",
 		p.Initial, p.Multiplier, p.Max, p.Jitter, p.MaxAttempts)
+	if p.JitterFactor > 0 {
+		fmt.Fprintf(stdout, "jitter factor %v: each wait times U[%v, %v]\n", p.JitterFactor, 1-p.JitterFactor, 1+p.JitterFactor)
+	}
 	if set["ratio"] {
 		fmt.Fprintf(stdout, "ratio %v: r = %v: after a long time T, each wait is about %v·T\n", *ratio, p.Multiplier, *ratio)
 		if k, err := plan.RetryCountRatio(*multiplier, p.Multiplier); err == nil {
@@ -214,7 +221,7 @@ func (pr printer) span(a, b time.Duration) string {
 
 // table prints retries 0 (the first attempt) to n of p.
 func (pr printer) table(p grpcbackoff.Policy, n int) {
-	jitter := p.Jitter > 0
+	jitter := p.Jitter > 0 || p.JitterFactor > 0
 	tw := tabwriter.NewWriter(pr.w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	cols := []string{"retry", "delay", "elapsed"}
 	if jitter {
@@ -233,8 +240,9 @@ func (pr printer) table(p grpcbackoff.Policy, n int) {
 	for s := range plan.Schedule(q) {
 		cells := []string{strconv.Itoa(s.Retry), pr.sec(s.Delay)}
 		if jitter {
-			span := pr.sec(s.Delay)
-			if s.MaxDelay > s.Delay {
+			low := time.Duration(float64(s.Delay) * (1 - p.JitterFactor)) // the shortest wait
+			span := pr.sec(low)
+			if s.MaxDelay > low {
 				span += "–" + pr.sec(s.MaxDelay)
 			}
 			cells = append(cells, span, pr.sec(s.Elapsed), pr.sec(s.MaxElapsed))

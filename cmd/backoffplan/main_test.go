@@ -258,3 +258,24 @@ func TestBackoffPlanHelp(t *testing.T) {
 		t.Errorf("run(-h) = %d, stdout %q, stderr %q; want 0 and the usage on stderr", status, out, errOut)
 	}
 }
+
+// TestBackoffPlanJitterFactor: a policy as a service config makes it
+// (multiplicative jitter, no additive one) shows each wait's range.
+func TestBackoffPlanJitterFactor(t *testing.T) {
+	args := []string{"-initial", "100ms", "-max", "1s", "-jitter", "0", "-jitter-factor", "0.2", "-attempts", "6"}
+	status, out, errOut := runPlan(t, args...)
+	if status != 0 || errOut != "" {
+		t.Fatalf("run(%q) = %d, stderr %q, want 0 and nothing", args, status, errOut)
+	}
+	if !strings.Contains(out, "jitter factor 0.2: each wait times U[0.8, 1.2]\n") {
+		t.Errorf("run(%q) does not state the jitter factor:\n%s", args, out)
+	}
+	checkRows(t, args, out, [][]string{
+		{"1", "0.100", "0.080–0.120", "0.100", "0.120"},
+		{"4", "0.800", "0.640–0.960", "1.500", "1.800"},
+		{"5", "1.000", "0.800–1.200", "2.500", "3.000"},
+	})
+	if status, _, errOut := runPlan(t, "-jitter-factor", "1"); status != 2 || !strings.Contains(errOut, "-jitter-factor 1: must be a number in [0, 1)") {
+		t.Errorf("run(-jitter-factor 1) = %d, %q; want 2 and an error naming the flag", status, errOut)
+	}
+}

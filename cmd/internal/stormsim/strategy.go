@@ -133,6 +133,7 @@ func (s Strategy) retrier(scale float64, onRetry func(interceptor.Retry)) (*inte
 	if s.Throttle != nil {
 		t := *s.Throttle
 		t.PerSecond /= scale // per real second
+		t.Window = scaled(t.Window, scale)
 		opts = append(opts, interceptor.WithThrottle(t))
 	}
 	r, err := interceptor.New(p, opts...)

@@ -1,12 +1,17 @@
-package grpcbackoff
+package budget
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/platformkit/grpcbackoff"
+)
 
 // TestBudgetStopsCountingWhenFull checks the point of Budget.full: calls
 // started while the budget is full write nothing shared, and a budget that
 // calls alone refill is seen to be full again without an Allow.
 func TestBudgetStopsCountingWhenFull(t *testing.T) {
-	b, err := NewBudget(DefaultThrottle()) // Ratio 0.1, Burst 10
+	b, err := New(grpcbackoff.DefaultThrottle(), time.Now()) // Ratio 0.1, Burst 10
 	if err != nil {
 		t.Fatal(err)
 	}

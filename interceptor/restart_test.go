@@ -1,0 +1,149 @@
+package interceptor_test
+
+// A routine restart over real TCP: calls in flight when the server stops
+// are retried on the server that replaces it on the same port.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// rsServer answers UnaryCall; while hold is open, it counts each call in
+// held and blocks it until the server stops.
+type rsServer struct {
+	testgrpc.UnimplementedTestServiceServer
+	hold  chan struct{} // nil: answer at once
+	held  chan struct{} // receives one value per blocked call
+	calls atomic.Int64
+}
+
+func (s *rsServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	s.calls.Add(1)
+	if s.hold != nil {
+		s.held <- struct{}{}
+		select {
+		case <-s.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &testgrpc.SimpleResponse{}, nil
+}
+
+// rsServe serves s on lis and returns the server and a channel closed when
+// Serve has returned.
+func rsServe(s *rsServer, lis net.Listener) (*grpc.Server, chan struct{}) {
+	srv := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(srv, s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(lis)
+	}()
+	return srv, done
+}
+
+// TestRestartInFlight: 50 calls in flight over loopback TCP when the server
+// stops; a new server takes its port at once. With DefaultThrottle every call
+// is retried onto the new server and succeeds, the reserve of a new budget
+// paying for the 50 retries. The long-run allowance alone (the budget as it
+// was: Burst 10) lets only about 10 of them retry.
+func TestRestartInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real TCP and a real 1–2 s backoff")
+	}
+	const inFlight = 50
+	longRunOnly := grpcbackoff.Throttle{Ratio: 0.1, PerSecond: 0.5, Burst: 10}
+	cases := []struct {
+		name      string
+		th        grpcbackoff.Throttle
+		wantOK    int // at least
+		wantAtMax int // at most
+	}{
+		{"DefaultThrottle", grpcbackoff.DefaultThrottle(), inFlight, inFlight},
+		{"long-run allowance alone", longRunOnly, 0, 15},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := lis.Addr().String()
+			first := &rsServer{hold: make(chan struct{}), held: make(chan struct{}, inFlight)}
+			srv1, done1 := rsServe(first, lis)
+			defer func() { srv1.Stop(); <-done1 }()
+
+			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithThrottle(tc.th))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := grpc.NewClient("passthrough:///"+addr,
+				append(r.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			client := testgrpc.NewTestServiceClient(cc)
+
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			errs := make([]error, inFlight)
+			for i := range inFlight {
+				wg.Go(func() {
+					_, errs[i] = client.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(false))
+				})
+			}
+			for range inFlight {
+				select {
+				case <-first.held:
+				case <-ctx.Done():
+					t.Fatal("the calls did not all reach the first server")
+				}
+			}
+
+			// The restart: stop, and serve again on the same port.
+			srv1.Stop()
+			<-done1
+			lis2, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Fatalf("listening again on %s: %v", addr, err)
+			}
+			second := &rsServer{}
+			srv2, done2 := rsServe(second, lis2)
+			defer func() { srv2.Stop(); <-done2 }()
+			wg.Wait()
+
+			ok, throttled := 0, 0
+			for _, err := range errs {
+				var e *grpcbackoff.Error
+				switch {
+				case err == nil:
+					ok++
+				case errors.As(err, &e) && e.Reason == grpcbackoff.ReasonThrottled:
+					throttled++
+				default:
+					t.Errorf("call failed otherwise: %v", err)
+				}
+			}
+			t.Logf("%d calls in flight across the restart: %d succeeded (%d attempts on the new server), %d throttled",
+				inFlight, ok, second.calls.Load(), throttled)
+			if ok < tc.wantOK || ok > tc.wantAtMax {
+				t.Errorf("%d calls succeeded, want between %d and %d", ok, tc.wantOK, tc.wantAtMax)
+			}
+		})
+	}
+}
