@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -49,6 +50,8 @@ type Retrier struct {
 	bufLimit  int
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
+
+	adaptive *grpcbackoff.Adaptive // nil: no adaptive throttling (see adaptive.go)
 }
 
 // compiled is a validated Policy with its codes as a bit set.
@@ -210,6 +213,8 @@ type call struct {
 	start    time.Time          // end of the first attempt
 	delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did
+
+	adaptive *grpcbackoff.Adaptive // adaptive throttling of retries; nil: none
 }
 
 // next is called when attempt c.attempts failed with err (and trailer, for
@@ -221,38 +226,28 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		c.start = now
 	}
 	st := status.Convert(err)
-	// The caller's context is done, or its deadline has passed (the attempt
-	// can fail with it a moment before ctx.Err says so).
-	dl, hasDeadline := ctx.Deadline()
-	if cerr := ctx.Err(); cerr != nil || hasDeadline && !now.Before(dl) {
-		if c.attempts == 1 {
-			return 0, err
-		}
-		if cerr == context.Canceled {
-			return 0, c.fail(err, now, grpcbackoff.ReasonCanceled)
-		}
-		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
+	dl, _ := ctx.Deadline()
+	a := grpcbackoff.Attempt{Number: c.attempts, MaxAttempts: c.max, Code: st.Code(),
+		Hint: grpcbackoff.ServerHint(st, trailer), Now: now, Deadline: dl, Done: ctx.Err()}
+	var budget grpcbackoff.RetryBudget
+	if c.r.budget != nil {
+		budget = c.r.budget
 	}
-	if !c.p.retryable(st.Code()) {
-		return 0, c.fail(err, now, grpcbackoff.ReasonNotRetryable)
+	if c.adaptive != nil {
+		a.U = rand.Float64()
 	}
-	if c.attempts >= c.max {
-		return 0, c.fail(err, now, grpcbackoff.ReasonExhausted)
+	switch d := c.p.Decide(a, budget, c.adaptive); {
+	case d.Retry:
+		c.observe(ctx, a.Code, err, a.Hint, d.Delay, false)
+		return d.Delay, nil
+	case d.Reason == 0: // the caller's context ended during the first attempt
+		return 0, err
+	case d.Reason == grpcbackoff.ReasonThrottled:
+		c.observe(ctx, a.Code, err, a.Hint, 0, true)
+		return 0, c.fail(err, now, d.Reason)
+	default:
+		return 0, c.fail(err, now, d.Reason)
 	}
-	h := grpcbackoff.ServerHint(st, trailer)
-	d, ok := c.p.RetryDelay(c.attempts-1, h)
-	if !ok {
-		return 0, c.fail(err, now, grpcbackoff.ReasonServerRefused)
-	}
-	if hasDeadline && !now.Add(d).Before(dl) {
-		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
-	}
-	if c.r.budget != nil && !c.r.budget.Allow(now) {
-		c.observe(ctx, st.Code(), err, h, 0, true)
-		return 0, c.fail(err, now, grpcbackoff.ReasonThrottled)
-	}
-	c.observe(ctx, st.Code(), err, h, d, false)
-	return d, nil
 }
 
 // fail returns the error for a call that ends after its attempt c.attempts
