@@ -55,6 +55,9 @@ func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if err := r.admit(ctx, method, cc, opts); err != nil {
+		return nil, err
+	}
 	if r.budget != nil {
 		r.budget.Started()
 	}
@@ -68,7 +71,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
-		cur: cs, c: call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1},
+		cur: cs, c: call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1, adaptive: r.adaptiveFor(opts)},
 	}
 	s.sent = s.first[:0]
 	s.retried.L = &s.mu
@@ -256,6 +259,9 @@ func (s *retryStream) RecvMsg(m any) error {
 		err := a.RecvMsg(m)
 		s.recvMu.Unlock()
 		if err == nil || err == io.EOF {
+			if !s.committed.Load() {
+				s.c.r.record(nil) // the first response: accepted
+			}
 			s.commit()
 			if err == io.EOF {
 				s.ended(err)
@@ -382,6 +388,7 @@ func (s *retryStream) retry(a grpc.ClientStream, err error) error {
 // attempt's trailer; err its error. The caller has claimed the retry.
 func (s *retryStream) retryLocked(trailer metadata.MD, err error) error {
 	for {
+		s.c.r.record(err)
 		d, final := s.c.next(s.ctx, err, trailer)
 		if final == nil {
 			final = s.c.wait(s.ctx, d, err)

@@ -53,6 +53,9 @@ func (s *unaryState) release() {
 }
 
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := r.admit(ctx, method, cc, opts); err != nil {
+		return err
+	}
 	if r.budget != nil {
 		r.budget.Started()
 	}
@@ -61,9 +64,11 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		err = invoker(ctx, method, req, reply, cc, opts...)
+		r.record(err)
+		return err
 	}
-	c := call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1}
+	c := call{r: r, p: p, max: max, method: method, target: target(cc), attempts: 1, adaptive: r.adaptiveFor(opts)}
 	attemptOpts := opts
 	var s *unaryState
 	if !r.noPushback {
@@ -71,6 +76,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		attemptOpts = s.opts
 	}
 	err = invoker(ctx, method, req, reply, cc, attemptOpts...)
+	r.record(err)
 	var trailer metadata.MD
 	if s != nil {
 		trailer = s.trailer
@@ -110,6 +116,7 @@ func (r *Retrier) retryUnary(ctx context.Context, c *call, req, reply any, cc *g
 			attemptOpts = s.opts
 		}
 		err = invoker(c.retryContext(ctx), c.method, req, reply, cc, attemptOpts...)
+		r.record(err)
 		c.attempts++
 		if s != nil {
 			trailer = s.trailer
