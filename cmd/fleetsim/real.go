@@ -67,8 +67,8 @@ func (rc realConfig) validate() error {
 
 // realResult is one strategy's run of -real.
 type realResult struct {
-	strategy string
-	samples  []fleetsim.Sample
+	strategy           string
+	samples            []fleetsim.Sample
 	recovered, settled bool
 	recoveredAfter     time.Duration
 	settledAfter       time.Duration

@@ -70,9 +70,9 @@ type Result struct {
 
 // Client states.
 const (
-	thinking uint8 = iota
-	inFlight       // an attempt is in flight
-	backingOff     // waiting to retry
+	thinking   uint8 = iota
+	inFlight         // an attempt is in flight
+	backingOff       // waiting to retry
 )
 
 // client is one client: 16 bytes, the simulator's main memory cost.
