@@ -71,7 +71,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&sc.Interval, "interval", sc.Interval, "mean think time of a client between calls (exponentially distributed)")
 	fs.DurationVar(&sc.PauseAt, "pause-at", sc.PauseAt, "when the server is paused")
 	fs.DurationVar(&sc.Pause, "pause", sc.Pause, "how long the server stays paused (single run)")
-	backlog := fs.Int("backlog", -1, "requests that can wait for the paused server, further ones are lost (0: no bound; default: one per client)")
+	fs.IntVar(&sc.Backlog, "backlog", sc.Backlog, "requests that can wait for the paused server, further ones are lost (0: no bound)")
 	fs.DurationVar(&sc.Duration, "duration", sc.Duration, "length of the run (single run)")
 	fs.IntVar(&sc.Model.Limit, "limit", sc.Model.Limit, "concurrency up to which the server answers in -base-latency")
 	fs.Float64Var(&sc.Model.K, "k", sc.Model.K, "requests above -limit that multiply the latency by -growth")
@@ -89,7 +89,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	realMode := fs.Bool("real", false, "run the article's experiment for real: the server in a child process on 127.0.0.1, paused with SIGSTOP and resumed with SIGCONT")
 	rc := defaultRealConfig()
 	fs.IntVar(&rc.clients, "real-clients", rc.clients, "clients of -real")
-	fs.DurationVar(&rc.pause, "real-pause", rc.pause, "pause of -real")
+	fs.DurationVar(&rc.pauseAt, "real-pause-at", rc.pauseAt, "when -real stops the server")
+	fs.DurationVar(&rc.pause, "real-pause", rc.pause, "how long -real keeps the server stopped")
 	fs.DurationVar(&rc.duration, "real-duration", rc.duration, "length of each -real run")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -99,14 +100,6 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if *grid && *realMode {
 		return config{}, errors.New("-grid and -real are exclusive")
-	}
-	switch {
-	case *backlog == -1:
-		sc.Backlog = sc.Clients
-	case *backlog < 0:
-		return config{}, fmt.Errorf("-backlog (%d) must not be negative", *backlog)
-	default:
-		sc.Backlog = *backlog
 	}
 	if *load != 0 {
 		if !(*load > 0 && *load <= 1) {

@@ -371,7 +371,9 @@ func (s *sim) send(id int32, now int64) {
 func (s *sim) accept(r ref, now int64) {
 	s.accepted++
 	s.peak = max(s.peak, s.inflight())
-	s.q.push(event{at: now + int64(s.sc.Model.Latency(s.accepted)), id: r.id, seq: r.seq, kind: evDone})
+	if at := now + int64(s.sc.Model.Latency(s.accepted)); at <= s.end {
+		s.q.push(event{at: at, id: r.id, seq: r.seq, kind: evDone})
+	} // else it is still in the server when the run ends: no event needed
 }
 
 // answer delivers the server's answer to r, if its client still waits.
