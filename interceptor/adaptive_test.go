@@ -216,3 +216,21 @@ func TestUnarySuccessAllocatesNothingUnderAdaptiveThrottle(t *testing.T) {
 		t.Errorf("a successful call allocates %v times, want 0", n)
 	}
 }
+
+// TestAdaptiveThrottleOffByDefault: without WithAdaptiveThrottle no call is
+// rejected locally, however many fail (the decision and its figures are in
+// cmd/fleetsim/README.md).
+func TestAdaptiveThrottleOffByDefault(t *testing.T) {
+	p := exact()
+	p.MaxAttempts = 1
+	ic := interceptor.Unary(p)
+	s := &script{errs: unavailable(1000)}
+	for i := range 1000 {
+		if _, ok := rejectedLocally(call(context.Background(), t, ic, s)); ok {
+			t.Fatalf("call %d rejected locally by a default Retrier", i)
+		}
+	}
+	if len(s.times) != 1000 {
+		t.Errorf("%d of 1000 calls reached the invoker, want all", len(s.times))
+	}
+}
