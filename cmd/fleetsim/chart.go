@@ -75,8 +75,9 @@ func writeGridChart(path string, res fleetsim.GridResult) error {
 			title += " (default)"
 		}
 		text(title, px+marginL+no*cellW/2, py+16, 12, true)
+		text("outage", px+marginL/2, py+marginT-8, 9, true)
 		for o, outage := range g.Outages {
-			text("pause "+outage.String(), px+marginL+o*cellW+cellW/2, py+marginT-8, 9, true)
+			text(fmt.Sprintf("%gs", outage.Seconds()), px+marginL+o*cellW+cellW/2, py+marginT-8, 9, true)
 		}
 		for l, load := range g.Loads {
 			y := py + marginT + l*cellH
@@ -94,9 +95,13 @@ func writeGridChart(path string, res fleetsim.GridResult) error {
 		}
 	}
 	ly := height - legendH + 10
-	text(fmt.Sprintf("%d clients, %.0f calls/s offered; load = offered / (server limit / base latency). Cell: seconds from the resume until",
-		g.Base.Clients, g.Base.Offered()), panelGap, ly, 10, false)
-	text(fmt.Sprintf("goodput >= 90%% of offered and concurrency <= limit for 5 s in a row; red \"down\": not within %v.", g.After),
+	backlog := "no bound on the requests waiting for the paused server"
+	if g.Base.Backlog > 0 {
+		backlog = fmt.Sprintf("at most %d requests wait for the paused server", g.Base.Backlog)
+	}
+	text(fmt.Sprintf("%d clients, %.0f calls/s offered, %s; load = offered / (server limit / base latency).",
+		g.Base.Clients, g.Base.Offered(), backlog), panelGap, ly, 10, false)
+	text(fmt.Sprintf("Cell: seconds from the resume until goodput >= 90%% of offered and concurrency <= limit for 5 s in a row; red \"down\": not within %v.", g.After),
 		panelGap, ly+16, 10, false)
 
 	f, err := os.Create(path)
