@@ -54,10 +54,9 @@ type Retrier struct {
 	adaptive *grpcbackoff.Adaptive // nil: no adaptive throttling (see adaptive.go)
 }
 
-// compiled is a validated Policy with its codes as a bit set.
+// compiled is a validated Policy with its own copy of Codes.
 type compiled struct {
 	grpcbackoff.Policy
-	codes uint32
 }
 
 func compile(p grpcbackoff.Policy) (compiled, error) {
@@ -66,14 +65,7 @@ func compile(p grpcbackoff.Policy) (compiled, error) {
 	}
 	c := compiled{Policy: p}
 	c.Codes = append([]codes.Code(nil), p.Codes...) // the caller keeps its slice
-	for _, code := range p.Codes {
-		c.codes |= 1 << code
-	}
 	return c, nil
-}
-
-func (c *compiled) retryable(code codes.Code) bool {
-	return code < 32 && c.codes&(1<<code) != 0
 }
 
 // Retry describes one retry decision, as passed to the hook set with
