@@ -233,3 +233,18 @@ func TestAdaptiveAllocatesNothing(t *testing.T) {
 		t.Errorf("Allow and Record allocate %v times, want 0", allocs)
 	}
 }
+
+// BenchmarkAdaptiveSuccessPath is the cost adaptive throttling adds to a
+// call that succeeds: one Allow and one Record.
+func BenchmarkAdaptiveSuccessPath(b *testing.B) {
+	a, _ := grpcbackoff.NewAdaptive(grpcbackoff.DefaultAdaptiveThrottle())
+	b.RunParallel(func(pb *testing.PB) {
+		now := t0
+		for pb.Next() {
+			now = now.Add(time.Microsecond)
+			if a.Allow(now, 0.5) {
+				a.Record(now, true)
+			}
+		}
+	})
+}
