@@ -229,3 +229,36 @@ func TestNoopMetricsAllocateNothing(t *testing.T) {
 		t.Errorf("a successful call with no-op metrics allocates %v times, want 0", n)
 	}
 }
+
+// TestMetricsRejectedLocally: calls rejected locally by adaptive throttling
+// count as give-ups with their reason, and as no attempt.
+func TestMetricsRejectedLocally(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		p := exact()
+		p.MaxAttempts = 1
+		ic := interceptor.Unary(p, interceptor.WithoutThrottle(),
+			interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 2, Window: time.Minute}),
+			opentelemetry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+		s := &script{errs: unavailable(100)}
+		for range 100 {
+			call(t.Context(), t, ic, s)
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		sent := int64(s.n)
+		if sent == 100 {
+			t.Fatal("no call rejected locally")
+		}
+		want := map[string]int64{"pkg.Svc/Get UNAVAILABLE": sent}
+		if got := counts(t, rm, opentelemetry.MetricAttempts); !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v", opentelemetry.MetricAttempts, got, want)
+		}
+		want = map[string]int64{"pkg.Svc/Get UNAVAILABLE rejected_locally": 100 - sent, "pkg.Svc/Get UNAVAILABLE exhausted": sent}
+		if got := counts(t, rm, opentelemetry.MetricGaveUp); !equalCounts(got, want) {
+			t.Errorf("%s = %v, want %v", opentelemetry.MetricGaveUp, got, want)
+		}
+	})
+}

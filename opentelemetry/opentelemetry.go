@@ -49,6 +49,8 @@ var reasonValues = [...]string{
 	grpcbackoff.ReasonCanceled:      "canceled",
 	grpcbackoff.ReasonServerRefused: "server_refused",
 	grpcbackoff.ReasonThrottled:     "throttled",
+
+	grpcbackoff.ReasonRejectedLocally: "rejected_locally",
 }
 
 // WithMeterProvider records the metrics named Metric* with mp.
@@ -141,9 +143,12 @@ func (m *metrics) OnRetry(ctx context.Context, r interceptor.Retry) {
 	m.backoff.Record(ctx, r.Delay.Seconds(), set.record...)
 }
 
-// OnEnd counts the last attempt, and the give-up.
+// OnEnd counts the last attempt, if any (a call rejected locally by
+// adaptive throttling made none), and the give-up.
 func (m *metrics) OnEnd(ctx context.Context, e interceptor.End) {
-	m.attempts.Add(ctx, 1, m.set(attrKey{method: e.Method, code: e.Code}).add...)
+	if e.Attempts > 0 {
+		m.attempts.Add(ctx, 1, m.set(attrKey{method: e.Method, code: e.Code}).add...)
+	}
 	if e.Reason != 0 && !(e.Reason == grpcbackoff.ReasonNotRetryable && e.Attempts == 1) {
 		m.gaveUps.Add(ctx, 1, m.set(attrKey{method: e.Method, code: e.Code, reason: e.Reason}).add...)
 	}
