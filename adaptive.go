@@ -79,7 +79,8 @@ const adaptiveBuckets = 120
 //
 // Allow and Record cost a few atomic operations and allocate nothing; a
 // mutex is taken only when time enters a new bucket. Times before the
-// current bucket count in the current bucket.
+// current bucket count in the current bucket; times must be after 1970 (the
+// buckets are numbered from the Unix epoch).
 type Adaptive struct {
 	k     float64
 	width int64 // nanoseconds per bucket

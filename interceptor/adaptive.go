@@ -36,7 +36,10 @@ import (
 // full replay buffer) is not counted.
 //
 // The state belongs to the Retrier: every target of the ClientConns it is
-// installed on shares it. Off by default.
+// installed on shares it. Off by default: measured with cmd/fleetsim, it
+// rejects calls of clients that make few calls, and keeps rejecting for
+// minutes after a long outage, with no gain over the retry budget
+// (cmd/fleetsim/README.md has the figures).
 func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 	return func(r *Retrier) error {
 		s, err := grpcbackoff.NewAdaptive(a)
