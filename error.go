@@ -32,6 +32,12 @@ const (
 	// ReasonThrottled: the retry throttle refused the retry because too many calls
 	// through the same interceptors were retrying (a storm).
 	ReasonThrottled
+	// ReasonRejectedLocally: adaptive client-side throttling (see
+	// AdaptiveThrottle) did not send the call, or its retry, because the
+	// backend has recently been refusing or failing to answer most requests.
+	// A call rejected before its first attempt has Attempts 0 and the code
+	// UNAVAILABLE; a rejected retry keeps the last attempt's error.
+	ReasonRejectedLocally
 )
 
 var reasonText = [...]string{
@@ -41,6 +47,8 @@ var reasonText = [...]string{
 	ReasonCanceled:      "canceled while waiting",
 	ReasonServerRefused: "server asked not to retry",
 	ReasonThrottled:     "retry throttled",
+
+	ReasonRejectedLocally: "rejected locally by adaptive throttling",
 }
 
 // String returns a short phrase for r, as used in Error's message.

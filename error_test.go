@@ -28,7 +28,8 @@ func TestReasonString(t *testing.T) {
 		{grpcbackoff.ReasonServerRefused, "server asked not to retry"},
 		{grpcbackoff.ReasonThrottled, "retry throttled"},
 		{0, "Reason(0)"},
-		{grpcbackoff.ReasonThrottled + 1, "Reason(7)"},
+		{grpcbackoff.ReasonRejectedLocally, "rejected locally by adaptive throttling"},
+		{grpcbackoff.ReasonRejectedLocally + 1, "Reason(8)"},
 		{-1, "Reason(-1)"},
 		{1 << 40, "Reason(1099511627776)"},
 	}

@@ -350,7 +350,7 @@ func (r *Retrier) hedgeUnary(ctx context.Context, conn *connState, hp *hedgePoli
 	}
 	h := &hedgeCall{
 		call: call{r: r, max: n, method: method, static: staticMethod(opts), cc: cc, target: target(cc),
-			conn: conn, opts: opts, start: time.Now()},
+			conn: conn, opts: opts, start: time.Now(), hedged: true},
 		hp:      hp,
 		ctx:     ctx,
 		req:     req,
@@ -490,7 +490,7 @@ func (h *hedgeCall) run() error {
 		h.reason = why
 		err = &grpcbackoff.Error{Err: err, Attempts: h.attempts, Elapsed: now.Sub(h.start), Reason: why}
 	}
-	return h.endHedged(h.ctx, err)
+	return h.end(h.ctx, err)
 }
 
 // wait returns the attempt that ends the call, with h.why set for an error,
@@ -559,18 +559,4 @@ func (h *hedgeCall) wait() (end *hedgeAttempt, waited bool) {
 			}
 		}
 	}
-}
-
-// endHedged tells every observer that the hedged call c ended with err and
-// returns err.
-func (c *call) endHedged(ctx context.Context, err error) error {
-	if len(c.r.observers) == 0 {
-		return err
-	}
-	e := End{Method: c.method, Target: c.target, Err: err, Attempts: c.attempts, Hedges: c.attempts - 1, Reason: c.reason}
-	e.Code = status.Code(err)
-	for _, o := range c.r.observers {
-		o.OnEnd(ctx, e)
-	}
-	return err
 }

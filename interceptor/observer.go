@@ -58,6 +58,10 @@ type End struct {
 	// Delay is the total time the call spent with no attempt in flight:
 	// the sum of its waits between attempts.
 	Delay time.Duration
+	// Hedged says a hedging policy applied to the call (WithHedging): its
+	// attempts after the first are hedges, and a refusal of the retry budget
+	// (ReasonThrottled) refused a hedge.
+	Hedged bool
 	// Hedges is the number of hedged attempts sent (see WithHedging): for a
 	// hedged call, Attempts − 1; 0 for a call that is not hedged.
 	Hedges int
@@ -99,7 +103,10 @@ func (c *call) end(ctx context.Context, err error) error {
 		return err
 	}
 	e := End{Method: c.method, StaticMethod: c.static, Target: c.target, Conn: c.cc, Err: err,
-		Attempts: c.attempts, Delay: c.delay, Reason: c.reason}
+		Attempts: c.attempts, Hedged: c.hedged, Delay: c.delay, Reason: c.reason}
+	if c.hedged && c.attempts > 1 {
+		e.Hedges = c.attempts - 1
+	}
 	e.Code = status.Code(err)
 	for _, o := range c.r.observers {
 		o.OnEnd(ctx, e)

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -60,13 +61,13 @@ type Retrier struct {
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
-	hedge *hedgeSet // hedged methods (hedge.go); nil: none
+	hedge    *hedgeSet                     // hedged methods (hedge.go); nil: none
+	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
 }
 
-// compiled is a validated Policy with its codes as a bit set.
+// compiled is a validated Policy with its own copy of Codes.
 type compiled struct {
 	grpcbackoff.Policy
-	codes uint32
 }
 
 func compile(p grpcbackoff.Policy) (compiled, error) {
@@ -75,14 +76,7 @@ func compile(p grpcbackoff.Policy) (compiled, error) {
 	}
 	c := compiled{Policy: p}
 	c.Codes = append([]codes.Code(nil), p.Codes...) // the caller keeps its slice
-	for _, code := range p.Codes {
-		c.codes |= 1 << code
-	}
 	return c, nil
-}
-
-func (c *compiled) retryable(code codes.Code) bool {
-	return code < 32 && c.codes&(1<<code) != 0
 }
 
 // Retry describes one retry decision, as passed to the hook set with
@@ -242,12 +236,15 @@ type call struct {
 	start    time.Time          // end of the first attempt
 	delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did
+	hedged   bool               // a hedging policy applies (hedge.go)
 
 	// What the attempt that failed told, for next (which clears both): it
 	// was cut by its own Policy.AttemptTimeout while the caller's context
 	// was live (retried whatever the code), or response headers had
 	// arrived (a unary call then commits and is not retried).
 	cut, headers bool
+
+	adaptive *grpcbackoff.Adaptive // the target's adaptive throttling of retries; nil: none
 }
 
 // next is called when attempt c.attempts failed with err (and trailer, for
@@ -259,41 +256,31 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 		c.start = now
 	}
 	st := status.Convert(err)
-	// The caller's context is done, or its deadline has passed (the attempt
-	// can fail with it a moment before ctx.Err says so). This comes first:
-	// an attempt cut by the caller's deadline is never retried.
-	dl, hasDeadline := ctx.Deadline()
-	if cerr := ctx.Err(); cerr != nil || hasDeadline && !now.Before(dl) {
-		if c.attempts == 1 {
-			return 0, err
-		}
-		if cerr == context.Canceled {
-			return 0, c.fail(err, now, grpcbackoff.ReasonCanceled)
-		}
-		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
-	}
 	cut, headers := c.cut, c.headers
 	c.cut, c.headers = false, false
-	if headers || futile(st) || !cut && !c.p.retryable(st.Code()) || !c.safeToRetry(st) {
-		return 0, c.fail(err, now, grpcbackoff.ReasonNotRetryable)
+	dl, _ := ctx.Deadline()
+	a := grpcbackoff.Attempt{Number: c.attempts, MaxAttempts: c.max, Code: st.Code(), TimedOut: cut,
+		Final: headers || futile(st) || !c.safeToRetry(st),
+		Hint:  grpcbackoff.ServerHint(st, trailer), Now: now, Deadline: dl, Done: ctx.Err()}
+	var b grpcbackoff.RetryBudget
+	if tb := c.conn.t.budget; tb != nil {
+		b = tb
 	}
-	if c.attempts >= c.max {
-		return 0, c.fail(err, now, grpcbackoff.ReasonExhausted)
+	if c.adaptive != nil {
+		a.U = rand.Float64()
 	}
-	h := grpcbackoff.ServerHint(st, trailer)
-	d, ok := c.p.RetryDelay(c.attempts-1, h)
-	if !ok {
-		return 0, c.fail(err, now, grpcbackoff.ReasonServerRefused)
+	switch d := c.p.Decide(a, b, c.adaptive); {
+	case d.Retry:
+		c.observe(ctx, a.Code, err, a.Hint, d.Delay, false)
+		return d.Delay, nil
+	case d.Reason == 0: // the caller's context ended during the first attempt
+		return 0, err
+	case d.Reason == grpcbackoff.ReasonThrottled:
+		c.observe(ctx, a.Code, err, a.Hint, 0, true)
+		return 0, c.fail(err, now, d.Reason)
+	default:
+		return 0, c.fail(err, now, d.Reason)
 	}
-	if hasDeadline && !now.Add(d).Before(dl) {
-		return 0, c.fail(err, now, grpcbackoff.ReasonDeadline)
-	}
-	if c.conn.t.budget != nil && !c.allow(now, cut) {
-		c.observe(ctx, st.Code(), err, h, 0, true)
-		return 0, c.fail(err, now, grpcbackoff.ReasonThrottled)
-	}
-	c.observe(ctx, st.Code(), err, h, d, false)
-	return d, nil
 }
 
 // succeeded tells the call's budget that an attempt succeeded, which feeds
@@ -302,17 +289,6 @@ func (c *call) succeeded() {
 	if b := c.conn.t.budget; b != nil {
 		b.Succeeded()
 	}
-}
-
-// allow asks the budget to pay for a retry. The retry of an attempt cut by
-// its own timeout, whose work the server may still be doing (a hung or
-// overloaded server), draws on the long-run allowance alone: the reserve is
-// for failures the server answered, such as a restart's.
-func (c *call) allow(now time.Time, cut bool) bool {
-	if cut {
-		return c.conn.t.budget.AllowLongRun(now)
-	}
-	return c.conn.t.budget.Allow(now)
 }
 
 // fail returns the error for a call that ends after its attempt c.attempts

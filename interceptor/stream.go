@@ -79,6 +79,9 @@ func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	conn := r.conn(cc)
+	if err := r.admit(ctx, conn, method, cc, opts); err != nil {
+		return nil, err
+	}
 	if b := conn.t.budget; b != nil {
 		b.Started()
 	}
@@ -92,7 +95,8 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	s := &retryStream{
 		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		timeout: p.AttemptTimeout,
-		c:       call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts},
+		c: call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts,
+			adaptive: r.adaptiveFor(conn, opts)},
 	}
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
@@ -274,6 +278,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 	for {
 		var cut bool
 		err, cut = s.failureLocked(a, err)
+		s.c.conn.record(err)
 		var trailer metadata.MD
 		if a.cs != nil {
 			trailer = a.cs.Trailer()
@@ -483,6 +488,7 @@ func (s *retryStream) RecvMsg(m any) error {
 					a.timer.Stop()
 				}
 				s.c.succeeded() // a response: it feeds the budget's reserve
+				s.c.conn.record(nil)
 			}
 			s.commitLocked()
 			if s.desc.ServerStreams {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
@@ -32,14 +33,19 @@ type TargetState struct {
 	// Retries is the number of retries the target's budget could pay for
 	// now; +Inf when the Retrier has no throttle (WithoutThrottle).
 	Retries float64
+	// RejectProbability is the probability, from 0 to 1, that adaptive
+	// throttling rejects a new call to the target now; 0 without it
+	// (WithAdaptiveThrottle).
+	RejectProbability float64
 }
 
 // targetState is the state that every ClientConn with one canonical target
-// shares: its retry budget.
+// shares: its retry budget and its adaptive throttling.
 type targetState struct {
-	name   string
-	budget *budget.Budget // nil: no throttle
-	conns  int            // ClientConns registered for it; guarded by targets.mu
+	name     string
+	budget   *budget.Budget        // nil: no throttle
+	adaptive *grpcbackoff.Adaptive // nil: no adaptive throttling
+	conns    int                   // ClientConns registered for it; guarded by targets.mu
 }
 
 // connState is what a call needs of its ClientConn: its target's state, and
@@ -70,6 +76,9 @@ func (r *Retrier) newTargetState(name string) *targetState {
 	t := &targetState{name: name}
 	if r.throttle != nil {
 		t.budget, _ = budget.New(*r.throttle, time.Now()) // validated by WithThrottle
+	}
+	if r.adaptive != nil {
+		t.adaptive, _ = grpcbackoff.NewAdaptive(*r.adaptive) // validated by WithAdaptiveThrottle
 	}
 	return t
 }
@@ -149,6 +158,9 @@ func (r *Retrier) States() []TargetState {
 		states[i] = TargetState{Target: t.name, Retries: math.Inf(1)}
 		if t.budget != nil {
 			states[i].Retries = t.budget.Tokens(now)
+		}
+		if t.adaptive != nil {
+			states[i].RejectProbability = t.adaptive.RejectProbability(now)
 		}
 	}
 	slices.SortFunc(states, func(a, b TargetState) int { return strings.Compare(a.Target, b.Target) })

@@ -73,6 +73,9 @@ func (s *unaryState) release() {
 
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	conn := r.conn(cc)
+	if err := r.admit(ctx, conn, method, cc, opts); err != nil {
+		return err
+	}
 	if b := conn.t.budget; b != nil {
 		b.Started()
 	}
@@ -84,9 +87,12 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		err = invoker(ctx, method, req, reply, cc, opts...)
+		conn.record(err)
+		return err
 	}
-	c := call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts}
+	c := call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts,
+		adaptive: r.adaptiveFor(conn, opts)}
 	trailer, err := r.attemptUnary(ctx, ctx, &c, req, reply, cc, invoker, opts)
 	if err == nil {
 		c.succeeded()
@@ -109,6 +115,7 @@ func (r *Retrier) attemptUnary(ctx, actx context.Context, c *call, req, reply an
 	}
 	s := getUnaryState(opts, !r.noPushback)
 	err := invoker(actx, c.method, req, reply, cc, s.opts...)
+	c.conn.record(err)
 	trailer := s.trailer
 	if err != nil {
 		// grpc-go gives nil headers for a trailers-only response, which

@@ -2,6 +2,8 @@ package opentelemetry_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -297,4 +299,35 @@ func TestNewRejectsNilPointerProvider(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "opentelemetry: New: Options.MeterProvider is a nil *noop.MeterProvider") {
 		t.Errorf("New with a nil pointer provider: %v, want an error naming it", err)
 	}
+}
+
+// TestMetricsRejectedLocally: calls rejected locally by adaptive throttling
+// are counted as rejected, with no attempt and no give-up, and the gauge
+// shows the rejection probability that rejected them.
+func TestMetricsRejectedLocally(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
+		p := exact()
+		p.MaxAttempts = 1
+		ic := interceptor.Unary(p, rec.Option(), interceptor.WithoutThrottle(),
+			interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 2, Window: time.Minute}))
+		s := &script{errs: unavailable(100)}
+		for range 100 {
+			call(t.Context(), t, ic, s)
+		}
+		sent := s.n
+		if sent == 100 {
+			t.Fatal("no call rejected locally")
+		}
+		got := collect(t, reader)
+		check(t, got, opentelemetry.MetricCallRejected, nil, map[string]string{get: fmt.Sprint(100 - sent)})
+		check(t, got, opentelemetry.MetricCallGaveUp, nil, map[string]string{
+			"grpc.method=pkg.Svc/Get grpc.status=UNAVAILABLE grpc.target= grpcbackoff.reason=exhausted": fmt.Sprint(sent),
+		})
+		pts := points(t, got[opentelemetry.MetricThrottleRejectionProbability], nil)
+		if v, err := strconv.ParseFloat(pts["grpc.target="], 64); err != nil || v < 0.5 || v >= 1 {
+			t.Errorf("%s = %v, want a probability in [0.5, 1) for target \"\"", opentelemetry.MetricThrottleRejectionProbability, pts)
+		}
+	})
 }

@@ -97,13 +97,12 @@ const (
 	// and ReasonKey. Unit {call}.
 	MetricCallGaveUp = "grpcbackoff.client.call.gave_up"
 	// MetricBudgetRefused counts the attempts the retry budget refused, with
-	// the attributes MethodKey, TargetKey and AttemptTypeKey ("retry";
-	// "hedge" once the interceptors hedge). Unit {attempt}.
+	// the attributes MethodKey, TargetKey and AttemptTypeKey ("retry", or
+	// "hedge" for a hedged call). Unit {attempt}.
 	MetricBudgetRefused = "grpcbackoff.client.budget.refused"
-	// MetricCallRejected will count the calls that the adaptive client-side
-	// throttle rejects without sending an attempt, with the attributes
-	// MethodKey and TargetKey. Unit {call}. It is not recorded yet: the
-	// interceptors have no adaptive throttle.
+	// MetricCallRejected counts the calls that adaptive client-side
+	// throttling (interceptor.WithAdaptiveThrottle) rejected without sending
+	// an attempt, with the attributes MethodKey and TargetKey. Unit {call}.
 	MetricCallRejected = "grpcbackoff.client.call.rejected"
 	// MetricBudgetAvailable is a gauge of the retries the retry budget
 	// serving a target could pay for now, with the attribute TargetKey (the
@@ -112,9 +111,8 @@ const (
 	MetricBudgetAvailable = "grpcbackoff.client.budget.available"
 	// MetricThrottleRejectionProbability is a gauge of the probability, from
 	// 0 to 1, that the adaptive throttle rejects a call to a target, with
-	// the attribute TargetKey. Unit 1. It is 0 for every target of the
-	// Retriers built with Recorder.Option until the interceptors have an
-	// adaptive throttle.
+	// the attribute TargetKey (the highest over the Retriers that share a
+	// label). Unit 1. It is 0 for a target without adaptive throttling.
 	MetricThrottleRejectionProbability = "grpcbackoff.client.throttle.rejection_probability"
 )
 
@@ -170,6 +168,8 @@ var reasonValues = [...]string{
 	grpcbackoff.ReasonCanceled:      "canceled",
 	grpcbackoff.ReasonServerRefused: "server_refused",
 	grpcbackoff.ReasonThrottled:     "throttled",
+
+	grpcbackoff.ReasonRejectedLocally: "rejected_locally",
 }
 
 // Options configure a Recorder.
@@ -191,9 +191,9 @@ type Options struct {
 // state of their budgets. It is safe for concurrent use, and its methods
 // OnRetry and OnEnd make it an interceptor.Observer.
 type Recorder struct {
-	retries, hedges metric.Int64Histogram
-	retryDelay      metric.Float64Histogram
-	gaveUp, refused metric.Int64Counter
+	retries, hedges           metric.Int64Histogram
+	retryDelay                metric.Float64Histogram
+	gaveUp, refused, rejected metric.Int64Counter
 
 	methodFilter, targetFilter func(string) bool
 
@@ -215,7 +215,9 @@ type labelSet struct {
 	key     labelKey
 	target  string // the grpc.target label
 	record  []metric.RecordOption
+	add     []metric.AddOption // method and target
 	refused []metric.AddOption // with AttemptTypeKey "retry"
+	hedge   []metric.AddOption // with AttemptTypeKey "hedge"
 }
 
 type gaveUpKey struct {
@@ -237,7 +239,7 @@ func New(o Options) (*Recorder, error) {
 	}
 	meter := mp.Meter("github.com/platformkit/grpcbackoff/opentelemetry")
 	rec := &Recorder{methodFilter: o.MethodAttributeFilter, targetFilter: o.TargetAttributeFilter}
-	var errs [8]error
+	var errs [9]error
 	rec.retries, errs[0] = meter.Int64Histogram(MetricCallRetries, metric.WithUnit("{retry}"),
 		metric.WithDescription("Number of retries during the client call. If there were no retries, 0 is not reported."),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5))
@@ -253,7 +255,9 @@ func New(o Options) (*Recorder, error) {
 	rec.gaveUp, errs[4] = meter.Int64Counter(MetricCallGaveUp, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that ended failing after a retry was asked for, by reason."))
 	rec.refused, errs[5] = meter.Int64Counter(MetricBudgetRefused, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Retries refused by the retry budget."))
+		metric.WithDescription("Retries and hedges refused by the retry budget."))
+	rec.rejected, errs[8] = meter.Int64Counter(MetricCallRejected, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls rejected locally by adaptive client-side throttling, without an attempt."))
 	available, err := meter.Float64ObservableGauge(MetricBudgetAvailable, metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries the retry budget serving the target could pay for now."))
 	errs[6] = err
@@ -313,6 +317,10 @@ func (rec *Recorder) OnRetry(ctx context.Context, r interceptor.Retry) {
 // OnEnd records the call's metrics, and EventGaveUp if it gave up. A call
 // with a single attempt and no wait that did not give up records nothing.
 func (rec *Recorder) OnEnd(ctx context.Context, e interceptor.End) {
+	if e.Reason == grpcbackoff.ReasonRejectedLocally && e.Attempts == 0 {
+		rec.rejected.Add(ctx, 1, rec.labelSet(e).add...)
+		return
+	}
 	retries := e.Attempts - 1 - e.Hedges
 	gaveUp := e.GaveUp()
 	if retries <= 0 && e.Hedges <= 0 && e.Delay <= 0 && !gaveUp {
@@ -329,7 +337,11 @@ func (rec *Recorder) OnEnd(ctx context.Context, e interceptor.End) {
 		rec.retryDelay.Record(ctx, e.Delay.Seconds(), set.record...)
 	}
 	if e.Reason == grpcbackoff.ReasonThrottled {
-		rec.refused.Add(ctx, 1, set.refused...)
+		if e.Hedged {
+			rec.refused.Add(ctx, 1, set.hedge...)
+		} else {
+			rec.refused.Add(ctx, 1, set.refused...)
+		}
 	}
 	if !gaveUp {
 		return
@@ -413,13 +425,17 @@ func (rec *Recorder) labelSet(e interceptor.End) *labelSet {
 	}
 	target := rec.targetLabel(e.Target, e.Conn)
 	attrs := metric.WithAttributeSet(attribute.NewSet(MethodKey.String(k.method), TargetKey.String(target)))
-	refused := metric.WithAttributeSet(attribute.NewSet(
-		MethodKey.String(k.method), TargetKey.String(target), AttemptTypeKey.String("retry")))
+	refused := func(kind string) []metric.AddOption {
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
+			MethodKey.String(k.method), TargetKey.String(target), AttemptTypeKey.String(kind)))}
+	}
 	v, _ := rec.labels.LoadOrStore(k, &labelSet{
 		key:     k,
 		target:  target,
 		record:  []metric.RecordOption{attrs},
-		refused: []metric.AddOption{refused},
+		add:     []metric.AddOption{attrs},
+		refused: refused("retry"),
+		hedge:   refused("hedge"),
 	})
 	return v.(*labelSet)
 }
@@ -452,24 +468,27 @@ func (rec *Recorder) observeBudgets(o metric.Observer, available, probability me
 	rec.retriers = live
 	rec.mu.Unlock()
 
-	sums := map[string]float64{}
+	sums := map[string]float64{}    // retries the budgets could pay, by label
+	highest := map[string]float64{} // rejection probability, by label
 	var order []string
 	for _, r := range retriers {
 		for _, s := range r.States() {
-			if math.IsInf(s.Retries, 1) {
-				continue // no throttle: no budget to show
-			}
 			t := rec.targetLabel(s.Target, nil)
-			if _, ok := sums[t]; !ok {
+			if _, ok := highest[t]; !ok {
 				order = append(order, t)
 			}
-			sums[t] += s.Retries
+			highest[t] = max(highest[t], s.RejectProbability)
+			if !math.IsInf(s.Retries, 1) { // +Inf: no throttle, no budget to show
+				sums[t] += s.Retries
+			}
 		}
 	}
 	for _, t := range order {
 		attrs := metric.WithAttributeSet(attribute.NewSet(TargetKey.String(t)))
-		o.ObserveFloat64(available, sums[t], attrs)
-		o.ObserveFloat64(probability, 0, attrs)
+		if v, ok := sums[t]; ok {
+			o.ObserveFloat64(available, v, attrs)
+		}
+		o.ObserveFloat64(probability, highest[t], attrs)
 	}
 }
 

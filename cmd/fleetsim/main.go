@@ -1,0 +1,295 @@
+// Command fleetsim simulates the retry-storm experiment of cmd/stormsim for
+// a fleet: 100 000 clients by default, each running this module's own retry
+// decision (grpcbackoff.Policy.Decide, the retry budget, adaptive
+// throttling) on a virtual clock, against stormsim's server model scaled to
+// match. A discrete-event simulation: 120 s of model time take about a
+// second.
+//
+// Usage:
+//
+//	go run ./cmd/fleetsim                 # the default scenario, every strategy
+//	go run ./cmd/fleetsim -grid           # loads 50–90% × outages 1–60 s, writes fleetsim.png
+//	go run ./cmd/fleetsim -real           # the article's experiment for real: a server process, SIGSTOP/SIGCONT
+//
+// See README.md for the model, the strategies and the results.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/platformkit/grpcbackoff/cmd/internal/fleetsim"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == serverFlag {
+		// The child of -real: the server process.
+		if err := serveChild(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "fleetsim server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "fleetsim:", err)
+		os.Exit(2)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	mode       string // "single", "grid" or "real"
+	scenario   fleetsim.Scenario
+	strategies []fleetsim.Strategy
+	grid       fleetsim.Grid
+	chart      string
+	real       realConfig
+}
+
+func parse(args []string, stderr io.Writer) (config, error) {
+	sc := fleetsim.DefaultScenario()
+	g := fleetsim.DefaultGrid()
+	fs := flag.NewFlagSet("fleetsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&sc.Clients, "clients", sc.Clients, "number of clients")
+	fs.IntVar(&sc.PerProcess, "per-process", sc.PerProcess, "clients per client process, which share a retry budget and adaptive throttling state")
+	fs.DurationVar(&sc.Interval, "interval", sc.Interval, "mean think time of a client between calls (exponentially distributed)")
+	fs.DurationVar(&sc.PauseAt, "pause-at", sc.PauseAt, "when the server is paused")
+	fs.DurationVar(&sc.Pause, "pause", sc.Pause, "how long the server stays paused (single run)")
+	fs.IntVar(&sc.Backlog, "backlog", sc.Backlog, "requests that can wait for the paused server, further ones are lost (0: no bound)")
+	fs.DurationVar(&sc.Duration, "duration", sc.Duration, "length of the run (single run)")
+	fs.IntVar(&sc.Model.Limit, "limit", sc.Model.Limit, "concurrency up to which the server answers in -base-latency")
+	fs.Float64Var(&sc.Model.K, "k", sc.Model.K, "requests above -limit that multiply the latency by -growth")
+	fs.DurationVar(&sc.Model.BaseLatency, "base-latency", sc.Model.BaseLatency, "latency of the server up to -limit requests in flight")
+	fs.Float64Var(&sc.Model.Growth, "growth", sc.Model.Growth, "factor by which the latency grows for every -k requests above -limit")
+	load := fs.Float64("load", 0, "offered load as a share of the server's capacity (limit/base latency), in (0, 1]; sets -limit and -k (0: use them)")
+	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the think times and adaptive draws")
+	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget,recipe+adaptive,recipe+both", "comma-separated strategies: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none")
+	grid := fs.Bool("grid", false, "run the grid of -grid-loads × -grid-outages and write -chart")
+	loads := fs.String("grid-loads", "50,60,70,80,90", "offered loads of the grid, in % of capacity")
+	outages := fs.String("grid-outages", "1s,2s,10s,30s,60s", "outage lengths of the grid")
+	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
+	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
+	chart := fs.String("chart", "fleetsim.png", "PNG chart of the grid (empty: none)")
+	realMode := fs.Bool("real", false, "run the article's experiment for real: the server in a child process on 127.0.0.1, paused with SIGSTOP and resumed with SIGCONT")
+	rc := defaultRealConfig()
+	fs.IntVar(&rc.clients, "real-clients", rc.clients, "clients of -real")
+	fs.DurationVar(&rc.pauseAt, "real-pause-at", rc.pauseAt, "when -real stops the server")
+	fs.DurationVar(&rc.pause, "real-pause", rc.pause, "how long -real keeps the server stopped")
+	fs.DurationVar(&rc.duration, "real-duration", rc.duration, "length of each -real run")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *grid && *realMode {
+		return config{}, errors.New("-grid and -real are exclusive")
+	}
+	if *load != 0 {
+		if !(*load > 0 && *load <= 1) {
+			return config{}, fmt.Errorf("-load (%v) must be in (0, 1]", *load)
+		}
+		sc = sc.WithLoad(*load)
+	}
+	strategies, err := fleetsim.SelectStrategies(*names)
+	if err != nil {
+		return config{}, err
+	}
+	if *chart != "" && !strings.HasSuffix(*chart, ".png") {
+		return config{}, fmt.Errorf("-chart %q must end in .png", *chart)
+	}
+	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart}
+	switch {
+	case *grid:
+		cfg.mode = "grid"
+		g.Base, g.Strategies = sc, strategies
+		if g.Loads, err = parsePercents(*loads); err != nil {
+			return config{}, fmt.Errorf("-grid-loads: %w", err)
+		}
+		if g.Outages, err = parseDurations(*outages); err != nil {
+			return config{}, fmt.Errorf("-grid-outages: %w", err)
+		}
+		if err := g.Validate(); err != nil {
+			return config{}, err
+		}
+		cfg.grid = g
+	case *realMode:
+		cfg.mode = "real"
+		if err := rc.validate(); err != nil {
+			return config{}, err
+		}
+		cfg.real = rc
+	default:
+		if err := sc.Validate(); err != nil {
+			return config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+func parsePercents(s string) ([]float64, error) {
+	var out []float64
+	for f := range strings.SplitSeq(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0 && v <= 100) {
+			return nil, fmt.Errorf("%q is not a percentage in (0, 100]", f)
+		}
+		out = append(out, v/100)
+	}
+	return out, nil
+}
+
+func parseDurations(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%q is not a non-negative duration", f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	switch cfg.mode {
+	case "grid":
+		return runGrid(ctx, cfg, stdout)
+	case "real":
+		return runReal(ctx, cfg.real, cfg.strategies, stdout)
+	}
+	sc := cfg.scenario
+	fmt.Fprintf(stdout, "fleetsim: %d clients (%d per process), offered %.0f calls/s = %.0f%% of capacity, server limit %d at %v (growth %v per %v), pause %v at %v (backlog %d), %v\n",
+		sc.Clients, sc.PerProcess, sc.Offered(), 100*sc.Offered()/sc.Capacity(), sc.Model.Limit, sc.Model.BaseLatency,
+		sc.Model.Growth, sc.Model.K, sc.Pause, sc.PauseAt, sc.Backlog, sc.Duration)
+	var results []fleetsim.Result
+	for _, st := range cfg.strategies {
+		r, err := fleetsim.Run(ctx, sc, st, nil)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	summary(stdout, results)
+	return nil
+}
+
+func summary(w io.Writer, results []fleetsim.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\trecovered\tsettled\tpeak conc.\tampl. outage\tampl. after\tOK calls\tfailed\trejected\tthrottled\tlost\tevents\tevents/s\twall\tB/client\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fM\t%v\t%.0f\t\n",
+			r.Strategy, after(r.Recovered, r.RecoveredAfter), after(r.Settled, r.SettledAfter), r.PeakConcurrency,
+			ratio(r.AmplificationOutage), ratio(r.AmplificationAfter), r.OK, r.Failed, r.Rejected, r.Throttled, r.Lost,
+			r.Events, float64(r.Events)/r.Wall.Seconds()/1e6, r.Wall.Round(time.Millisecond), r.BytesPerClient)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+recovered:  time after the resume to the first 5 s in a row with the server at or under its limit and
+            a goodput of at least 90% of the offered load
+settled:    cmd/stormsim's measure: from then to the end, at most limit requests in the server and limit calls waiting
+ampl.:      attempts per call started, during the pause and after it
+rejected:   calls and retries rejected locally by adaptive throttling; throttled: retries refused by the budget
+lost:       attempts that found the paused server's backlog full
+B/client:   heap held at the end of the run per client (clients, processes, event queue, counters)
+`)
+}
+
+func after(ok bool, d time.Duration) string {
+	if !ok {
+		return "no"
+	}
+	return fmt.Sprintf("+%ds", int(d/time.Second))
+}
+
+func ratio(f float64) string {
+	if math.IsNaN(f) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", f)
+}
+
+func runGrid(ctx context.Context, cfg config, w io.Writer) error {
+	g := cfg.grid
+	fmt.Fprintf(w, "fleetsim grid: %d clients, offered %.0f calls/s, loads %v of capacity, outages %v at %v, %v after, %d strategies, %d at once\n",
+		g.Base.Clients, g.Base.Offered(), g.Loads, g.Outages, g.Base.PauseAt, g.After, len(g.Strategies), g.Parallel)
+	start := time.Now()
+	res, err := fleetsim.RunGrid(ctx, g, func(done, total int, c fleetsim.Cell) {
+		r := c.Result
+		fmt.Fprintf(w, "[%3d/%d %5.0fs] load %3.0f%% outage %-4v %-16s recovered %-5s %5.1fM events in %5.2fs (%.1fM/s), %4.0f B/client\n",
+			done, total, time.Since(start).Seconds(), c.Load*100, c.Outage, c.Strategy, after(r.Recovered, r.RecoveredAfter),
+			float64(r.Events)/1e6, r.Wall.Seconds(), float64(r.Events)/r.Wall.Seconds()/1e6, r.BytesPerClient)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d runs, %.0fM events in %v (%.1fM events/s)\n\n", len(g.Strategies)*len(g.Loads)*len(g.Outages),
+		float64(res.Events)/1e6, res.Wall.Round(time.Second), float64(res.Events)/res.Wall.Seconds()/1e6)
+	gridTables(w, res)
+	if cfg.chart != "" {
+		if err := writeGridChart(cfg.chart, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nchart: %s\n", cfg.chart)
+	}
+	return nil
+}
+
+// gridTables writes one table per strategy: recovery time by load and
+// outage, and then how the default compares with the best in each cell.
+func gridTables(w io.Writer, res fleetsim.GridResult) {
+	g := res.Grid
+	for s, st := range g.Strategies {
+		fmt.Fprintf(w, "%s: seconds from the resume to recovery (no: not within %v)\n", st.Name, g.After)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "load \\ outage\t")
+		for _, o := range g.Outages {
+			fmt.Fprintf(tw, "%v\t", o)
+		}
+		fmt.Fprintln(tw)
+		for l, load := range g.Loads {
+			fmt.Fprintf(tw, "%.0f%%\t", load*100)
+			for o := range g.Outages {
+				r := res.Cells[s][l][o].Result
+				fmt.Fprintf(tw, "%s\t", after(r.Recovered, r.RecoveredAfter))
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	for _, st := range g.Strategies {
+		if st.Name != fleetsim.DefaultStrategy {
+			continue
+		}
+		bad := res.Check(st.Name, 5*time.Second)
+		if len(bad) == 0 {
+			fmt.Fprintf(w, "%s (the default) recovers in every cell within 5 s of the best strategy\n", st.Name)
+		} else {
+			fmt.Fprintf(w, "%s (the default) against the best strategy of each cell (5 s of slack):\n", st.Name)
+			for _, b := range bad {
+				fmt.Fprintln(w, "  "+b)
+			}
+		}
+	}
+}

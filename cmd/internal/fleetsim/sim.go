@@ -1,0 +1,509 @@
+package fleetsim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
+)
+
+// Sample is what happened in one second of model time, [Second, Second+1).
+type Sample struct {
+	Second int
+	// Started is the number of calls started; OK those that succeeded (the
+	// goodput), Failed those that ended in an error (given up, refused by
+	// the budget or rejected locally).
+	Started, OK, Failed int
+	// Rejected is the calls and retries rejected locally by adaptive
+	// throttling; Throttled the retries refused by the budget.
+	Rejected, Throttled int
+	// Attempts is the attempts sent, first ones included; TimedOut those
+	// abandoned at the attempt timeout.
+	Attempts, TimedOut int
+	// Concurrency is the requests in the server at the end of the second,
+	// the paused server's backlog and held answers included; Peak the most
+	// during the second.
+	Concurrency, Peak int
+	// Waiting is the calls under way at the end of the second.
+	Waiting int
+	// Lost is the attempts that found the paused server's backlog full.
+	Lost int
+}
+
+// Result is what one Strategy did in one Scenario.
+type Result struct {
+	Strategy string
+	Samples  []Sample
+	// Recovered says whether goodput came back after the resume, and
+	// RecoveredAfter how long after it: the start of the first 5 s in a
+	// row with every second ending with at most Limit requests in the
+	// server and a mean goodput over them of at least 90% of the offered
+	// load.
+	Recovered      bool
+	RecoveredAfter time.Duration
+	// Settled and SettledAfter are cmd/stormsim's measure, for
+	// comparison: from then to the end of the run, every second ended with
+	// at most Limit requests in the server and Limit calls waiting.
+	Settled      bool
+	SettledAfter time.Duration
+	// PeakConcurrency is the most requests in the server at once.
+	PeakConcurrency int
+	// AmplificationOutage and AmplificationAfter are attempts sent per call
+	// started during the pause and after it; NaN when no call started.
+	AmplificationOutage, AmplificationAfter float64
+	// Totals over the run.
+	OK, Failed, Rejected, Throttled, Started, Attempts, Lost int
+	// Events is the number of events simulated; Wall the time it took.
+	Events int64
+	Wall   time.Duration
+	// BytesPerClient is the heap held at the end of the run, divided by
+	// the number of clients (clients, processes, events and counters).
+	BytesPerClient float64
+}
+
+// Client states.
+const (
+	thinking   uint8 = iota
+	inFlight         // an attempt is in flight
+	backingOff       // waiting to retry
+)
+
+// client is one client: 16 bytes, the simulator's main memory cost.
+type client struct {
+	seq      uint32 // number of the current attempt, across calls; stale events carry an older one
+	attempts uint32 // attempts of the current call
+	start    int32  // second in which the current call started, for its sample
+	state    uint8
+}
+
+// process is the state shared by the clients of one process.
+type process struct {
+	budget   *budget.Budget
+	adaptive *grpcbackoff.Adaptive
+}
+
+// Event kinds.
+const (
+	evCall    uint8 = iota // a client starts a call
+	evRetry                // a client sends its next attempt
+	evTimeout              // an attempt's timeout
+	evDone                 // the server finishes a request
+	evPause
+	evResume
+	evSample // the end of a second
+)
+
+// event is one entry of the queue; at is in nanoseconds of model time.
+type event struct {
+	at   int64
+	seq  uint32
+	id   int32
+	kind uint8
+}
+
+// queue is the event queue, a binary heap ordered by time driven by
+// container/heap; events are pushed and popped by value, without boxing.
+type queue []event
+
+func (q queue) Len() int           { return len(q) }
+func (q queue) Less(i, j int) bool { return q[i].at < q[j].at }
+func (q queue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *queue) Push(any)          { panic("fleetsim: use queue.push") }
+func (q *queue) Pop() any          { panic("fleetsim: use queue.pop") }
+
+func (q *queue) push(e event) {
+	*q = append(*q, e)
+	heap.Fix(q, len(*q)-1)
+}
+
+func (q *queue) pop() event {
+	old := *q
+	e := old[0]
+	n := len(old) - 1
+	old[0] = old[n]
+	*q = old[:n]
+	if n > 0 {
+		heap.Fix(q, 0)
+	}
+	return e
+}
+
+// ref names an attempt: its client and sequence number.
+type ref struct {
+	id  int32
+	seq uint32
+}
+
+// sim is one run.
+type sim struct {
+	sc      Scenario
+	st      Strategy
+	t0      time.Time
+	end     int64 // ns
+	rng     *rand.Rand
+	clients []client
+	procs   []process
+	q       queue
+	samples []Sample
+	events  int64
+
+	// the server
+	paused   bool
+	accepted int   // requests whose work is under way
+	held     []ref // work done during the pause, answered at the resume
+	waiting  []ref // arrived during the pause
+	peak     int
+	calls    int // calls under way
+}
+
+// t returns model time ns as a time.Time for the library's code.
+func (s *sim) t(ns int64) time.Time { return s.t0.Add(time.Duration(ns)) }
+
+func (s *sim) sample(ns int64) *Sample {
+	i := int(ns / int64(time.Second))
+	if i >= len(s.samples) {
+		return nil
+	}
+	return &s.samples[i]
+}
+
+func (s *sim) inflight() int { return s.accepted + len(s.held) + len(s.waiting) }
+
+// Run simulates st in sc. progress, if not nil, is called about every
+// million events with the model time reached. Run stops with ctx's error if
+// ctx ends.
+func Run(ctx context.Context, sc Scenario, st Strategy, progress func(modelTime time.Duration, events int64)) (Result, error) {
+	if err := sc.Validate(); err != nil {
+		return Result{}, err
+	}
+	if err := st.Policy.Validate(); err != nil {
+		return Result{}, fmt.Errorf("fleetsim: strategy %s: %w", st.Name, err)
+	}
+	if st.Policy.AttemptTimeout <= 0 {
+		return Result{}, fmt.Errorf("fleetsim: strategy %s: the Policy needs an AttemptTimeout", st.Name)
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	wall := time.Now()
+
+	n := int(sc.Duration / time.Second)
+	s := &sim{
+		sc: sc, st: st,
+		t0:      time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		end:     int64(time.Duration(n) * time.Second),
+		rng:     rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
+		clients: make([]client, sc.Clients),
+		samples: make([]Sample, n),
+		q:       make(queue, 0, sc.Clients+1024),
+	}
+	for i := range s.samples {
+		s.samples[i].Second = i
+	}
+	nproc := (sc.Clients + sc.PerProcess - 1) / sc.PerProcess
+	s.procs = make([]process, nproc)
+	for i := range s.procs {
+		if st.Throttle != nil {
+			b, err := budget.New(*st.Throttle, s.t(0))
+			if err != nil {
+				return Result{}, fmt.Errorf("fleetsim: strategy %s: %w", st.Name, err)
+			}
+			s.procs[i].budget = b
+		}
+		if st.Adaptive != nil {
+			a, err := grpcbackoff.NewAdaptive(*st.Adaptive)
+			if err != nil {
+				return Result{}, fmt.Errorf("fleetsim: strategy %s: %w", st.Name, err)
+			}
+			s.procs[i].adaptive = a
+		}
+	}
+	for i := range s.clients {
+		s.think(int32(i), 0)
+	}
+	s.q.push(event{at: int64(sc.PauseAt), kind: evPause})
+	s.q.push(event{at: int64(sc.PauseAt + sc.Pause), kind: evResume})
+	for i := 1; i <= n; i++ {
+		s.q.push(event{at: int64(time.Duration(i) * time.Second), kind: evSample})
+	}
+
+	for len(s.q) > 0 {
+		e := s.q.pop()
+		if e.at > s.end {
+			break
+		}
+		s.events++
+		if s.events%(1<<20) == 0 {
+			if err := ctx.Err(); err != nil {
+				return Result{}, err
+			}
+			if progress != nil {
+				progress(time.Duration(e.at), s.events)
+			}
+		}
+		s.handle(e)
+	}
+
+	res := s.summarize()
+	res.Wall = time.Since(wall)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	res.BytesPerClient = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(sc.Clients)
+	runtime.KeepAlive(s)
+	return res, nil
+}
+
+func (s *sim) handle(e event) {
+	switch e.kind {
+	case evCall:
+		s.call(e.id, e.at)
+	case evRetry:
+		c := &s.clients[e.id]
+		if c.state == backingOff && c.seq == e.seq {
+			s.send(e.id, e.at)
+		}
+	case evTimeout:
+		c := &s.clients[e.id]
+		if c.state == inFlight && c.seq == e.seq {
+			if b := s.sample(e.at); b != nil {
+				b.TimedOut++
+			}
+			s.failed(e.id, e.at)
+		}
+	case evDone:
+		s.accepted--
+		if s.paused {
+			s.held = append(s.held, ref{e.id, e.seq})
+			return
+		}
+		s.answer(ref{e.id, e.seq}, e.at)
+	case evPause:
+		s.paused = true
+	case evResume:
+		s.paused = false
+		w := s.waiting
+		for i, r := range w {
+			s.waiting = w[i+1:] // r leaves the backlog as it is accepted
+			s.accept(r, e.at)
+		}
+		s.waiting = w[:0]
+		for _, r := range s.held {
+			s.answer(r, e.at)
+		}
+		s.held = s.held[:0]
+	case evSample:
+		if b := s.sample(e.at - 1); b != nil {
+			b.Concurrency, b.Peak, b.Waiting = s.inflight(), max(s.peak, s.inflight()), s.calls
+			s.peak = s.inflight()
+		}
+	}
+}
+
+// think schedules client id's next call after a think time from now.
+func (s *sim) think(id int32, now int64) {
+	s.clients[id].state = thinking
+	at := now + int64(s.rng.ExpFloat64()*float64(s.sc.Interval))
+	if at <= s.end {
+		s.q.push(event{at: at, id: id, kind: evCall})
+	}
+}
+
+func (s *sim) proc(id int32) *process { return &s.procs[int(id)/s.sc.PerProcess] }
+
+// call starts a call of client id: adaptive throttling may reject it at
+// once; otherwise the budget counts it and the first attempt goes out.
+func (s *sim) call(id int32, now int64) {
+	b := s.sample(now)
+	if b == nil {
+		return
+	}
+	b.Started++
+	p := s.proc(id)
+	if p.adaptive != nil && !p.adaptive.Allow(s.t(now), s.rng.Float64()) {
+		b.Rejected++
+		b.Failed++
+		s.think(id, now)
+		return
+	}
+	if p.budget != nil {
+		p.budget.Started()
+	}
+	c := &s.clients[id]
+	c.attempts, c.start = 0, int32(now/int64(time.Second))
+	s.calls++
+	s.send(id, now)
+}
+
+// send sends client id's next attempt.
+func (s *sim) send(id int32, now int64) {
+	c := &s.clients[id]
+	c.seq++
+	c.attempts++
+	c.state = inFlight
+	if b := s.sample(now); b != nil {
+		b.Attempts++
+	}
+	s.q.push(event{at: now + int64(s.st.Policy.AttemptTimeout), id: id, seq: c.seq, kind: evTimeout})
+	r := ref{id, c.seq}
+	if s.paused {
+		if s.sc.Backlog > 0 && len(s.waiting) >= s.sc.Backlog {
+			if b := s.sample(now); b != nil {
+				b.Lost++
+			}
+			return // lost: it never reaches the server; the client times out
+		}
+		s.waiting = append(s.waiting, r)
+		s.peak = max(s.peak, s.inflight())
+		return
+	}
+	s.accept(r, now)
+}
+
+// accept starts the server's work on r; its latency is fixed from the
+// concurrency at this moment, r included (stormsim's AtStart rule).
+func (s *sim) accept(r ref, now int64) {
+	s.accepted++
+	s.peak = max(s.peak, s.inflight())
+	if at := now + int64(s.sc.Model.Latency(s.accepted)); at <= s.end {
+		s.q.push(event{at: at, id: r.id, seq: r.seq, kind: evDone})
+	} // else it is still in the server when the run ends: no event needed
+}
+
+// answer delivers the server's answer to r, if its client still waits.
+func (s *sim) answer(r ref, now int64) {
+	c := &s.clients[r.id]
+	if c.state != inFlight || c.seq != r.seq {
+		return // abandoned at its timeout; the work was done anyway
+	}
+	p := s.proc(r.id)
+	if p.budget != nil {
+		p.budget.Succeeded() // feeds the reserve, as the interceptors do
+	}
+	if p.adaptive != nil {
+		p.adaptive.Record(s.t(now), true)
+	}
+	if b := s.sample(now); b != nil {
+		b.OK++
+	}
+	s.calls--
+	s.think(r.id, now)
+}
+
+// failed handles the timeout of client id's attempt with the library's
+// decision.
+func (s *sim) failed(id int32, now int64) {
+	c := &s.clients[id]
+	p := s.proc(id)
+	if p.adaptive != nil {
+		p.adaptive.Record(s.t(now), false)
+	}
+	a := grpcbackoff.Attempt{Number: int(c.attempts), MaxAttempts: s.st.Policy.MaxAttempts,
+		Code: codes.DeadlineExceeded, TimedOut: true, Now: s.t(now)}
+	var budget grpcbackoff.RetryBudget
+	if p.budget != nil {
+		budget = p.budget
+	}
+	if p.adaptive != nil {
+		a.U = s.rng.Float64()
+	}
+	d := s.st.Policy.Decide(a, budget, p.adaptive)
+	if d.Retry {
+		c.state = backingOff
+		s.q.push(event{at: now + int64(d.Delay), id: id, seq: c.seq, kind: evRetry})
+		return
+	}
+	if b := s.sample(now); b != nil {
+		b.Failed++
+		switch d.Reason {
+		case grpcbackoff.ReasonThrottled:
+			b.Throttled++
+		case grpcbackoff.ReasonRejectedLocally:
+			b.Rejected++
+		}
+	}
+	s.calls--
+	s.think(id, now)
+}
+
+// summarize turns the samples into a Result.
+func (s *sim) summarize() Result {
+	sc := s.sc
+	res := Result{Strategy: s.st.Name, Samples: s.samples, Events: s.events}
+	for _, x := range s.samples {
+		res.OK += x.OK
+		res.Failed += x.Failed
+		res.Rejected += x.Rejected
+		res.Throttled += x.Throttled
+		res.Started += x.Started
+		res.Attempts += x.Attempts
+		res.Lost += x.Lost
+		res.PeakConcurrency = max(res.PeakConcurrency, x.Peak)
+	}
+	n := len(s.samples)
+	pauseAt := min(int(sc.PauseAt/time.Second), n)
+	resume := min(int(math.Ceil((sc.PauseAt + sc.Pause).Seconds())), n)
+	res.AmplificationOutage = amplification(s.samples[pauseAt:resume])
+	res.AmplificationAfter = amplification(s.samples[resume:])
+	res.Recovered, res.RecoveredAfter = Recovery(s.samples, resume, sc.Model.Limit, sc.Offered())
+	res.Settled, res.SettledAfter = Settled(s.samples, resume, sc.Model.Limit)
+	return res
+}
+
+// Settled is cmd/stormsim's measure of recovery: whether, and how long
+// after second resume, every second from then to the end ended with at
+// most limit requests in the server and limit calls waiting.
+func Settled(samples []Sample, resume, limit int) (bool, time.Duration) {
+	first := -1
+	for i := len(samples) - 1; i >= resume; i-- {
+		if x := samples[i]; x.Concurrency > limit || x.Waiting > limit {
+			break
+		}
+		first = i
+	}
+	if first < 0 {
+		return false, 0
+	}
+	return true, time.Duration(first-resume) * time.Second
+}
+
+// recoveryRun is the number of seconds in a row that make a recovery.
+const recoveryRun = 5
+
+// Recovery returns whether and when, counted from second resume, the first
+// recoveryRun seconds in a row begin in which every second ended with at
+// most limit requests in the server and the mean goodput reached 90% of
+// offered (calls per second).
+func Recovery(samples []Sample, resume, limit int, offered float64) (bool, time.Duration) {
+	for i := resume; i+recoveryRun <= len(samples); i++ {
+		ok := 0
+		healthy := true
+		for _, x := range samples[i : i+recoveryRun] {
+			ok += x.OK
+			healthy = healthy && x.Concurrency <= limit
+		}
+		if healthy && float64(ok) >= 0.9*offered*recoveryRun {
+			return true, time.Duration(i-resume) * time.Second
+		}
+	}
+	return false, 0
+}
+
+func amplification(samples []Sample) float64 {
+	var attempts, started int
+	for _, x := range samples {
+		attempts += x.Attempts
+		started += x.Started
+	}
+	if started == 0 {
+		return math.NaN()
+	}
+	return float64(attempts) / float64(started)
+}

@@ -1,0 +1,128 @@
+package grpcbackoff
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Attempt is what a retry decision knows of a call whose attempt just
+// failed. Every input is a value, the time included, so that Decide reads no
+// clock: the interceptors fill it from the real clock and the caller's
+// context, a simulator from its virtual clock.
+type Attempt struct {
+	// Number is the number of attempts made, the failed one included (1 for
+	// the first attempt).
+	Number int
+	// MaxAttempts is the call's limit on attempts (Policy.MaxAttempts
+	// unless a call option changed it).
+	MaxAttempts int
+	// Code is the failed attempt's status code.
+	Code codes.Code
+	// TimedOut says the attempt was cut by its own timeout
+	// (Policy.AttemptTimeout) while the caller's context was live: it is
+	// retried like a retryable code, whatever Code is.
+	TimedOut bool
+	// Final says the attempt must not be retried whatever the Policy says:
+	// the call committed (response headers arrived), no retry can fix the
+	// error (a message over a size limit), or the method is not safe to send
+	// again after this failure. It wins over TimedOut.
+	Final bool
+	// Hint is what the server said about retrying (ServerHint).
+	Hint Hint
+	// Now is the time of the decision.
+	Now time.Time
+	// Deadline is the caller's deadline; the zero Time for none.
+	Deadline time.Time
+	// Done is the caller's context error (context.Canceled or
+	// context.DeadlineExceeded), nil while the context is live.
+	Done error
+	// U is a uniform draw in [0, 1) for adaptive throttling (see
+	// Adaptive.Allow); unused without it.
+	U float64
+}
+
+// Decision is the outcome of Decide: retry after Delay, or stop for Reason.
+type Decision struct {
+	// Retry says whether to make another attempt, after Delay.
+	Retry bool
+	// Delay is the wait before the next attempt, when Retry.
+	Delay time.Duration
+	// Reason says why not, when not Retry. It is 0 when the caller's
+	// context ended during the first attempt: the attempt's error is then
+	// the call's, unchanged.
+	Reason Reason
+}
+
+// RetryBudget is what Decide asks before a retry: whether it may be sent at
+// time now, paying for it if so. The interceptors' budget (the running state
+// of a Throttle) is one.
+//
+// A budget that also has a method AllowLongRun(now time.Time) bool is asked
+// that instead for the retry of an attempt that timed out: such a retry
+// draws on the Throttle's long-run allowance alone, since the server may
+// still be doing the attempt's work (a hung or overloaded server), while the
+// reserve is for failures the server answered, such as a restart's.
+type RetryBudget interface {
+	Allow(now time.Time) bool
+}
+
+// pay asks budget to pay for the retry of a.
+func pay(budget RetryBudget, a Attempt) bool {
+	if lr, ok := budget.(interface{ AllowLongRun(time.Time) bool }); ok && a.TimedOut {
+		return lr.AllowLongRun(a.Now)
+	}
+	return budget.Allow(a.Now)
+}
+
+// Decide is the retry decision, in order:
+//
+//  1. the caller's context ended, or its deadline passed: stop
+//     (ReasonCanceled or ReasonDeadline; Reason 0 after the first attempt);
+//  2. the attempt is Final, or its code is not retried and it did not time
+//     out: ReasonNotRetryable;
+//  3. MaxAttempts reached: ReasonExhausted;
+//  4. the delay is RetryDelay(Number−1, Hint); a server that refuses gives
+//     ReasonServerRefused;
+//  5. the next attempt could not start before the deadline: ReasonDeadline;
+//  6. adaptive throttling, if adaptive is not nil, rejects the retry
+//     (Adaptive.Allow with U): ReasonRejectedLocally;
+//  7. the budget, if not nil, cannot pay for the retry (see RetryBudget):
+//     ReasonThrottled.
+//
+// Otherwise the call retries after the delay. Only steps 6 and 7 change
+// state (a rejection counted, a token spent), and only the delay's jitter is
+// random.
+func (p Policy) Decide(a Attempt, budget RetryBudget, adaptive *Adaptive) Decision {
+	hasDeadline := !a.Deadline.IsZero()
+	if a.Done != nil || hasDeadline && !a.Now.Before(a.Deadline) {
+		switch {
+		case a.Number == 1:
+			return Decision{}
+		case a.Done == context.Canceled:
+			return Decision{Reason: ReasonCanceled}
+		}
+		return Decision{Reason: ReasonDeadline}
+	}
+	if a.Final || !a.TimedOut && !p.Retryable(a.Code) {
+		return Decision{Reason: ReasonNotRetryable}
+	}
+	if a.Number >= a.MaxAttempts {
+		return Decision{Reason: ReasonExhausted}
+	}
+	d, ok := p.RetryDelay(a.Number-1, a.Hint)
+	if !ok {
+		return Decision{Reason: ReasonServerRefused}
+	}
+	if hasDeadline && !a.Now.Add(d).Before(a.Deadline) {
+		return Decision{Reason: ReasonDeadline}
+	}
+	if adaptive != nil && !adaptive.Allow(a.Now, a.U) {
+		return Decision{Reason: ReasonRejectedLocally}
+	}
+	if budget != nil && !pay(budget, a) {
+		return Decision{Reason: ReasonThrottled}
+	}
+	return Decision{Retry: true, Delay: d}
+}

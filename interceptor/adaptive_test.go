@@ -1,0 +1,236 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// endRecorder keeps the ends of calls.
+type endRecorder struct{ ends []interceptor.End }
+
+func (r *endRecorder) OnRetry(context.Context, interceptor.Retry) {}
+func (r *endRecorder) OnEnd(_ context.Context, e interceptor.End) { r.ends = append(r.ends, e) }
+
+func adaptiveRetrier(t *testing.T, p grpcbackoff.Policy, opts ...interceptor.Option) *interceptor.Retrier {
+	t.Helper()
+	r, err := interceptor.New(p, append([]interceptor.Option{interceptor.WithoutThrottle(),
+		interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 2, Window: time.Minute})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func rejectedLocally(err error) (*grpcbackoff.Error, bool) {
+	var e *grpcbackoff.Error
+	return e, errors.As(err, &e) && e.Reason == grpcbackoff.ReasonRejectedLocally
+}
+
+// TestAdaptiveThrottleRejectsLocally: once most requests fail with
+// UNAVAILABLE, calls are rejected before the network with UNAVAILABLE and
+// ReasonRejectedLocally, Attempts 0, and observers are told; Critical calls
+// still go through.
+func TestAdaptiveThrottleRejectsLocally(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := exact()
+		p.MaxAttempts = 1
+		obs := &endRecorder{}
+		ic := adaptiveRetrier(t, p, interceptor.WithObserver(obs)).Unary()
+		s := &script{errs: append(make([]error, 10), unavailable(1000)...)}
+		for i := range 10 {
+			if err := call(t.Context(), t, ic, s); err != nil {
+				t.Fatalf("healthy call %d: %v", i, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		rejected := 0
+		for i := range 200 {
+			before := len(s.times)
+			err := call(t.Context(), t, ic, s)
+			time.Sleep(100 * time.Millisecond)
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("failing call %d: code %v, want UNAVAILABLE", i, status.Code(err))
+			}
+			e, ok := rejectedLocally(err)
+			if !ok {
+				continue
+			}
+			rejected++
+			if len(s.times) != before {
+				t.Fatalf("call %d rejected locally reached the invoker", i)
+			}
+			if e.Attempts != 0 {
+				t.Errorf("rejected call: Attempts %d, want 0", e.Attempts)
+			}
+			if i < 10 {
+				t.Errorf("call %d rejected while requests (%d) ≤ K·accepts (20)", i, 10+i)
+			}
+		}
+		// Sent: the first 11 failures at least, then a share that falls as
+		// requests pile up with no accepts.
+		if rejected < 100 || rejected > 189 {
+			t.Errorf("%d of 200 failing calls rejected locally, want between 100 and 189", rejected)
+		}
+		n := 0
+		for _, e := range obs.ends {
+			if e.Reason == grpcbackoff.ReasonRejectedLocally && e.Code == codes.Unavailable && e.Attempts == 0 {
+				n++
+			}
+		}
+		if n != rejected {
+			t.Errorf("observers told of %d local rejections, want %d", n, rejected)
+		}
+		before := len(s.times)
+		for range 50 {
+			if _, ok := rejectedLocally(call(t.Context(), t, ic, s, interceptor.Critical())); ok {
+				t.Fatal("a Critical call was rejected locally")
+			}
+		}
+		if sent := len(s.times) - before; sent != 50 {
+			t.Errorf("%d of 50 Critical calls reached the invoker, want 50", sent)
+		}
+	})
+}
+
+// TestAdaptiveThrottleCountsApplicationErrorsAsAccepted: a backend that
+// answers every call with an application error is not throttled.
+func TestAdaptiveThrottleCountsApplicationErrorsAsAccepted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ic := adaptiveRetrier(t, exact()).Unary()
+		errs := make([]error, 500)
+		for i := range errs {
+			errs[i] = status.Error([]codes.Code{codes.NotFound, codes.Internal, codes.InvalidArgument, codes.FailedPrecondition}[i%4], "no")
+		}
+		s := &script{errs: errs}
+		for i := range 500 {
+			if _, ok := rejectedLocally(call(t.Context(), t, ic, s)); ok {
+				t.Fatalf("call %d rejected locally, but every call got an answer", i)
+			}
+		}
+	})
+}
+
+// TestAdaptiveThrottleRejectsRetries: retries are asked of the adaptive
+// throttle too; a rejected retry ends the call with its last error and
+// ReasonRejectedLocally. Critical calls, and their retries, are exempt.
+func TestAdaptiveThrottleRejectsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := exact()
+		p.MaxAttempts = 2
+		ic := adaptiveRetrier(t, p).Unary()
+		sent := 0
+		// Critical calls succeed (accepted, keeping the probability near
+		// 1/3); the others fail with UNAVAILABLE.
+		invoke := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+			sent++
+			for _, o := range opts {
+				if o == interceptor.Critical() {
+					return nil
+				}
+			}
+			return status.Error(codes.Unavailable, "down")
+		}
+		retriesRejected := 0
+		for range 300 {
+			if err := ic(t.Context(), "/pkg.Svc/Get", nil, nil, nil, invoke, interceptor.Critical()); err != nil {
+				t.Fatalf("critical call: %v", err)
+			}
+			before := sent
+			err := ic(t.Context(), "/pkg.Svc/Get", nil, nil, nil, invoke)
+			if e, ok := rejectedLocally(err); ok && e.Attempts == 1 {
+				retriesRejected++
+				if sent-before != 1 {
+					t.Fatalf("a call whose retry was rejected sent %d attempts, want 1", sent-before)
+				}
+				if status.Code(err) != codes.Unavailable || !errors.Is(err, e.Err) || e.Err.Error() != status.Error(codes.Unavailable, "down").Error() {
+					t.Fatalf("rejected retry: error %v, want the last attempt's", err)
+				}
+			}
+		}
+		if retriesRejected < 10 {
+			t.Errorf("%d retries rejected locally in 300 calls, want at least 10", retriesRejected)
+		}
+	})
+}
+
+// TestAdaptiveThrottleStreams: a stream is rejected before its first
+// attempt like a unary call, and its failed attempts count.
+func TestAdaptiveThrottleStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := exact()
+		p.MaxAttempts = 1
+		sic := adaptiveRetrier(t, p).Stream()
+		opened := 0
+		streamer := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			opened++
+			return nil, status.Error(codes.Unavailable, "down")
+		}
+		rejected := 0
+		for range 100 {
+			before := opened
+			_, err := sic(t.Context(), &grpc.StreamDesc{ServerStreams: true}, nil, "/pkg.Svc/Watch", streamer)
+			if _, ok := rejectedLocally(err); ok {
+				rejected++
+				if opened != before {
+					t.Fatal("a stream rejected locally was opened")
+				}
+			}
+		}
+		if rejected < 50 {
+			t.Errorf("%d of 100 failing streams rejected locally, want at least 50", rejected)
+		}
+	})
+}
+
+func TestAdaptiveThrottleOptions(t *testing.T) {
+	_, err := interceptor.New(exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 0.5, Window: time.Minute}))
+	if err == nil || err.Error() != "grpcbackoff: AdaptiveThrottle.K (0.5) must be a finite number ≥ 1" {
+		t.Errorf("New with K 0.5: %v, want the field named", err)
+	}
+	s := &script{errs: unavailable(1000)}
+	p := exact()
+	p.MaxAttempts = 1
+	ic := interceptor.Unary(p, interceptor.WithAdaptiveThrottle(grpcbackoff.DefaultAdaptiveThrottle()), interceptor.WithoutAdaptiveThrottle())
+	for range 100 {
+		if _, ok := rejectedLocally(call(context.Background(), t, ic, s)); ok {
+			t.Fatal("rejected locally after WithoutAdaptiveThrottle")
+		}
+	}
+}
+
+func TestUnarySuccessAllocatesNothingUnderAdaptiveThrottle(t *testing.T) {
+	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	ic := interceptor.Unary(grpcbackoff.DefaultPolicy(), interceptor.WithAdaptiveThrottle(grpcbackoff.DefaultAdaptiveThrottle()))
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() { ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke) }); n != 0 {
+		t.Errorf("a successful call allocates %v times, want 0", n)
+	}
+}
+
+// TestAdaptiveThrottleOffByDefault: without WithAdaptiveThrottle no call is
+// rejected locally, however many fail (the decision and its figures are in
+// cmd/fleetsim/README.md).
+func TestAdaptiveThrottleOffByDefault(t *testing.T) {
+	p := exact()
+	p.MaxAttempts = 1
+	ic := interceptor.Unary(p)
+	s := &script{errs: unavailable(1000)}
+	for i := range 1000 {
+		if _, ok := rejectedLocally(call(context.Background(), t, ic, s)); ok {
+			t.Fatalf("call %d rejected locally by a default Retrier", i)
+		}
+	}
+	if len(s.times) != 1000 {
+		t.Errorf("%d of 1000 calls reached the invoker, want all", len(s.times))
+	}
+}
