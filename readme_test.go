@@ -18,6 +18,7 @@ import (
 
 // The README's Go snippets, compiled here; TestReadmeSnippetsCompile checks
 // that each snippet of README.md stands in this file, line for line.
+var _ = []any{readmeFirst, readmeUsage}
 
 func readmeFirst(target string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(target,

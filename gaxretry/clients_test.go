@@ -83,7 +83,7 @@ func standard(t *testing.T, opts ...interceptor.Option) []option.ClientOption {
 // always fails with UNAVAILABLE, with the platform's options (nil: none),
 // adopting the client's CallOptions or not, and returns the error and the
 // attempts sent.
-func getTopic(t *testing.T, platform []option.ClientOption, adopt bool) (error, int) {
+func getTopic(t *testing.T, platform []option.ClientOption, adopt bool) (int, error) {
 	srv := pstest.NewServer(pstest.WithErrorInjection("GetTopic", codes.Unavailable, "fake outage"))
 	defer srv.Close()
 	var a attempts
@@ -102,11 +102,11 @@ func getTopic(t *testing.T, platform []option.ClientOption, adopt bool) (error, 
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	_, err = c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: "projects/proj/topics/t"})
-	return err, a.of("GetTopic")
+	return a.of("GetTopic"), err
 }
 
 func TestPubSubAdoptOneRetryLayer(t *testing.T) {
-	err, n := getTopic(t, standard(t), true)
+	n, err := getTopic(t, standard(t), true)
 	var ge *grpcbackoff.Error
 	if !errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonExhausted || status.Code(err) != codes.Unavailable {
 		t.Errorf("GetTopic: err = %v (%T), want a *grpcbackoff.Error, attempts exhausted", err, err)
@@ -122,8 +122,8 @@ func TestPubSubAttemptsMultiplyWithoutAdopt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("6 s of real time")
 	}
-	errAlone, alone := getTopic(t, nil, false)
-	errBoth, both := getTopic(t, standard(t), false)
+	alone, errAlone := getTopic(t, nil, false)
+	both, errBoth := getTopic(t, standard(t), false)
 	t.Logf("GetTopic, always UNAVAILABLE, 3 s: client alone %d attempts (%v); with ClientOptions, without Adopt %d attempts (%v)", alone, errAlone, both, errBoth)
 	if both <= quick().MaxAttempts || both <= alone {
 		t.Errorf("with both retry layers: %d attempts, want more than the client alone (%d) and more than MaxAttempts", both, alone)

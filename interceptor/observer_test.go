@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
@@ -140,7 +139,7 @@ type downStreams struct {
 	testgrpc.UnimplementedTestServiceServer
 }
 
-func (downStreams) StreamingOutputCall(*testpb.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
+func (downStreams) StreamingOutputCall(*testgrpc.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
 	return status.Error(codes.Unavailable, "down")
 }
 
@@ -161,7 +160,7 @@ func TestStreamGiveUpIsObserved(t *testing.T) {
 		testgrpc.RegisterTestServiceServer(srv, downStreams{})
 		bufconntest.Serve(t, srv, lis)
 		cc := bufconntest.Dial(t, lis.DialContext, opts...)
-		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +171,7 @@ func TestStreamGiveUpIsObserved(t *testing.T) {
 		closed := bufconntest.Listen()
 		closed.Close()
 		down := bufconntest.Dial(t, closed.DialContext, opts...)
-		if _, err := testgrpc.NewTestServiceClient(down).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{}); status.Code(err) != codes.Unavailable {
+		if _, err := testgrpc.NewTestServiceClient(down).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{}); status.Code(err) != codes.Unavailable {
 			t.Fatalf("StreamingOutputCall with no server: %v, want UNAVAILABLE", err)
 		}
 

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	grpcotel "google.golang.org/grpc/stats/opentelemetry"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -27,18 +26,18 @@ type flaky struct {
 	failures atomic.Int32
 }
 
-func (s *flaky) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+func (s *flaky) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	if s.failures.Add(-1) >= 0 {
 		return nil, status.Error(codes.Unavailable, "warming up")
 	}
-	return &testpb.SimpleResponse{}, nil
+	return &testgrpc.SimpleResponse{}, nil
 }
 
-func (s *flaky) StreamingOutputCall(_ *testpb.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+func (s *flaky) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
 	if s.failures.Add(-1) >= 0 {
 		return status.Error(codes.Unavailable, "warming up")
 	}
-	return stream.Send(&testpb.StreamingOutputCallResponse{})
+	return stream.Send(&testgrpc.StreamingOutputCallResponse{})
 }
 
 // serveFlaky serves a flaky server that fails failures calls over bufconn,
@@ -99,7 +98,7 @@ func TestSideBySideWithGrpcGoPlugin(t *testing.T) {
 					opts = append([]grpc.DialOption{theirs}, ours...)
 				}
 				cc := serveFlaky(t, 2, opts...)
-				if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testpb.SimpleRequest{}); err != nil {
+				if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
 					t.Fatal(err)
 				}
 
@@ -122,7 +121,7 @@ func TestStreamMetrics(t *testing.T) {
 		p := exact()
 		p.MaxAttempts = 3
 		cc := serveFlaky(t, 2, interceptor.DialOptions(p, newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())...)
-		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +154,7 @@ func TestStreamGaveUp(t *testing.T) {
 		p.MaxAttempts = 3
 		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(), newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
 		cc := serveFlaky(t, 100, opts...)
-		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{})
+		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +172,7 @@ func TestStreamGaveUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer down.Close()
-		if _, err := testgrpc.NewTestServiceClient(down).StreamingOutputCall(t.Context(), &testpb.StreamingOutputCallRequest{}); status.Code(err) != codes.Unavailable {
+		if _, err := testgrpc.NewTestServiceClient(down).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{}); status.Code(err) != codes.Unavailable {
 			t.Fatalf("StreamingOutputCall with no server: %v, want UNAVAILABLE after 3 attempts", err)
 		}
 

@@ -85,7 +85,7 @@ func attrs(s attribute.Set) string {
 	var kvs []string
 	for it := s.Iter(); it.Next(); {
 		kv := it.Attribute()
-		kvs = append(kvs, string(kv.Key)+"="+kv.Value.Emit())
+		kvs = append(kvs, string(kv.Key)+"="+kv.Value.String())
 	}
 	return strings.Join(kvs, " ")
 }

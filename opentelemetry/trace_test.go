@@ -38,7 +38,7 @@ func events(span sdktrace.ReadOnlySpan, start time.Time) []string {
 	for _, e := range span.Events() {
 		s := fmt.Sprintf("+%v %s", e.Time.Sub(start), e.Name)
 		for _, kv := range e.Attributes {
-			s += " " + string(kv.Key) + "=" + kv.Value.Emit()
+			s += " " + string(kv.Key) + "=" + kv.Value.String()
 		}
 		got = append(got, s)
 	}

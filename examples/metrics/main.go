@@ -37,7 +37,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -96,15 +95,15 @@ func run(ctx context.Context, out io.Writer) error {
 	// three instances of a service would have.
 	clients := []func(context.Context, testgrpc.TestServiceClient) error{
 		func(ctx context.Context, c testgrpc.TestServiceClient) error {
-			_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+			_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 			return err
 		},
 		func(ctx context.Context, c testgrpc.TestServiceClient) error {
-			_, err := c.EmptyCall(ctx, &testpb.Empty{})
+			_, err := c.EmptyCall(ctx, &testgrpc.Empty{})
 			return err
 		},
 		func(ctx context.Context, c testgrpc.TestServiceClient) error {
-			stream, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+			stream, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
 			for err == nil {
 				_, err = stream.Recv()
 			}
@@ -166,19 +165,19 @@ func (s *server) down() error {
 	return nil
 }
 
-func (s *server) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-	return &testpb.SimpleResponse{}, s.down()
+func (s *server) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return &testgrpc.SimpleResponse{}, s.down()
 }
 
-func (s *server) EmptyCall(context.Context, *testpb.Empty) (*testpb.Empty, error) {
-	return &testpb.Empty{}, s.down()
+func (s *server) EmptyCall(context.Context, *testgrpc.Empty) (*testgrpc.Empty, error) {
+	return &testgrpc.Empty{}, s.down()
 }
 
-func (s *server) StreamingOutputCall(_ *testpb.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+func (s *server) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
 	if err := s.down(); err != nil {
 		return err
 	}
-	return stream.Send(&testpb.StreamingOutputCallResponse{})
+	return stream.Send(&testgrpc.StreamingOutputCallResponse{})
 }
 
 // summarize writes, for each metric of the A96 set and our own, one line per
@@ -238,7 +237,7 @@ func labels(s attribute.Set) string {
 	var kvs []string
 	for it := s.Iter(); it.Next(); {
 		kv := it.Attribute()
-		kvs = append(kvs, string(kv.Key)+"="+kv.Value.Emit())
+		kvs = append(kvs, string(kv.Key)+"="+kv.Value.String())
 	}
 	return "{" + strings.Join(kvs, ", ") + "}"
 }

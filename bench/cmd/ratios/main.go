@@ -243,19 +243,6 @@ func (r *report) info(target, row, mech, unit string) {
 		fmt.Sprintf("%+.4g %s (%s vs %s)", o.Center-b.Center, unit, num(o.Center), num(b.Center)), "—", "INFO"})
 }
 
-// atMost checks that mech's median of unit in row is at most limit.
-func (r *report) atMost(target, row, mech, unit string, limit float64) {
-	o, _, ok := r.d.summary(row, mech, unit)
-	if !ok {
-		return
-	}
-	verdict := "PASS"
-	if o.Center > limit {
-		verdict = "MISS"
-	}
-	r.add(check{target, row, mech, fmt.Sprintf("%s %s", num(o.Center), unit), fmt.Sprintf("≤ %g", limit), verdict})
-}
-
 // bestPeer checks that mech is not slower (unit: lower is better) than the
 // best peer measured in row, beyond noise.
 func (r *report) bestPeer(row, mech, unit string) {
