@@ -283,10 +283,10 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	}
 }
 
-// succeeded tells the call's budget that an attempt succeeded, which feeds
-// its reserve.
-func (c *call) succeeded() {
-	if b := c.conn.t.budget; b != nil {
+// succeeded tells the budget of cs's target that an attempt succeeded,
+// which feeds its reserve.
+func (cs *connState) succeeded() {
+	if b := cs.t.budget; b != nil {
 		b.Succeeded()
 	}
 }

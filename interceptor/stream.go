@@ -487,7 +487,7 @@ func (s *retryStream) RecvMsg(m any) error {
 				if a.timer != nil {
 					a.timer.Stop()
 				}
-				s.c.succeeded() // a response: it feeds the budget's reserve
+				s.c.conn.succeeded() // a response: it feeds the budget's reserve
 				s.c.conn.record(nil)
 			}
 			s.commitLocked()

@@ -65,8 +65,9 @@ func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
 	return s
 }
 
+// release puts s back in the pool. Its option slice keeps the last call's
+// options until it is reused, as the pool drops it at the next collections.
 func (s *unaryState) release() {
-	clear(s.opts)
 	s.opts, s.header, s.trailer = s.opts[:0], nil, nil
 	unaryStates.Put(s)
 }
@@ -91,43 +92,54 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		conn.record(err)
 		return err
 	}
-	c := call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts,
-		adaptive: r.adaptiveFor(conn, opts)}
-	trailer, err := r.attemptUnary(ctx, ctx, &c, req, reply, cc, invoker, opts)
+	trailer, headers, cut, err := r.attemptUnary(ctx, ctx, p, conn, method, req, reply, cc, invoker, opts)
 	if err == nil {
-		c.succeeded()
-		return c.end(ctx, nil)
+		conn.succeeded()
+		if len(r.observers) > 0 {
+			r.endFirst(ctx, method, cc, opts)
+		}
+		return nil
 	}
-	return c.end(ctx, r.retryUnary(ctx, &c, req, reply, cc, invoker, opts, err, trailer))
+	c := &call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc),
+		conn: conn, attempts: 1, opts: opts, adaptive: r.adaptiveFor(conn, opts), headers: headers, cut: cut}
+	return c.end(ctx, r.retryUnary(ctx, c, req, reply, cc, invoker, opts, err, trailer))
 }
 
-// attemptUnary makes attempt c.attempts with context actx (ctx itself, or
-// ctx with the retry metadata), under the Policy's AttemptTimeout if it has
-// one. For a failed attempt it returns the trailer (nil unless pushback is
-// read) and records on c whether response headers had arrived (the call
-// committed, gRFC A6) and whether the attempt's own timeout cut it: its
-// context ended with DEADLINE_EXCEEDED while the caller's ctx is still live.
-func (r *Retrier) attemptUnary(ctx, actx context.Context, c *call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (metadata.MD, error) {
+// endFirst tells the observers of a call whose first attempt succeeded.
+func (r *Retrier) endFirst(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) {
+	e := End{Method: method, StaticMethod: staticMethod(opts), Target: target(cc), Conn: cc, Attempts: 1}
+	for _, o := range r.observers {
+		o.OnEnd(ctx, e)
+	}
+}
+
+// attemptUnary makes one attempt of a call of method with policy p on conn,
+// with context actx (ctx itself, or ctx with the retry metadata), under the
+// Policy's AttemptTimeout if it has one. For a failed attempt it returns the
+// trailer (nil unless pushback is read), whether response headers had
+// arrived (the call committed, gRFC A6) and whether the attempt's own timeout
+// cut it: its context ended with DEADLINE_EXCEEDED while the caller's ctx is
+// still live.
+func (r *Retrier) attemptUnary(ctx, actx context.Context, p *compiled, conn *connState, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (trailer metadata.MD, headers, cut bool, err error) {
 	var cancel context.CancelFunc
-	if t := c.p.AttemptTimeout; t > 0 {
+	if t := p.AttemptTimeout; t > 0 {
 		// The earlier of the caller's deadline and now+t.
 		actx, cancel = context.WithTimeout(actx, t)
 	}
 	s := getUnaryState(opts, !r.noPushback)
-	err := invoker(actx, c.method, req, reply, cc, s.opts...)
-	c.conn.record(err)
-	trailer := s.trailer
+	err = invoker(actx, method, req, reply, cc, s.opts...)
+	conn.record(err)
 	if err != nil {
 		// grpc-go gives nil headers for a trailers-only response, which
 		// carries no headers, and for an attempt that got no response.
-		c.headers = s.header != nil
-		c.cut = cancel != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		trailer, headers = s.trailer, s.header != nil
+		cut = cancel != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 	}
 	s.release()
 	if cancel != nil {
 		cancel()
 	}
-	return trailer, err
+	return trailer, headers, cut, err
 }
 
 // target returns cc's target, or "" for a call made without a ClientConn.
@@ -151,10 +163,10 @@ func (r *Retrier) retryUnary(ctx context.Context, c *call, req, reply any, cc *g
 		if final := c.wait(ctx, d, err); final != nil {
 			return final
 		}
-		trailer, err = r.attemptUnary(ctx, c.retryContext(ctx), c, req, reply, cc, invoker, opts)
+		trailer, c.headers, c.cut, err = r.attemptUnary(ctx, c.retryContext(ctx), c.p, c.conn, c.method, req, reply, cc, invoker, opts)
 		c.attempts++
 		if err == nil {
-			c.succeeded()
+			c.conn.succeeded()
 			return nil
 		}
 	}

@@ -6,7 +6,6 @@
 package budget
 
 import (
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +28,8 @@ import (
 //
 // Started and Succeeded are on every call's path. Started writes no shared
 // memory while the long-run pool is known to be full and is otherwise a
-// single atomic addition; Succeeded is one atomic addition to one of several
-// counters on their own cache lines, picked at random, so that calls on many
-// cores seldom write the same line. Both are allocation-free. The counts are
+// single atomic addition; Succeeded is a single atomic addition. Both are
+// allocation-free. The counts are
 // turned into tokens under a mutex by Allow and Tokens, the slow path.
 type Budget struct {
 	t grpcbackoff.Throttle
@@ -39,7 +37,7 @@ type Budget struct {
 	full    atomic.Bool  // the long-run pool holds Burst; set and cleared under mu
 	started atomic.Int64 // calls started while the long-run pool was not full
 
-	succeeded [shards]shard // successful calls, summed by Allow and Tokens
+	succeeded atomic.Int64 // successful calls, turned into deposits by Allow and Tokens
 
 	mu       sync.Mutex
 	tokens   float64   // the long-run pool, at most Burst
@@ -51,15 +49,6 @@ type Budget struct {
 	counted int64            // successes already put in buckets
 	width   time.Duration    // a tenth of the Window
 	buckets [nBuckets]bucket // the reserve's Window, in tenths
-}
-
-// shards is the number of success counters.
-const shards = 16
-
-// shard is one success counter, alone on its cache line.
-type shard struct {
-	n atomic.Int64
-	_ [56]byte
 }
 
 // nBuckets is the number of parts of the reserve's Window.
@@ -115,7 +104,7 @@ func (b *Budget) Succeeded() {
 	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
 		return
 	}
-	b.succeeded[rand.Uint32()%shards].n.Add(1)
+	b.succeeded.Add(1)
 }
 
 // Allow reports whether a retry may be sent at time now, and if so pays for
@@ -199,10 +188,7 @@ func (b *Budget) observe(now time.Time) int64 {
 	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
 		return k
 	}
-	var total int64
-	for i := range b.succeeded {
-		total += b.succeeded[i].n.Load()
-	}
+	total := b.succeeded.Load()
 	n := total - b.counted
 	b.counted = total
 	// The successes happened at unknown times since the previous
