@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -16,8 +17,9 @@ import (
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
-// The README's Go snippets, compiled here; TestReadmeSnippetsCompile checks
-// that each snippet of README.md stands in this file, line for line.
+// The README's Go snippets, compiled here or, where they need a module of
+// their own, in that module's readme_test.go; TestReadmeSnippetsCompile
+// checks that each snippet of README.md stands in one of them, line for line.
 var _ = []any{readmeFirst, readmeUsage}
 
 func readmeFirst(target string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
@@ -30,7 +32,8 @@ func readmeFirst(target string, creds credentials.TransportCredentials) (*grpc.C
 func readmeUsage(target string, reads grpcbackoff.Policy, creds grpc.DialOption) (*grpc.ClientConn, error) {
 	r, err := interceptor.New(grpcbackoff.DefaultPolicy(),
 		interceptor.WithMethod("/google.cloud.redis.v1.CloudRedis/GetInstance", reads),
-		interceptor.WithoutRetryFor("/google.cloud.redis.v1.CloudRedis/FailoverInstance"),
+		interceptor.WithHedging("/google.cloud.redis.v1.CloudRedis/ListInstances",
+			grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * time.Millisecond}),
 		interceptor.WithLogger(slog.Default()))
 	if err != nil {
 		return nil, err
@@ -55,18 +58,25 @@ func TestReadmeSnippetsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.ReadFile("readme_test.go")
+	var here strings.Builder
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "readme_test.go" {
+			b, err := os.ReadFile(path)
+			here.WriteString("\n" + strings.Join(lines(string(b)), "\n") + "\n")
+			return err
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	here := "\n" + strings.Join(lines(string(self)), "\n") + "\n"
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
 	if len(blocks) == 0 {
 		t.Fatal("README.md has no Go snippet")
 	}
 	for _, b := range blocks {
-		if snippet := strings.Join(lines(b[1]), "\n"); !strings.Contains(here, "\n"+snippet+"\n") {
-			t.Errorf("this README snippet is not compiled in readme_test.go:\n%s", b[1])
+		if snippet := strings.Join(lines(b[1]), "\n"); !strings.Contains(here.String(), "\n"+snippet+"\n") {
+			t.Errorf("this README snippet is not compiled in any readme_test.go:\n%s", b[1])
 		}
 	}
 }
