@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -84,16 +83,7 @@ func (h Hedging) Validate() error {
 	if h.Delay < 0 {
 		bad("Delay (%v) must not be negative", h.Delay)
 	}
-	for i, c := range h.NonFatalCodes {
-		switch {
-		case c == codes.OK:
-			bad("NonFatalCodes[%d] is OK, which is not an error", i)
-		case c > maxCode:
-			bad("NonFatalCodes[%d] (%d) is not a gRPC status code", i, uint32(c))
-		case slices.Index(h.NonFatalCodes, c) < i:
-			bad("NonFatalCodes[%d] (%v) is listed twice", i, c)
-		}
-	}
+	checkCodes("NonFatalCodes", h.NonFatalCodes, bad)
 	if math.IsNaN(h.Quantile) || h.Quantile < 0 || h.Quantile >= 1 {
 		bad("Quantile (%v) must be 0 (a fixed delay) or in (0, 1)", h.Quantile)
 	}

@@ -138,17 +138,23 @@ func (p Policy) Validate() error {
 	if len(p.Codes) == 0 {
 		bad("Codes is empty: no code would be retried")
 	}
-	for i, c := range p.Codes {
+	checkCodes("Codes", p.Codes, bad)
+	return errors.Join(errs...)
+}
+
+// checkCodes reports, through bad, every code of cs, a field named name,
+// that is OK, not a gRPC status code, or listed twice.
+func checkCodes(name string, cs []codes.Code, bad func(format string, args ...any)) {
+	for i, c := range cs {
 		switch {
 		case c == codes.OK:
-			bad("Codes[%d] is OK, which is not an error", i)
+			bad("%s[%d] is OK, which is not an error", name, i)
 		case c > maxCode:
-			bad("Codes[%d] (%d) is not a gRPC status code", i, uint32(c))
-		case slices.Index(p.Codes, c) < i:
-			bad("Codes[%d] (%v) is listed twice", i, c)
+			bad("%s[%d] (%d) is not a gRPC status code", name, i, uint32(c))
+		case slices.Index(cs, c) < i:
+			bad("%s[%d] (%v) is listed twice", name, i, c)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // Backoff returns the delay before retry number retry (0 for the first
