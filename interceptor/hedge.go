@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/platformkit/grpcbackoff"
 )
@@ -318,20 +319,33 @@ func canCopyReply(reply any) bool {
 	return v.Kind() == reflect.Pointer && !v.IsNil()
 }
 
-// newReply returns a new, empty message of reply's type, or nil if reply
-// is neither a proto.Message nor a non-nil pointer.
-func newReply(reply any) any {
-	if m, ok := reply.(proto.Message); ok {
-		return m.ProtoReflect().New().Interface()
-	}
-	if v := reflect.ValueOf(reply); v.Kind() == reflect.Pointer && !v.IsNil() {
-		return reflect.New(v.Type().Elem()).Interface()
-	}
-	return nil
+// replyType is the type of a call's reply, learnt before any attempt
+// writes to the reply: reading the reply while attempt 1 decodes into it
+// would race.
+type replyType struct {
+	msg protoreflect.MessageType // the reply's, if it is a proto.Message
+	ptr reflect.Type             // otherwise the type it points to
 }
 
-// copyReply makes dst, the caller's reply, a copy of src, a reply from
-// newReply(dst).
+// typeOf returns the replyType of reply, a proto.Message or a non-nil
+// pointer (see canCopyReply).
+func typeOf(reply any) replyType {
+	if m, ok := reply.(proto.Message); ok {
+		return replyType{msg: m.ProtoReflect().Type()}
+	}
+	return replyType{ptr: reflect.TypeOf(reply).Elem()}
+}
+
+// newReply returns a new, empty reply of type t.
+func (t replyType) newReply() any {
+	if t.msg != nil {
+		return t.msg.New().Interface()
+	}
+	return reflect.New(t.ptr).Interface()
+}
+
+// copyReply makes dst, the caller's reply, a copy of src, a reply of its
+// type (replyType.newReply).
 func copyReply(dst, src any) {
 	if m, ok := dst.(proto.Message); ok {
 		proto.Reset(m)
@@ -351,12 +365,13 @@ func (r *Retrier) hedgeUnary(ctx context.Context, conn *connState, hp *hedgePoli
 	h := &hedgeCall{
 		call: call{r: r, max: n, method: method, static: staticMethod(opts), cc: cc, target: target(cc),
 			conn: conn, opts: opts, start: time.Now(), hedged: true},
-		hp:      hp,
-		ctx:     ctx,
-		req:     req,
-		reply:   reply,
-		invoker: invoker,
-		results: make(chan *hedgeAttempt, n),
+		hp:        hp,
+		ctx:       ctx,
+		req:       req,
+		reply:     reply,
+		invoker:   invoker,
+		results:   make(chan *hedgeAttempt, n),
+		replyType: typeOf(reply),
 	}
 	h.dl, h.hasDeadline = ctx.Deadline()
 	h.actx, h.cancel = context.WithCancel(ctx)
@@ -382,6 +397,7 @@ type hedgeCall struct {
 	invoker     grpc.UnaryInvoker
 	tg          hedgeTargets
 	results     chan *hedgeAttempt
+	replyType   replyType // of reply, for the hedges' own replies
 
 	delay    time.Duration // between hedges
 	inFlight int
@@ -398,7 +414,7 @@ func (h *hedgeCall) send() {
 	a.attemptOptions(h.opts, &h.tg)
 	actx := h.actx
 	if a.n > 1 {
-		a.reply = newReply(h.reply)
+		a.reply = h.replyType.newReply()
 		actx = h.retryContext(actx) // h.attempts attempts came before
 	}
 	h.attempts = a.n
