@@ -1,4 +1,4 @@
-package interceptor
+package interceptor_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // stBenchMessages is the number of responses of each benchmarked stream.
@@ -49,7 +51,7 @@ func BenchmarkServerStream(b *testing.B) {
 		opts []grpc.DialOption
 	}{
 		{"bare", nil},
-		{"retry", DialOptions(stPolicy())},
+		{"retry", interceptor.DialOptions(stPolicy())},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			opts := append([]grpc.DialOption{

@@ -1,4 +1,4 @@
-package interceptor
+package interceptor_test
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // The tests run every stream over bufconn inside a synctest bubble: delays
@@ -35,13 +36,13 @@ import (
 // the test.
 
 // stInstalls are the ways a caller can install the stream interceptor.
-var stInstalls = map[string]func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption{
-	"Stream": func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
-		return []grpc.DialOption{grpc.WithStreamInterceptor(Stream(p, opts...))}
+var stInstalls = map[string]func(p grpcbackoff.Policy, opts ...interceptor.Option) []grpc.DialOption{
+	"Stream": func(p grpcbackoff.Policy, opts ...interceptor.Option) []grpc.DialOption {
+		return []grpc.DialOption{grpc.WithStreamInterceptor(interceptor.Stream(p, opts...))}
 	},
-	"DialOptions": DialOptions,
-	"Retrier": func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
-		r, err := New(p, opts...)
+	"DialOptions": interceptor.DialOptions,
+	"Retrier": func(p grpcbackoff.Policy, opts ...interceptor.Option) []grpc.DialOption {
+		r, err := interceptor.New(p, opts...)
 		if err != nil {
 			panic(err)
 		}
@@ -70,8 +71,8 @@ func stCheckAttempts(t *testing.T, as []stAttempt, msgs []string, lastComplete b
 		if i > 0 {
 			want = []string{strconv.Itoa(i)}
 		}
-		if got := a.MD.Get(PreviousAttemptsKey); !slices.Equal(got, want) {
-			t.Errorf("attempt %d: %s = %q, want %q", i+1, PreviousAttemptsKey, got, want)
+		if got := a.MD.Get(interceptor.PreviousAttemptsKey); !slices.Equal(got, want) {
+			t.Errorf("attempt %d: %s = %q, want %q", i+1, interceptor.PreviousAttemptsKey, got, want)
 		}
 		if got := a.MD.Get("x-user"); len(got) != 1 || got[0] != "kept" {
 			t.Errorf("attempt %d: x-user = %q, want the caller's metadata kept", i+1, got)
@@ -105,7 +106,7 @@ func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 				t.Run(fmt.Sprintf("%v/%s/%s", k, f.name, how), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						srv := newStServer(t, stScript(f.step, f.step, stOK(3)))
-						c := srv.client(t, install(stPolicy(), WithoutThrottle())...)
+						c := srv.client(t, install(stPolicy(), interceptor.WithoutThrottle())...)
 						msgs := stCallerMessages(k)
 						start := time.Now()
 						r := stRun(stCallerContext(t), c, k, msgs, stHow{})
@@ -142,7 +143,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stOK(2)))
 				f := &stFailOpen{n: 3, err: status.Error(codes.Unavailable, "no connection")}
-				c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
+				c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(stPolicy(), interceptor.WithoutThrottle()), f.intercept))
 				msgs := stCallerMessages(k)
 				start := time.Now()
 				r := stRun(stCallerContext(t), c, k, msgs, stHow{})
@@ -166,8 +167,8 @@ func TestStreamCreationRetried(t *testing.T) {
 				if got := as[0].At.Sub(start); got != 7*time.Second {
 					t.Errorf("the stream reached the server after %v, want 7s", got)
 				}
-				if got := as[0].MD.Get(PreviousAttemptsKey); !slices.Equal(got, []string{"3"}) {
-					t.Errorf("%s = %q, want 3", PreviousAttemptsKey, got)
+				if got := as[0].MD.Get(interceptor.PreviousAttemptsKey); !slices.Equal(got, []string{"3"}) {
+					t.Errorf("%s = %q, want 3", interceptor.PreviousAttemptsKey, got)
 				}
 				if !slices.Equal(as[0].Msgs, msgs) || !as[0].HalfClosed {
 					t.Errorf("server received %q (half-closed %v), want %q", as[0].Msgs, as[0].HalfClosed, msgs)
@@ -181,7 +182,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			f := &stFailOpen{n: 100, err: status.Error(codes.Unavailable, "no connection")}
 			p := stPolicy()
 			p.MaxAttempts = 3
-			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(p, WithoutThrottle()), f.intercept))
+			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(p, interceptor.WithoutThrottle()), f.intercept))
 			start := time.Now()
 			r := stRun(t.Context(), c, stBidi, stMessages(1), stHow{})
 			if r.Opened {
@@ -198,7 +199,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			srv := newStServer(t, stScript(stOK(1)))
 			want := status.Error(codes.PermissionDenied, "no")
 			f := &stFailOpen{n: 100, err: want}
-			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
+			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(stPolicy(), interceptor.WithoutThrottle()), f.intercept))
 			r := stRun(t.Context(), c, stClientStream, stMessages(1), stHow{})
 			if r.Opened || r.Err != want || len(f.calls) != 1 {
 				t.Errorf("opened %v, err %v after %d creations; want the interceptor's error itself after 1", r.Opened, r.Err, len(f.calls))
@@ -225,7 +226,7 @@ func TestStreamNoRetryAfterResponse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(tc.step, stOK(3)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				msgs := stCallerMessages(tc.kind)
 				r := stRun(stCallerContext(t), c, tc.kind, msgs, stHow{})
 				if !slices.Equal(r.Got, tc.want) {
@@ -254,7 +255,7 @@ func TestStreamHeader(t *testing.T) {
 		t.Run(k.String()+"/retried before headers", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stFail(codes.Unavailable), stFail(codes.Unavailable), stStep{Header: true, Recv: stAll, Send: 2}))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				msgs := stCallerMessages(k)
 				r := stRun(stCallerContext(t), c, k, msgs, stHow{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
@@ -276,7 +277,7 @@ func TestStreamHeader(t *testing.T) {
 		t.Run(k.String()+"/headers delivered commit", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stStep{Header: true, Recv: stAll, Err: down}, stOK(2)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"0"}) {
 					t.Errorf("Header() x-attempt = %q, want 0", got)
@@ -314,7 +315,7 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 				srv := newStServer(t, stScript(tc.step))
 				p := stPolicy()
 				p.MaxAttempts = 2
-				c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				r := stRun(stCallerContext(t), c, tc.kind, stCallerMessages(tc.kind), stHow{Header: true})
 				if r.Header != nil {
 					t.Errorf("Header() = %v, want nil", r.Header)
@@ -358,7 +359,7 @@ func TestStreamBufferLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: down}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(tc.limit))...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
 				r := stRun(stCallerContext(t), c, tc.kind, tc.msgs, stHow{})
 				as := srv.attemptsOf("")
 				if tc.retried {
@@ -382,12 +383,12 @@ func TestStreamBufferBounded(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			const limit = 100
 			srv := newStServer(t, stScript(stOK(1)))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+			c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 			s, err := c.FullDuplexCall(stCallerContext(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs := stRetryStream(t, s)
+			rs := interceptor.RetryStreamOf(t, s)
 			var msgs []string
 			weight := 0
 			for i := range 20 {
@@ -397,7 +398,7 @@ func TestStreamBufferBounded(t *testing.T) {
 					t.Fatalf("Send %d: %v", i, err)
 				}
 				weight += proto.Size(stOutReq(m)) + 5
-				size, kept, firstHeld, committed := stBuffer(rs)
+				size, kept, firstHeld, committed := rs.Buffer()
 				if size > limit {
 					t.Errorf("after %d messages the buffer holds %d bytes, more than the limit %d", i+1, size, limit)
 				}
@@ -430,17 +431,17 @@ func TestStreamBufferBounded(t *testing.T) {
 		for _, limit := range []int{0, 20} {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 				s, err := c.StreamingInputCall(t.Context())
 				if err != nil {
 					t.Fatal(err)
 				}
-				rs := stRetryStream(t, s)
+				rs := interceptor.RetryStreamOf(t, s)
 				for i := range 1000 {
 					if err := s.Send(&testgrpc.StreamingInputCallRequest{}); err != nil {
 						t.Fatalf("Send %d: %v", i, err)
 					}
-					if _, kept, _, committed := stBuffer(rs); committed {
+					if _, kept, _, committed := rs.Buffer(); committed {
 						if want := limit / 5; i != want {
 							t.Errorf("limit %d: committed at message %d, want %d", limit, i, want)
 						}
@@ -449,7 +450,7 @@ func TestStreamBufferBounded(t *testing.T) {
 						t.Fatalf("limit %d: %d empty messages kept", limit, kept)
 					}
 				}
-				if _, _, _, committed := stBuffer(rs); !committed {
+				if _, _, _, committed := rs.Buffer(); !committed {
 					t.Errorf("limit %d: 1000 empty messages did not commit the stream", limit)
 				}
 				if _, err := s.CloseAndRecv(); err != nil {
@@ -461,19 +462,19 @@ func TestStreamBufferBounded(t *testing.T) {
 	t.Run("released at the first response", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newStServer(t, stScript(stOK(2)))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 			s, err := c.StreamingOutputCall(t.Context(), stOutReq("q"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs := stRetryStream(t, s)
-			if _, kept, firstHeld, committed := stBuffer(rs); committed || kept != 1 || !firstHeld {
+			rs := interceptor.RetryStreamOf(t, s)
+			if _, kept, firstHeld, committed := rs.Buffer(); committed || kept != 1 || !firstHeld {
 				t.Fatalf("before any response: committed %v, %d kept; want the request kept", committed, kept)
 			}
 			if _, err := s.Recv(); err != nil {
 				t.Fatal(err)
 			}
-			if size, kept, firstHeld, committed := stBuffer(rs); !committed || size != 0 || kept != 0 || firstHeld {
+			if size, kept, firstHeld, committed := rs.Buffer(); !committed || size != 0 || kept != 0 || firstHeld {
 				t.Errorf("after the first response: committed %v, %d kept (%d bytes, first slot held %v); want committed and released", committed, kept, size, firstHeld)
 			}
 			for {
@@ -494,7 +495,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 				// Failures at 0 s and 1 s; the next wait (2 s) would end at
 				// 3 s, past the deadline at 2.5 s: the stream ends at 1 s.
 				srv := newStServer(t, stScript(stFail(codes.Unavailable)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithTimeout(stCallerContext(t), 2500*time.Millisecond)
 				defer cancel()
 				start := time.Now()
@@ -513,7 +514,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newStServer(t, stScript(stOK(1)))
 			f := &stFailOpen{n: 100, err: status.Error(codes.Unavailable, "no connection")}
-			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
+			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(stPolicy(), interceptor.WithoutThrottle()), f.intercept))
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -531,7 +532,7 @@ func TestStreamCancelDuringBackoff(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stFail(codes.Unavailable)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithCancel(stCallerContext(t))
 				defer cancel()
 				time.AfterFunc(2500*time.Millisecond, cancel) // during the wait from 1 s to 3 s
@@ -560,7 +561,7 @@ func TestStreamExhausted(t *testing.T) {
 				srv := newStServer(t, stScript(stStep{Err: st.Err()}))
 				p := stPolicy()
 				p.MaxAttempts = 3
-				c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
 				if got := r.End.Sub(start); got != 3*time.Second {
@@ -602,7 +603,7 @@ func TestStreamRetryInfo(t *testing.T) {
 		t.Run(k.String()+"/honoured", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(5 * time.Second)}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
 				if r.Err != nil {
 					t.Fatalf("err = %v, want success on the retry", r.Err)
@@ -615,7 +616,7 @@ func TestStreamRetryInfo(t *testing.T) {
 		t.Run(k.String()+"/longer than MaxHintDelay", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
 				stCheckFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
@@ -632,7 +633,7 @@ func TestStreamNotRetryable(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.NotFound, "no such thing")}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
 				if st := status.Convert(r.Err); st.Code() != codes.NotFound || st.Message() != "no such thing" {
 					t.Errorf("err = %v, want the server's NOT_FOUND unchanged", r.Err)
@@ -648,7 +649,7 @@ func TestStreamNotRetryable(t *testing.T) {
 func TestStreamContextCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")}, stOK(1)))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -679,7 +680,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 		"every 7th":  func(i int) bool { return i%7 == 6 },
 		"from the 5": func(i int) bool { return i >= 5 },
 	}
-	for _, limit := range []int{DefaultBufferLimit, 200} {
+	for _, limit := range []int{interceptor.DefaultBufferLimit, 200} {
 		for name, pace := range paces {
 			t.Run(fmt.Sprintf("limit %d/%s", limit, name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
@@ -689,7 +690,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 						stStep{Recv: 10, Err: down},
 						stStep{Recv: stAll, Echo: true},
 					))
-					c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+					c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 					s, err := c.FullDuplexCall(stCallerContext(t))
 					if err != nil {
 						t.Fatal(err)
@@ -724,7 +725,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 					sendErr := <-sendDone
 					as := srv.attemptsOf("")
 					want := stResponses(len(msgs))
-					if limit == DefaultBufferLimit {
+					if limit == interceptor.DefaultBufferLimit {
 						// Everything fits: both failures are hidden.
 						if recvErr != nil || sendErr != nil {
 							t.Fatalf("Recv: %v, Send: %v; want both retries hidden", recvErr, sendErr)
@@ -783,7 +784,7 @@ func TestStreamProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 
 	streams := *stStreams
-	limits := []int{DefaultBufferLimit, 0, 60, 150}
+	limits := []int{interceptor.DefaultBufferLimit, 0, 60, 150}
 	retryable := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 	p := stPolicy()
 	p.MaxAttempts = 4
@@ -860,7 +861,7 @@ func TestStreamProperty(t *testing.T) {
 		})
 		clients := make(map[int]testgrpc.TestServiceClient)
 		for _, l := range limits {
-			clients[l] = srv.client(t, DialOptions(p, WithoutThrottle(), WithBufferLimit(l))...)
+			clients[l] = srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(l))...)
 		}
 		run := func(i int) {
 			pl := plans[i]
@@ -869,7 +870,7 @@ func TestStreamProperty(t *testing.T) {
 			var r stResult
 			var opts []grpc.CallOption
 			if pl.timeout {
-				opts = append(opts, CallPolicy(timed))
+				opts = append(opts, interceptor.CallPolicy(timed))
 			}
 			if pl.concurrent {
 				r = stRunConcurrent(ctx, clients[pl.limit], pl.msgs, opts...)
@@ -896,8 +897,8 @@ func TestStreamProperty(t *testing.T) {
 				if len(a.Msgs) > len(pl.msgs) || !slices.Equal(a.Msgs, pl.msgs[:len(a.Msgs)]) {
 					fail("attempt %d received %q, want a prefix of %q", j+1, a.Msgs, pl.msgs)
 				}
-				if got := a.MD.Get(PreviousAttemptsKey); j > 0 && !slices.Equal(got, []string{strconv.Itoa(j)}) {
-					fail("attempt %d: %s = %q", j+1, PreviousAttemptsKey, got)
+				if got := a.MD.Get(interceptor.PreviousAttemptsKey); j > 0 && !slices.Equal(got, []string{strconv.Itoa(j)}) {
+					fail("attempt %d: %s = %q", j+1, interceptor.PreviousAttemptsKey, got)
 				}
 			}
 			if r.Err == nil {
@@ -1014,29 +1015,29 @@ func TestStreamPerCallPolicy(t *testing.T) {
 	const method = "/grpc.testing.TestService/FullDuplexCall"
 	cases := []struct {
 		name         string
-		opts         []Option
+		opts         []interceptor.Option
 		callOpts     []grpc.CallOption
 		wantAttempts int
 		wantCode     codes.Code
 	}{
 		{"default", nil, nil, 3, codes.OK},
-		{"NoRetry", nil, []grpc.CallOption{NoRetry()}, 1, codes.Unavailable},
-		{"CallMaxAttempts", nil, []grpc.CallOption{CallMaxAttempts(2)}, 2, codes.Unavailable},
-		{"WithoutRetryFor", []Option{WithoutRetryFor(method)}, nil, 1, codes.Unavailable},
-		{"WithMethod", []Option{WithMethod("/grpc.testing.TestService/", func() grpcbackoff.Policy {
+		{"NoRetry", nil, []grpc.CallOption{interceptor.NoRetry()}, 1, codes.Unavailable},
+		{"CallMaxAttempts", nil, []grpc.CallOption{interceptor.CallMaxAttempts(2)}, 2, codes.Unavailable},
+		{"WithoutRetryFor", []interceptor.Option{interceptor.WithoutRetryFor(method)}, nil, 1, codes.Unavailable},
+		{"WithMethod", []interceptor.Option{interceptor.WithMethod("/grpc.testing.TestService/", func() grpcbackoff.Policy {
 			p := stPolicy()
 			p.MaxAttempts = 2
 			return p
 		}())}, nil, 2, codes.Unavailable},
-		{"invalid CallMaxAttempts", nil, []grpc.CallOption{CallMaxAttempts(0)}, 0, codes.InvalidArgument},
-		{"throttled", []Option{WithThrottle(grpcbackoff.Throttle{Burst: 1})}, nil, 2, codes.Unavailable},
+		{"invalid CallMaxAttempts", nil, []grpc.CallOption{interceptor.CallMaxAttempts(0)}, 0, codes.InvalidArgument},
+		{"throttled", []interceptor.Option{interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1})}, nil, 2, codes.Unavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				down := stFail(codes.Unavailable)
 				srv := newStServer(t, stScript(down, down, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), append([]Option{WithoutThrottle()}, tc.opts...)...)...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
 				r := stRun(stCallerContext(t), c, stBidi, stMessages(2), stHow{}, tc.callOpts...)
 				if got := status.Code(r.Err); got != tc.wantCode {
 					t.Errorf("err = %v, want code %v", r.Err, tc.wantCode)
@@ -1052,16 +1053,16 @@ func TestStreamPerCallPolicy(t *testing.T) {
 // recorder is an Observer that keeps what it is told.
 type recorder struct {
 	mu      sync.Mutex
-	retries []Retry
-	ends    []End
+	retries []interceptor.Retry
+	ends    []interceptor.End
 }
 
-func (r *recorder) OnRetry(_ context.Context, x Retry) {
+func (r *recorder) OnRetry(_ context.Context, x interceptor.Retry) {
 	r.mu.Lock()
 	r.retries = append(r.retries, x)
 	r.mu.Unlock()
 }
-func (r *recorder) OnEnd(_ context.Context, e End) {
+func (r *recorder) OnEnd(_ context.Context, e interceptor.End) {
 	r.mu.Lock()
 	r.ends = append(r.ends, e)
 	r.mu.Unlock()
@@ -1083,7 +1084,7 @@ func TestStreamObserver(t *testing.T) {
 			}
 		})
 		rec := &recorder{}
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithObserver(rec))...)
+		c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried", "committed"} {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id)
 			s, err := c.StreamingOutputCall(ctx, stOutReq("q"))
@@ -1136,7 +1137,7 @@ func TestStreamLargeReplay(t *testing.T) {
 					stStep{Recv: 3, Err: down}, // during the replay
 					stOK(2),
 				))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := stRun(stCallerContext(t), c, k, msgs, stHow{Pace: func(i int) bool { return i == 0 }})
 				if r.Err != nil || len(r.SendErrs) > 0 {
@@ -1173,7 +1174,7 @@ func (c stRawCodec) Marshal(v any) (mem.BufferSlice, error) {
 func TestStreamMessageThatIsNotProtoCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")}, stOK(1)))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context(), grpc.ForceCodecV2(stRawCodec{encoding.GetCodecV2(protoenc.Name)}))
 		if err != nil {
 			t.Fatal(err)
@@ -1185,7 +1186,7 @@ func TestStreamMessageThatIsNotProtoCommits(t *testing.T) {
 		if err := s.SendMsg(stRaw(b)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, committed := stBuffer(stRetryStream(t, s)); !committed {
+		if _, _, _, committed := interceptor.RetryStreamOf(t, s).Buffer(); !committed {
 			t.Error("a message that cannot be measured did not commit the stream")
 		}
 		if err := s.CloseSend(); err != nil {
@@ -1207,7 +1208,7 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 	// way again, so the stream ends with it.
 	synctest.Test(t, func(t *testing.T) {
 		srv := newStServer(t, stScript(stOK(1)))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context(), grpc.MaxCallSendMsgSize(64))
 		if err != nil {
 			t.Fatal(err)
@@ -1235,7 +1236,7 @@ func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newStServer(t, stScript(stFail(codes.Unavailable), stFail(codes.Unavailable), stStep{Header: true, Recv: stAll, Send: 2}))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 			stream, err := c.FullDuplexCall(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1295,7 +1296,7 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 			stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")},
 			stStep{Recv: stAll, Echo: true, Mirror: true},
 		))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(8<<20))...)
+		c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
 		ctx, cancel := context.WithTimeout(stCallerContext(t), time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -1330,8 +1331,8 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Echo: true}))
 			msgs := stMessages(3)
-			limit := proto.Size(stOutReq(msgs[0])) + proto.Size(stOutReq(msgs[1])) + 2*msgPrefix
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+			limit := proto.Size(stOutReq(msgs[0])) + proto.Size(stOutReq(msgs[1])) + 2*interceptor.MsgPrefix
+			c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 			s, err := c.FullDuplexCall(stCallerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1364,7 +1365,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 			if d := time.Since(start); d != time.Second {
 				t.Errorf("the overflowing Send returned after %v, want 1s (the next attempt)", d)
 			}
-			if _, _, _, committed := stBuffer(stRetryStream(t, s)); !committed {
+			if _, _, _, committed := interceptor.RetryStreamOf(t, s).Buffer(); !committed {
 				t.Error("the stream did not commit")
 			}
 			if err := s.CloseSend(); err != nil {
@@ -1383,7 +1384,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 	t.Run("Context", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Err: down}, stOK(1)))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle())...)
 			s, err := c.FullDuplexCall(stCallerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1428,7 +1429,7 @@ func TestStreamObserverClientStream(t *testing.T) {
 			return stOK(1)
 		})
 		rec := &recorder{}
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithObserver(rec))...)
+		c := srv.client(t, interceptor.DialOptions(stPolicy(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried"} {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id)
 			s, err := c.StreamingInputCall(ctx)

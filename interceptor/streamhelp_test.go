@@ -1,4 +1,4 @@
-package interceptor
+package interceptor_test
 
 // The scripted server and client helpers of stream_test.go and
 // stream_bench_test.go. Names start with "st" so that they cannot collide with
@@ -7,7 +7,6 @@ package interceptor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -519,33 +518,4 @@ func stCheckFinal(t *testing.T, err error, code codes.Code, attempts int, why gr
 	if e.Attempts != attempts || e.Reason != why {
 		t.Errorf("Attempts, Reason = %d, %v; want %d, %v", e.Attempts, e.Reason, attempts, why)
 	}
-}
-
-// stRetryStream digs the interceptor's stream out of a generated client
-// stream, for the tests that look at its buffer.
-func stRetryStream(tb testing.TB, cs any) *retryStream {
-	tb.Helper()
-	var inner grpc.ClientStream
-	switch s := cs.(type) {
-	case *grpc.GenericClientStream[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]:
-		inner = s.ClientStream
-	case *grpc.GenericClientStream[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse]:
-		inner = s.ClientStream
-	default:
-		panic(fmt.Sprintf("stRetryStream(%T)", cs))
-	}
-	rs, ok := inner.(*retryStream)
-	if !ok {
-		tb.Fatalf("the stream is a %T, not the interceptor's", inner)
-	}
-	return rs
-}
-
-// stBuffer returns the state of rs's buffer: its size, the number of kept
-// messages, whether the first slot still holds a message and whether the
-// stream committed.
-func stBuffer(rs *retryStream) (size, kept int, firstHeld, committed bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.size, len(rs.sent), rs.sent0[0] != nil, rs.state == streamCommitted
 }

@@ -1,4 +1,4 @@
-package interceptor
+package interceptor_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // The tests of Policy.AttemptTimeout on streams: it bounds the time from an
@@ -47,7 +48,7 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stHang, stHang, stOK(2)))
 				rec := &recorder{}
-				c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle(), WithObserver(rec))...)
+				c := srv.client(t, interceptor.DialOptions(stTimeoutPolicy(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 				msgs := stCallerMessages(k)
 				start := time.Now()
 				r := stRun(stCallerContext(t), c, k, msgs, stHow{})
@@ -93,7 +94,7 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 		srv := newStServer(t, stScript(stHang))
 		p := stTimeoutPolicy()
 		p.MaxAttempts = 2
-		c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+		c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 		start := time.Now()
 		r := stRun(stCallerContext(t), c, stServerStream, []string{"q"}, stHow{})
 		stCheckFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonExhausted)
@@ -114,7 +115,7 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newStServer(t, stScript(stHang))
-		c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
+		c := srv.client(t, interceptor.DialOptions(stTimeoutPolicy(), interceptor.WithoutThrottle())...)
 		ctx, cancel := context.WithTimeout(stCallerContext(t), 15*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -139,7 +140,7 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stStep{Recv: stAll, Send: 1, Hang: true}))
-				c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(stTimeoutPolicy(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithTimeout(stCallerContext(t), time.Minute)
 				defer cancel()
 				start := time.Now()
@@ -168,7 +169,7 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 func TestStreamAttemptTimeoutAfterCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newStServer(t, stScript(stStep{Header: true, Hang: true}, stOK(1)))
-		c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
+		c := srv.client(t, interceptor.DialOptions(stTimeoutPolicy(), interceptor.WithoutThrottle())...)
 		start := time.Now()
 		r := stRun(stCallerContext(t), c, stServerStream, []string{"q"}, stHow{Header: true})
 		if r.Header == nil || len(r.Got) != 0 || status.Code(r.Err) != codes.DeadlineExceeded {
@@ -197,7 +198,7 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 	noTimeout.AttemptTimeout = 0
 	cases := []struct {
 		name     string
-		opts     []Option
+		opts     []interceptor.Option
 		attempts int
 		took     time.Duration
 	}{
@@ -205,13 +206,13 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 		// caller asks for the response at 28 s, and the retry, at 29 s,
 		// gets all 7 messages and the half-close at once.
 		{"AttemptTimeout 10s", nil, 2, 29 * time.Second},
-		{"AttemptTimeout 0 for the method", []Option{WithMethod(method, noTimeout)}, 1, 28 * time.Second},
+		{"AttemptTimeout 0 for the method", []interceptor.Option{interceptor.WithMethod(method, noTimeout)}, 1, 28 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newStServer(t, stScript(stOK(1)))
-				c := srv.client(t, DialOptions(stTimeoutPolicy(), append([]Option{WithoutThrottle()}, tc.opts...)...)...)
+				c := srv.client(t, interceptor.DialOptions(stTimeoutPolicy(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
 				// A message every 4 s, from 0 to 24 s; the half-close at 28 s.
 				msgs := stMessages(7)
 				start := time.Now()
