@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -364,15 +365,15 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 		reason   grpcbackoff.Reason // 0: the error as it is
 	}{
 		{name: "cut twice, then answered", timeout: 10 * time.Second, deadline: 600 * time.Second, thaw: 20 * time.Second,
-			starts: secs(0, 10.1, 20.3), ends: secs(10, 20.1, 20.3), code: codes.OK},
+			starts: seconds(0, 10.1, 20.3), ends: seconds(10, 20.1, 20.3), code: codes.OK},
 		{name: "the caller's deadline first: not retried", timeout: 10 * time.Second, deadline: 5 * time.Second, thaw: time.Hour,
-			starts: secs(0), ends: secs(5), code: codes.DeadlineExceeded},
+			starts: seconds(0), ends: seconds(5), code: codes.DeadlineExceeded},
 		{name: "the caller's deadline cuts the third", timeout: 10 * time.Second, deadline: 25 * time.Second, thaw: time.Hour,
-			starts: secs(0, 10.1, 20.3), ends: secs(10, 20.1, 25), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
+			starts: seconds(0, 10.1, 20.3), ends: seconds(10, 20.1, 25), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
 		{name: "cut on every attempt: exhausted", timeout: time.Second, deadline: 600 * time.Second, thaw: time.Hour,
-			starts: secs(0, 1.1, 2.3, 3.7, 5.5), ends: secs(1, 2.1, 3.3, 4.7, 6.5), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonExhausted},
+			starts: seconds(0, 1.1, 2.3, 3.7, 5.5), ends: seconds(1, 2.1, 3.3, 4.7, 6.5), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonExhausted},
 		{name: "no AttemptTimeout: the caller's deadline", deadline: 600 * time.Second, thaw: time.Hour,
-			starts: secs(0), ends: secs(600), code: codes.DeadlineExceeded},
+			starts: seconds(0), ends: seconds(600), code: codes.DeadlineExceeded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -403,32 +404,12 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 					starts = append(starts, a.times[i].Sub(start))
 					ends = append(ends, a.ends[i].Sub(start))
 				}
-				if !durationsEqual(starts, tc.starts) || !durationsEqual(ends, tc.ends) {
+				if !slices.Equal(starts, tc.starts) || !slices.Equal(ends, tc.ends) {
 					t.Errorf("attempts started at %v and ended at %v, want %v and %v", starts, ends, tc.starts, tc.ends)
 				}
 			})
 		})
 	}
-}
-
-func secs(s ...float64) []time.Duration {
-	d := make([]time.Duration, len(s))
-	for i, v := range s {
-		d[i] = time.Duration(v*1000) * time.Millisecond
-	}
-	return d
-}
-
-func durationsEqual(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestCutAttemptsDrawOnTheLongRunAllowance: the retry of an attempt cut by

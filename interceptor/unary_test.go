@@ -2,7 +2,6 @@ package interceptor_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -19,13 +18,6 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
-
-// exact is the default policy without jitter, so that delays are exact.
-func exact() grpcbackoff.Policy {
-	p := grpcbackoff.DefaultPolicy()
-	p.Jitter = 0
-	return p
-}
 
 // script is a fake invoker: attempt i (from 0) returns errs[i], or nil past
 // the end. It records when each attempt started and its outgoing metadata.
@@ -58,11 +50,7 @@ func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *
 
 // gaps returns the time between consecutive attempts.
 func (s *script) gaps() []time.Duration {
-	var g []time.Duration
-	for i := 1; i < len(s.times); i++ {
-		g = append(g, s.times[i].Sub(s.times[i-1]))
-	}
-	return g
+	return gapsBetween(s.times)
 }
 
 func unavailable(n int) []error {
@@ -155,21 +143,6 @@ func TestUnaryExhausted(t *testing.T) {
 			t.Errorf("message = %q, want the server's message and %q", msg, "4 attempts over 7s")
 		}
 	})
-}
-
-// checkFinal checks a *grpcbackoff.Error.
-func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpcbackoff.Reason) {
-	t.Helper()
-	if got := status.Code(err); got != code {
-		t.Errorf("status.Code(err) = %v, want %v", got, code)
-	}
-	var e *grpcbackoff.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("err = %v (%T), want a *grpcbackoff.Error", err, err)
-	}
-	if e.Attempts != attempts || e.Reason != why {
-		t.Errorf("Attempts, Reason = %d, %v; want %d, %v", e.Attempts, e.Reason, attempts, why)
-	}
 }
 
 func TestUnaryDeadline(t *testing.T) {
