@@ -9,16 +9,19 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
 )
@@ -235,3 +238,65 @@ func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpc
 		t.Errorf("Attempts, Reason = %d, %v; want %d, %v", e.Attempts, e.Reason, attempts, why)
 	}
 }
+
+// script is a fake invoker: attempt i (from 0) returns errs[i], or nil past
+// the end. It records when each attempt started and its outgoing metadata.
+type script struct {
+	errs     []error
+	trailers []metadata.MD // trailers[i] is set as attempt i's trailer
+	times    []time.Time
+	md       []metadata.MD
+	opts     [][]grpc.CallOption
+}
+
+func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	i := len(s.times)
+	s.times = append(s.times, time.Now())
+	md, _ := metadata.FromOutgoingContext(ctx)
+	s.md = append(s.md, md)
+	s.opts = append(s.opts, slices.Clone(opts))
+	if i < len(s.trailers) {
+		for _, o := range opts {
+			if t, ok := o.(grpc.TrailerCallOption); ok {
+				*t.TrailerAddr = s.trailers[i]
+			}
+		}
+	}
+	if i < len(s.errs) {
+		return s.errs[i]
+	}
+	return nil
+}
+
+// gaps returns the time between consecutive attempts.
+func (s *script) gaps() []time.Duration {
+	return gapsBetween(s.times)
+}
+
+// unavailable returns n UNAVAILABLE errors.
+func unavailable(n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = status.Error(codes.Unavailable, "down")
+	}
+	return errs
+}
+
+// call makes a call of /pkg.Svc/Get through the unary interceptor ic, with
+// s as the invoker.
+func call(ctx context.Context, t *testing.T, ic grpc.UnaryClientInterceptor, s *script, opts ...grpc.CallOption) error {
+	t.Helper()
+	return ic(ctx, "/pkg.Svc/Get", "req", new(string), nil, s.invoke, opts...)
+}
+
+// retryInfo is an UNAVAILABLE error with a RetryInfo of d.
+func retryInfo(d time.Duration) error {
+	st, err := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+// opt returns its arguments, a slice of call options.
+func opt(o ...grpc.CallOption) []grpc.CallOption { return o }

@@ -25,7 +25,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
@@ -48,46 +47,6 @@ var installs = map[string]func(p grpcbackoff.Policy, opts ...interceptor.Option)
 		}
 		return []grpc.DialOption{grpc.WithChainStreamInterceptor(r.Stream())}
 	},
-}
-
-// callerMessages returns what the caller of a stream of kind k sends.
-func callerMessages(k callKind) []string {
-	if k == serverStream {
-		return []string{"q"}
-	}
-	return messages(5)
-}
-
-// checkAttempts checks what the server saw of a stream whose caller sent
-// msgs: every attempt got a prefix of msgs, the last one all of them and the
-// half-close (if last), and attempt i was told of its i previous attempts.
-func checkAttempts(t *testing.T, as []serverAttempt, msgs []string, lastComplete bool) {
-	t.Helper()
-	for i, a := range as {
-		if len(a.Msgs) > len(msgs) || !slices.Equal(a.Msgs, msgs[:len(a.Msgs)]) {
-			t.Errorf("attempt %d received %q, want a prefix of %q", i+1, a.Msgs, msgs)
-		}
-		want := []string(nil)
-		if i > 0 {
-			want = []string{strconv.Itoa(i)}
-		}
-		if got := a.MD.Get(interceptor.PreviousAttemptsKey); !slices.Equal(got, want) {
-			t.Errorf("attempt %d: %s = %q, want %q", i+1, interceptor.PreviousAttemptsKey, got, want)
-		}
-		if got := a.MD.Get("x-user"); len(got) != 1 || got[0] != "kept" {
-			t.Errorf("attempt %d: x-user = %q, want the caller's metadata kept", i+1, got)
-		}
-	}
-	if lastComplete && len(as) > 0 {
-		last := as[len(as)-1]
-		if !slices.Equal(last.Msgs, msgs) || !last.HalfClosed {
-			t.Errorf("last attempt received %q (half-closed %v), want %q and the half-close", last.Msgs, last.HalfClosed, msgs)
-		}
-	}
-}
-
-func callerContext(t *testing.T) context.Context {
-	return metadata.AppendToOutgoingContext(t.Context(), "x-user", "kept")
 }
 
 func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
@@ -610,13 +569,6 @@ func TestStreamExhausted(t *testing.T) {
 }
 
 func TestStreamRetryInfo(t *testing.T) {
-	retryInfo := func(d time.Duration) error {
-		st, err := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
-		if err != nil {
-			panic(err)
-		}
-		return st.Err()
-	}
 	for _, k := range streamKinds {
 		t.Run(k.String()+"/honoured", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -1066,24 +1018,6 @@ func TestStreamPerCallPolicy(t *testing.T) {
 			})
 		})
 	}
-}
-
-// recorder is an Observer that keeps what it is told.
-type recorder struct {
-	mu      sync.Mutex
-	retries []interceptor.Retry
-	ends    []interceptor.End
-}
-
-func (r *recorder) OnRetry(_ context.Context, x interceptor.Retry) {
-	r.mu.Lock()
-	r.retries = append(r.retries, x)
-	r.mu.Unlock()
-}
-func (r *recorder) OnEnd(_ context.Context, e interceptor.End) {
-	r.mu.Lock()
-	r.ends = append(r.ends, e)
-	r.mu.Unlock()
 }
 
 // TestStreamObserver checks that a stream's end is reported once, when the

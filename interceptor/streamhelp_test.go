@@ -1,9 +1,11 @@
 package interceptor_test
 
-// The scripted server of the stream tests (stream_test.go and
-// streamtimeout_test.go), and what its attempts send and receive.
+// The helpers of the stream tests (stream_test.go and streamtimeout_test.go):
+// the scripted server, what its attempts send and receive, and the checks of
+// what it saw.
 
 import (
+	"context"
 	"io"
 	"slices"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
@@ -321,4 +324,62 @@ func attemptGaps(as []serverAttempt) []time.Duration {
 		starts = append(starts, a.At)
 	}
 	return gapsBetween(starts)
+}
+
+// callerMessages returns what the caller of a stream of kind k sends.
+func callerMessages(k callKind) []string {
+	if k == serverStream {
+		return []string{"q"}
+	}
+	return messages(5)
+}
+
+// checkAttempts checks what the server saw of a stream whose caller sent
+// msgs: every attempt got a prefix of msgs, the last one all of them and the
+// half-close (if last), and attempt i was told of its i previous attempts.
+func checkAttempts(t *testing.T, as []serverAttempt, msgs []string, lastComplete bool) {
+	t.Helper()
+	for i, a := range as {
+		if len(a.Msgs) > len(msgs) || !slices.Equal(a.Msgs, msgs[:len(a.Msgs)]) {
+			t.Errorf("attempt %d received %q, want a prefix of %q", i+1, a.Msgs, msgs)
+		}
+		want := []string(nil)
+		if i > 0 {
+			want = []string{strconv.Itoa(i)}
+		}
+		if got := a.MD.Get(interceptor.PreviousAttemptsKey); !slices.Equal(got, want) {
+			t.Errorf("attempt %d: %s = %q, want %q", i+1, interceptor.PreviousAttemptsKey, got, want)
+		}
+		if got := a.MD.Get("x-user"); len(got) != 1 || got[0] != "kept" {
+			t.Errorf("attempt %d: x-user = %q, want the caller's metadata kept", i+1, got)
+		}
+	}
+	if lastComplete && len(as) > 0 {
+		last := as[len(as)-1]
+		if !slices.Equal(last.Msgs, msgs) || !last.HalfClosed {
+			t.Errorf("last attempt received %q (half-closed %v), want %q and the half-close", last.Msgs, last.HalfClosed, msgs)
+		}
+	}
+}
+
+func callerContext(t *testing.T) context.Context {
+	return metadata.AppendToOutgoingContext(t.Context(), "x-user", "kept")
+}
+
+// recorder is an Observer that keeps what it is told.
+type recorder struct {
+	mu      sync.Mutex
+	retries []interceptor.Retry
+	ends    []interceptor.End
+}
+
+func (r *recorder) OnRetry(_ context.Context, x interceptor.Retry) {
+	r.mu.Lock()
+	r.retries = append(r.retries, x)
+	r.mu.Unlock()
+}
+func (r *recorder) OnEnd(_ context.Context, e interceptor.End) {
+	r.mu.Lock()
+	r.ends = append(r.ends, e)
+	r.mu.Unlock()
 }

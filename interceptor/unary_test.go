@@ -13,58 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
-
-// script is a fake invoker: attempt i (from 0) returns errs[i], or nil past
-// the end. It records when each attempt started and its outgoing metadata.
-type script struct {
-	errs     []error
-	trailers []metadata.MD // trailers[i] is set as attempt i's trailer
-	times    []time.Time
-	md       []metadata.MD
-	opts     [][]grpc.CallOption
-}
-
-func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-	i := len(s.times)
-	s.times = append(s.times, time.Now())
-	md, _ := metadata.FromOutgoingContext(ctx)
-	s.md = append(s.md, md)
-	s.opts = append(s.opts, slices.Clone(opts))
-	if i < len(s.trailers) {
-		for _, o := range opts {
-			if t, ok := o.(grpc.TrailerCallOption); ok {
-				*t.TrailerAddr = s.trailers[i]
-			}
-		}
-	}
-	if i < len(s.errs) {
-		return s.errs[i]
-	}
-	return nil
-}
-
-// gaps returns the time between consecutive attempts.
-func (s *script) gaps() []time.Duration {
-	return gapsBetween(s.times)
-}
-
-func unavailable(n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = status.Error(codes.Unavailable, "down")
-	}
-	return errs
-}
-
-func call(ctx context.Context, t *testing.T, ic grpc.UnaryClientInterceptor, s *script, opts ...grpc.CallOption) error {
-	t.Helper()
-	return ic(ctx, "/pkg.Svc/Get", "req", new(string), nil, s.invoke, opts...)
-}
 
 func TestUnaryRetriesWithExactDelays(t *testing.T) {
 	cases := []struct {
@@ -197,11 +149,6 @@ func TestUnaryNoRetryOnceContextIsDone(t *testing.T) {
 	if err != want || len(s.times) != 1 {
 		t.Errorf("err = %v after %d attempts, want the attempt's error after 1", err, len(s.times))
 	}
-}
-
-func retryInfo(d time.Duration) error {
-	st, _ := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
-	return st.Err()
 }
 
 func TestUnaryServerHints(t *testing.T) {
