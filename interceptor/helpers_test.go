@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // callKind is a kind of call, named after the interop method that has it:
@@ -300,3 +302,65 @@ func retryInfo(d time.Duration) error {
 
 // opt returns its arguments, a slice of call options.
 func opt(o ...grpc.CallOption) []grpc.CallOption { return o }
+
+// recorder is an Observer that keeps what it is told.
+type recorder struct {
+	mu      sync.Mutex
+	retries []interceptor.Retry
+	ends    []interceptor.End
+}
+
+func (r *recorder) OnRetry(_ context.Context, x interceptor.Retry) {
+	r.mu.Lock()
+	r.retries = append(r.retries, x)
+	r.mu.Unlock()
+}
+
+func (r *recorder) OnEnd(_ context.Context, e interceptor.End) {
+	r.mu.Lock()
+	r.ends = append(r.ends, e)
+	r.mu.Unlock()
+}
+
+// attemptLog is a client interceptor, installed inside the retrying ones,
+// that records when each attempt started and, for unary calls, ended.
+type attemptLog struct {
+	mu    sync.Mutex
+	times []time.Time // when each attempt started
+	ends  []time.Time // when each unary attempt ended
+}
+
+func (a *attemptLog) dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			a.mu.Lock()
+			a.times = append(a.times, time.Now())
+			a.mu.Unlock()
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			a.mu.Lock()
+			a.ends = append(a.ends, time.Now())
+			a.mu.Unlock()
+			return err
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			a.mu.Lock()
+			a.times = append(a.times, time.Now())
+			a.mu.Unlock()
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	}
+}
+
+// count returns the number of attempts started.
+func (a *attemptLog) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.times)
+}
+
+// gaps returns the times between the starts of the attempts.
+func (a *attemptLog) gaps() []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return gapsBetween(a.times)
+}

@@ -241,39 +241,6 @@ func (s *hostileServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Stre
 	return nil
 }
 
-// attemptTimes is a client interceptor, installed inside the retrying ones,
-// that records when each attempt started.
-type attemptTimes struct {
-	mu    sync.Mutex
-	times []time.Time
-}
-
-func (c *attemptTimes) record() {
-	c.mu.Lock()
-	c.times = append(c.times, time.Now())
-	c.mu.Unlock()
-}
-
-func (c *attemptTimes) dialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			c.record()
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}),
-		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			c.record()
-			return streamer(ctx, desc, cc, method, opts...)
-		}),
-	}
-}
-
-// gaps returns the times between the attempts.
-func (c *attemptTimes) gaps() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return gapsBetween(c.times)
-}
-
 // The acts.
 
 // failWithStatus fails every attempt with st.
@@ -516,7 +483,7 @@ func TestHostileServers(t *testing.T) {
 // it.
 func checkHostile(t *testing.T, tc hostileCase, k callKind) {
 	srv := newHostileServer(t, tc.act)
-	var cnt attemptTimes
+	var cnt attemptLog
 	var retries []interceptor.Retry
 	r, err := interceptor.New(hostilePolicy(), interceptor.WithOnRetry(func(r interceptor.Retry) { retries = append(retries, r) }))
 	if err != nil {

@@ -365,21 +365,3 @@ func checkAttempts(t *testing.T, as []serverAttempt, msgs []string, lastComplete
 func callerContext(t *testing.T) context.Context {
 	return metadata.AppendToOutgoingContext(t.Context(), "x-user", "kept")
 }
-
-// recorder is an Observer that keeps what it is told.
-type recorder struct {
-	mu      sync.Mutex
-	retries []interceptor.Retry
-	ends    []interceptor.End
-}
-
-func (r *recorder) OnRetry(_ context.Context, x interceptor.Retry) {
-	r.mu.Lock()
-	r.retries = append(r.retries, x)
-	r.mu.Unlock()
-}
-func (r *recorder) OnEnd(_ context.Context, e interceptor.End) {
-	r.mu.Lock()
-	r.ends = append(r.ends, e)
-	r.mu.Unlock()
-}
