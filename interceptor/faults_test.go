@@ -53,7 +53,8 @@ func newFaultyServer(tb testing.TB, act func(ctx context.Context, n int) error, 
 	return s
 }
 
-func (s *faultyServer) conn(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
+// client dials s with opts; the connection is closed when the test ends.
+func (s *faultyServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
 	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
 }
 
@@ -150,7 +151,7 @@ func TestUnaryCommitsOnHeaders(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					srv := newFaultyServer(t, tc.act, 1)
 					var a attemptLog
-					c := srv.conn(t, opts(&a)...)
+					c := srv.client(t, opts(&a)...)
 					var header metadata.MD
 					_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header))
 					if got := status.Code(err); got != tc.code {
@@ -231,7 +232,7 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c := srv.conn(t, append(append(r.DialOptions(), a.dialOptions()...), tc.clientOpts...)...)
+				c := srv.client(t, append(append(r.DialOptions(), a.dialOptions()...), tc.clientOpts...)...)
 
 				start := time.Now()
 				if tc.stream {
@@ -308,8 +309,7 @@ func TestQuotaFailureIsRetried(t *testing.T) {
 func hangUntil(start time.Time, thaw time.Duration) func(ctx context.Context, n int) error {
 	return func(ctx context.Context, _ int) error {
 		if time.Since(start) < thaw {
-			<-ctx.Done()
-			return status.FromContextError(ctx.Err()).Err()
+			return hang(ctx)
 		}
 		return nil
 	}
@@ -349,7 +349,7 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 				p := fastExact()
 				p.AttemptTimeout = tc.timeout
 				var a attemptLog
-				c := srv.conn(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
+				c := srv.client(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
@@ -391,8 +391,7 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 		why  grpcbackoff.Reason
 	}{
 		{"hung: cut, one retry", func(ctx context.Context, _ int) error {
-			<-ctx.Done()
-			return status.FromContextError(ctx.Err()).Err()
+			return hang(ctx)
 		}, 2, grpcbackoff.ReasonThrottled},
 		{"UNAVAILABLE: every retry", func(context.Context, int) error {
 			return status.Error(codes.Unavailable, "down")
@@ -404,7 +403,7 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 				srv := newFaultyServer(t, tc.act, 1)
 				p := fastExact()
 				p.AttemptTimeout = time.Second
-				c := srv.conn(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
+				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
 				_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 				var e *grpcbackoff.Error
 				if !errors.As(err, &e) || e.Attempts != tc.want || e.Reason != tc.why {

@@ -1,8 +1,9 @@
 package interceptor_test
 
-// Helpers shared by the test files of the package: the kinds of call, how to
-// run one against a TestService, the Policy with exact delays, and the checks
-// of times and final errors.
+// Helpers shared by the test files of the package: the kinds of call and how
+// to run one against a TestService, the Policy with exact delays, the checks
+// of times and final errors, the fake unary invoker (script), and the
+// recorders of what the interceptors did (recorder, attemptLog).
 
 import (
 	"context"
@@ -179,6 +180,13 @@ func runCall(ctx context.Context, c testgrpc.TestServiceClient, k callKind, msgs
 		r.Got = append(r.Got, m)
 		how.received()
 	}
+}
+
+// hang waits until ctx ends, as a server that never answers would, and
+// returns the status of its end (DEADLINE_EXCEEDED or CANCELED).
+func hang(ctx context.Context) error {
+	<-ctx.Done()
+	return status.FromContextError(ctx.Err()).Err()
 }
 
 // outputRequest is a request of a server or bidi stream with body.

@@ -282,8 +282,7 @@ func failWithPushback(vals []string, details ...proto.Message) hostileAct {
 // answerNothing answers nothing: the attempt ends only at the caller's deadline
 // (the server's grpc-timeout and the caller's context both end it).
 func answerNothing(ctx context.Context, _ attemptEnv) error {
-	<-ctx.Done()
-	return status.FromContextError(ctx.Err()).Err()
+	return hang(ctx)
 }
 
 // headersFirst sends headers (x-attempt: n), so that the response is not
@@ -305,15 +304,13 @@ var headersThenDown = headersFirst(failWithStatus(&spb.Status{Code: int32(codes.
 // waits until the server noticed.
 func cutConnections(ctx context.Context, x attemptEnv) error {
 	x.s.lis.cut()
-	<-ctx.Done()
-	return status.FromContextError(ctx.Err()).Err()
+	return hang(ctx)
 }
 
 // stopServer stops the whole server (listener and connections) for good.
 func stopServer(ctx context.Context, x attemptEnv) error {
 	go x.s.srv.Stop() // Stop waits for this handler
-	<-ctx.Done()
-	return status.FromContextError(ctx.Err()).Err()
+	return hang(ctx)
 }
 
 // afterFirstResponse sends the first response, waits until the caller received

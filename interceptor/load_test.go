@@ -62,8 +62,9 @@ func newLoadServer(tb testing.TB, latency time.Duration) *loadServer {
 	return s
 }
 
-func (s *loadServer) conn(tb testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
-	return bufconntest.Dial(tb, s.lis.DialContext, opts...)
+// client dials s with opts; the connection is closed when the test ends.
+func (s *loadServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
+	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
 }
 
 // admit records an attempt, waits the latency and says whether the server
@@ -307,8 +308,7 @@ func storm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
 			t.Fatal(err)
 		}
 		counted := &attemptCounter{n: make(map[string]int)}
-		cc := srv.conn(t, append(r.DialOptions(), counted.dialOptions()...)...)
-		client := testgrpc.NewTestServiceClient(cc)
+		client := srv.client(t, append(r.DialOptions(), counted.dialOptions()...)...)
 
 		t0 := time.Now()
 		time.AfterFunc(outage, func() { srv.down.Store(false) })

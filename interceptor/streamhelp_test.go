@@ -156,12 +156,6 @@ func (s *scriptedServer) end(a *serverAttempt) {
 	s.mu.Unlock()
 }
 
-// hang waits until the client ends the attempt.
-func hang(ss grpc.ServerStream) error {
-	<-ss.Context().Done()
-	return status.FromContextError(ss.Context().Err()).Err()
-}
-
 func (s *scriptedServer) halfClosed(a *serverAttempt) {
 	s.mu.Lock()
 	a.HalfClosed = true
@@ -199,7 +193,7 @@ func (s *scriptedServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRe
 		}
 	}
 	if step.Hang {
-		return hang(ss)
+		return hang(ss.Context())
 	}
 	return step.Err
 }
@@ -242,7 +236,7 @@ func (s *scriptedServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgr
 		return err
 	}
 	if step.Hang {
-		return hang(ss)
+		return hang(ss.Context())
 	}
 	if step.Err != nil {
 		return step.Err
@@ -277,7 +271,7 @@ func (s *scriptedServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Str
 		}
 	}
 	if step.Hang {
-		return hang(ss)
+		return hang(ss.Context())
 	}
 	if step.Err != nil {
 		return step.Err
