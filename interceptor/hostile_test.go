@@ -55,13 +55,15 @@ func hostilePolicy() grpcbackoff.Policy {
 }
 
 var (
+	// allKinds are unary calls and the three kinds of stream.
 	allKinds = []callKind{unary, serverStream, clientStream, bidi}
 	// responseStreams are the kinds whose server can send a response
 	// before the end.
 	responseStreams = []callKind{serverStream, bidi}
 )
 
-// hostileMessages are what the caller of a client or bidi stream sends.
+// hostileMessages are what the caller of a client or bidi stream sends; a
+// unary call and a server stream send the first as their request.
 var hostileMessages = []string{"m0", "m1", "m2"}
 
 // successResponses returns what the caller of kind k receives from an attempt
