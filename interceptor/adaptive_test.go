@@ -15,12 +15,6 @@ import (
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
-// endRecorder keeps the ends of calls.
-type endRecorder struct{ ends []interceptor.End }
-
-func (r *endRecorder) OnRetry(context.Context, interceptor.Retry) {}
-func (r *endRecorder) OnEnd(_ context.Context, e interceptor.End) { r.ends = append(r.ends, e) }
-
 func adaptiveRetrier(t *testing.T, p grpcbackoff.Policy, opts ...interceptor.Option) *interceptor.Retrier {
 	t.Helper()
 	r, err := interceptor.New(p, append([]interceptor.Option{interceptor.WithoutThrottle(),
@@ -44,7 +38,7 @@ func TestAdaptiveThrottleRejectsLocally(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := exact()
 		p.MaxAttempts = 1
-		obs := &endRecorder{}
+		obs := &recorder{}
 		ic := adaptiveRetrier(t, p, interceptor.WithObserver(obs)).Unary()
 		s := &script{errs: append(make([]error, 10), unavailable(1000)...)}
 		for i := range 10 {

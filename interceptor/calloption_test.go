@@ -61,8 +61,6 @@ func TestPerMethodAndPerCallPolicies(t *testing.T) {
 	}
 }
 
-func opt(o ...grpc.CallOption) []grpc.CallOption { return o }
-
 func TestBadCallOptionsFailBeforeTheServer(t *testing.T) {
 	bad := exact()
 	bad.MaxAttempts = 0

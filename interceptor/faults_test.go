@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,10 +30,10 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// ftServer is a TestService whose handlers run act on each attempt, from 0;
+// faultyServer is a TestService whose handlers run act on each attempt, from 0;
 // act returns the error that ends the attempt, or nil to answer with a
 // payload of size bytes (UnaryCall) or two such responses (streams).
-type ftServer struct {
+type faultyServer struct {
 	testgrpc.UnimplementedTestServiceServer
 
 	act  func(ctx context.Context, n int) error
@@ -43,8 +44,8 @@ type ftServer struct {
 	handlers int // handler runs, attempts that reached the service
 }
 
-func newFtServer(tb testing.TB, act func(ctx context.Context, n int) error, size int, opts ...grpc.ServerOption) *ftServer {
-	s := &ftServer{act: act, lis: bufconn.Listen(1 << 20)}
+func newFaultyServer(tb testing.TB, act func(ctx context.Context, n int) error, size int, opts ...grpc.ServerOption) *faultyServer {
+	s := &faultyServer{act: act, lis: bufconn.Listen(1 << 20)}
 	s.size.Store(int64(size))
 	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
 	testgrpc.RegisterTestServiceServer(srv, s)
@@ -52,11 +53,12 @@ func newFtServer(tb testing.TB, act func(ctx context.Context, n int) error, size
 	return s
 }
 
-func (s *ftServer) conn(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
+// client dials s with opts; the connection is closed when the test ends.
+func (s *faultyServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
 	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
 }
 
-func (s *ftServer) begin(ctx context.Context) error {
+func (s *faultyServer) begin(ctx context.Context) error {
 	s.mu.Lock()
 	n := s.handlers
 	s.handlers++
@@ -67,24 +69,24 @@ func (s *ftServer) begin(ctx context.Context) error {
 	return s.act(ctx, n)
 }
 
-func (s *ftServer) ran() int {
+func (s *faultyServer) ran() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.handlers
 }
 
-func (s *ftServer) payload() *testgrpc.Payload {
+func (s *faultyServer) payload() *testgrpc.Payload {
 	return &testgrpc.Payload{Body: make([]byte, s.size.Load())}
 }
 
-func (s *ftServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+func (s *faultyServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
 	return &testgrpc.SimpleResponse{Payload: s.payload()}, nil
 }
 
-func (s *ftServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+func (s *faultyServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
 	if err := s.begin(ss.Context()); err != nil {
 		return err
 	}
@@ -96,51 +98,17 @@ func (s *ftServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, s
 	return nil
 }
 
-// ftAttempts counts the attempts the client makes, below the retrier.
-type ftAttempts struct {
-	mu    sync.Mutex
-	times []time.Time
-	ends  []time.Time
-}
-
-func (a *ftAttempts) dialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			a.mu.Lock()
-			a.times = append(a.times, time.Now())
-			a.mu.Unlock()
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			a.mu.Lock()
-			a.ends = append(a.ends, time.Now())
-			a.mu.Unlock()
-			return err
-		}),
-		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			a.mu.Lock()
-			a.times = append(a.times, time.Now())
-			a.mu.Unlock()
-			return streamer(ctx, desc, cc, method, opts...)
-		}),
-	}
-}
-
-func (a *ftAttempts) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.times)
-}
-
-// ftFast is a policy with short exact waits: 100, 200, 400 ms … over five
+// fastExact is a policy with short exact waits: 100, 200, 400 ms … over five
 // attempts.
-func ftFast() grpcbackoff.Policy {
+func fastExact() grpcbackoff.Policy {
 	p := exact()
 	p.Initial, p.Max, p.MaxAttempts = 100*time.Millisecond, time.Second, 5
 	return p
 }
 
-// ftHeadersThenUnavailable sends response headers, then fails with
+// headersThenUnavailable sends response headers, then fails with
 // UNAVAILABLE: the response is not trailers-only.
-func ftHeadersThenUnavailable(ctx context.Context, _ int) error {
+func headersThenUnavailable(ctx context.Context, _ int) error {
 	if err := grpc.SendHeader(ctx, metadata.Pairs("x-sent", "headers")); err != nil {
 		return err
 	}
@@ -161,7 +129,7 @@ func TestUnaryCommitsOnHeaders(t *testing.T) {
 		want int // attempts, for both clients
 		code codes.Code
 	}{
-		{"headers, then UNAVAILABLE: committed", ftHeadersThenUnavailable, 1, codes.Unavailable},
+		{"headers, then UNAVAILABLE: committed", headersThenUnavailable, 1, codes.Unavailable},
 		{"trailers-only UNAVAILABLE twice: retried", func(_ context.Context, n int) error {
 			if n < 2 {
 				return status.Error(codes.Unavailable, "down, trailers only")
@@ -169,11 +137,11 @@ func TestUnaryCommitsOnHeaders(t *testing.T) {
 			return nil
 		}, 3, codes.OK},
 	}
-	clients := map[string]func(*ftAttempts) []grpc.DialOption{
-		"grpcbackoff": func(a *ftAttempts) []grpc.DialOption {
-			return append(interceptor.DialOptions(ftFast(), interceptor.WithoutThrottle()), a.dialOptions()...)
+	clients := map[string]func(*attemptLog) []grpc.DialOption{
+		"grpcbackoff": func(a *attemptLog) []grpc.DialOption {
+			return append(interceptor.DialOptions(fastExact(), interceptor.WithoutThrottle()), a.dialOptions()...)
 		},
-		"grpc-go": func(a *ftAttempts) []grpc.DialOption {
+		"grpc-go": func(a *attemptLog) []grpc.DialOption {
 			return append(a.dialOptions(), grpc.WithDefaultServiceConfig(grpcRetry))
 		},
 	}
@@ -181,9 +149,9 @@ func TestUnaryCommitsOnHeaders(t *testing.T) {
 		for name, opts := range clients {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					srv := newFtServer(t, tc.act, 1)
-					var a ftAttempts
-					c := srv.conn(t, opts(&a)...)
+					srv := newFaultyServer(t, tc.act, 1)
+					var a attemptLog
+					c := srv.client(t, opts(&a)...)
 					var header metadata.MD
 					_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header))
 					if got := status.Code(err); got != tc.code {
@@ -209,8 +177,8 @@ func TestUnaryCommitsOnHeaders(t *testing.T) {
 	}
 }
 
-// ftBig returns a request of n bytes of payload.
-func ftBig(n int) *testgrpc.SimpleRequest {
+// bigRequest returns a request of n bytes of payload.
+func bigRequest(n int) *testgrpc.SimpleRequest {
 	return &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: make([]byte, n)}}
 }
 
@@ -250,27 +218,27 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 				// UNAVAILABLE and needs the budget's one retry.
 				var tooLarge atomic.Bool
 				tooLarge.Store(true)
-				srv := newFtServer(t, func(_ context.Context, n int) error {
+				srv := newFaultyServer(t, func(_ context.Context, n int) error {
 					if !tooLarge.Load() && n == tc.wantHandler {
 						return status.Error(codes.Unavailable, "down once")
 					}
 					return nil
 				}, tc.response, tc.serverOpts...)
-				var a ftAttempts
+				var a attemptLog
 				var retries []interceptor.Retry
-				r, err := interceptor.New(ftFast(),
+				r, err := interceptor.New(fastExact(),
 					interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 1}),
 					interceptor.WithOnRetry(func(r interceptor.Retry) { retries = append(retries, r) }))
 				if err != nil {
 					t.Fatal(err)
 				}
-				c := srv.conn(t, append(append(r.DialOptions(), a.dialOptions()...), tc.clientOpts...)...)
+				c := srv.client(t, append(append(r.DialOptions(), a.dialOptions()...), tc.clientOpts...)...)
 
 				start := time.Now()
 				if tc.stream {
-					err = ftRecvAll(t.Context(), c, tc.request)
+					err = recvServerStream(t.Context(), c, tc.request)
 				} else {
-					_, err = c.UnaryCall(t.Context(), ftBig(tc.request))
+					_, err = c.UnaryCall(t.Context(), bigRequest(tc.request))
 				}
 				if got := status.Code(err); got != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), tc.wantMsg) {
 					t.Fatalf("err = %v, want RESOURCE_EXHAUSTED %q", err, tc.wantMsg)
@@ -290,9 +258,9 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 				tooLarge.Store(false)
 				srv.size.Store(1)
 				if tc.stream {
-					err = ftRecvAll(t.Context(), c, 1)
+					err = recvServerStream(t.Context(), c, 1)
 				} else {
-					_, err = c.UnaryCall(t.Context(), ftBig(1))
+					_, err = c.UnaryCall(t.Context(), bigRequest(1))
 				}
 				if err != nil || len(retries) != 1 {
 					t.Errorf("next call: err = %v after %d retries, want success after 1 (the budget untouched)", err, len(retries))
@@ -302,9 +270,9 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 	}
 }
 
-// ftRecvAll makes a server stream with a request of n bytes and receives
+// recvServerStream makes a server stream with a request of n bytes and receives
 // until its end.
-func ftRecvAll(ctx context.Context, c testgrpc.TestServiceClient, n int) error {
+func recvServerStream(ctx context.Context, c testgrpc.TestServiceClient, n int) error {
 	st, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, n)}})
 	if err != nil {
 		return err
@@ -336,13 +304,12 @@ func TestQuotaFailureIsRetried(t *testing.T) {
 	})
 }
 
-// ftHang blocks attempts that start before thaw until their context ends;
+// hangUntil blocks attempts that start before thaw until their context ends;
 // later ones answer at once.
-func ftHang(start time.Time, thaw time.Duration) func(ctx context.Context, n int) error {
+func hangUntil(start time.Time, thaw time.Duration) func(ctx context.Context, n int) error {
 	return func(ctx context.Context, _ int) error {
 		if time.Since(start) < thaw {
-			<-ctx.Done()
-			return status.FromContextError(ctx.Err()).Err()
+			return hang(ctx)
 		}
 		return nil
 	}
@@ -364,25 +331,25 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 		reason   grpcbackoff.Reason // 0: the error as it is
 	}{
 		{name: "cut twice, then answered", timeout: 10 * time.Second, deadline: 600 * time.Second, thaw: 20 * time.Second,
-			starts: secs(0, 10.1, 20.3), ends: secs(10, 20.1, 20.3), code: codes.OK},
+			starts: seconds(0, 10.1, 20.3), ends: seconds(10, 20.1, 20.3), code: codes.OK},
 		{name: "the caller's deadline first: not retried", timeout: 10 * time.Second, deadline: 5 * time.Second, thaw: time.Hour,
-			starts: secs(0), ends: secs(5), code: codes.DeadlineExceeded},
+			starts: seconds(0), ends: seconds(5), code: codes.DeadlineExceeded},
 		{name: "the caller's deadline cuts the third", timeout: 10 * time.Second, deadline: 25 * time.Second, thaw: time.Hour,
-			starts: secs(0, 10.1, 20.3), ends: secs(10, 20.1, 25), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
+			starts: seconds(0, 10.1, 20.3), ends: seconds(10, 20.1, 25), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
 		{name: "cut on every attempt: exhausted", timeout: time.Second, deadline: 600 * time.Second, thaw: time.Hour,
-			starts: secs(0, 1.1, 2.3, 3.7, 5.5), ends: secs(1, 2.1, 3.3, 4.7, 6.5), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonExhausted},
+			starts: seconds(0, 1.1, 2.3, 3.7, 5.5), ends: seconds(1, 2.1, 3.3, 4.7, 6.5), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonExhausted},
 		{name: "no AttemptTimeout: the caller's deadline", deadline: 600 * time.Second, thaw: time.Hour,
-			starts: secs(0), ends: secs(600), code: codes.DeadlineExceeded},
+			starts: seconds(0), ends: seconds(600), code: codes.DeadlineExceeded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
-				srv := newFtServer(t, ftHang(start, tc.thaw), 1)
-				p := ftFast()
+				srv := newFaultyServer(t, hangUntil(start, tc.thaw), 1)
+				p := fastExact()
 				p.AttemptTimeout = tc.timeout
-				var a ftAttempts
-				c := srv.conn(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
+				var a attemptLog
+				c := srv.client(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
@@ -403,32 +370,12 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 					starts = append(starts, a.times[i].Sub(start))
 					ends = append(ends, a.ends[i].Sub(start))
 				}
-				if !durationsEqual(starts, tc.starts) || !durationsEqual(ends, tc.ends) {
+				if !slices.Equal(starts, tc.starts) || !slices.Equal(ends, tc.ends) {
 					t.Errorf("attempts started at %v and ended at %v, want %v and %v", starts, ends, tc.starts, tc.ends)
 				}
 			})
 		})
 	}
-}
-
-func secs(s ...float64) []time.Duration {
-	d := make([]time.Duration, len(s))
-	for i, v := range s {
-		d[i] = time.Duration(v*1000) * time.Millisecond
-	}
-	return d
-}
-
-func durationsEqual(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestCutAttemptsDrawOnTheLongRunAllowance: the retry of an attempt cut by
@@ -444,8 +391,7 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 		why  grpcbackoff.Reason
 	}{
 		{"hung: cut, one retry", func(ctx context.Context, _ int) error {
-			<-ctx.Done()
-			return status.FromContextError(ctx.Err()).Err()
+			return hang(ctx)
 		}, 2, grpcbackoff.ReasonThrottled},
 		{"UNAVAILABLE: every retry", func(context.Context, int) error {
 			return status.Error(codes.Unavailable, "down")
@@ -454,10 +400,10 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newFtServer(t, tc.act, 1)
-				p := ftFast()
+				srv := newFaultyServer(t, tc.act, 1)
+				p := fastExact()
 				p.AttemptTimeout = time.Second
-				c := srv.conn(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
+				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
 				_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 				var e *grpcbackoff.Error
 				if !errors.As(err, &e) || e.Attempts != tc.want || e.Reason != tc.why {

@@ -20,10 +20,10 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// hbServer is a TestService whose attempt n (read from PreviousAttemptsKey)
+// hedgeBackend is a TestService whose attempt n (read from PreviousAttemptsKey)
 // answers after latency[n] with payload "a<n>", header and trailer
 // "attempt: n"; it records how each attempt's context ended.
-type hbServer struct {
+type hedgeBackend struct {
 	testgrpc.UnimplementedTestServiceServer
 	latency []time.Duration
 
@@ -31,7 +31,7 @@ type hbServer struct {
 	ended map[int]error // attempt -> its context's error when it ended, nil if answered
 }
 
-func (s *hbServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+func (s *hedgeBackend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	n := 0
 	if v := md.Get(interceptor.PreviousAttemptsKey); len(v) == 1 {
@@ -57,9 +57,9 @@ func (s *hbServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (
 	return &testgrpc.SimpleResponse{Payload: &testgrpc.Payload{Body: []byte("a" + strconv.Itoa(n)), Type: req.GetResponseType()}}, nil
 }
 
-func newHbClient(t *testing.T, latency []time.Duration, h grpcbackoff.Hedging) (*hbServer, testgrpc.TestServiceClient) {
+func newHedgeBackend(t *testing.T, latency []time.Duration, h grpcbackoff.Hedging) (*hedgeBackend, testgrpc.TestServiceClient) {
 	t.Helper()
-	s := &hbServer{latency: latency, ended: map[int]error{}}
+	s := &hedgeBackend{latency: latency, ended: map[int]error{}}
 	srv := grpc.NewServer(grpc.WaitForHandlers(true))
 	testgrpc.RegisterTestServiceServer(srv, s)
 	lis := bufconntest.Listen()
@@ -76,7 +76,7 @@ func newHbClient(t *testing.T, latency []time.Duration, h grpcbackoff.Hedging) (
 // reply each time, and the server sees the losers' contexts canceled.
 func TestHedgeOverGRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, c := newHbClient(t, []time.Duration{time.Second, 10 * hms, time.Second}, hedging(3, 100*hms))
+		s, c := newHedgeBackend(t, []time.Duration{time.Second, 10 * msec, time.Second}, hedging(3, 100*msec))
 		var header, trailer metadata.MD
 		var p peer.Peer
 		start := time.Now()
@@ -85,7 +85,7 @@ func TestHedgeOverGRPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := time.Since(start); got != 110*hms {
+		if got := time.Since(start); got != 110*msec {
 			t.Errorf("call took %v, want 110ms", got)
 		}
 		if body := string(resp.GetPayload().GetBody()); body != "a1" || resp.GetPayload().GetType() != testgrpc.PayloadType_COMPRESSABLE {
@@ -111,7 +111,7 @@ func TestHedgeOverGRPC(t *testing.T) {
 // under -race, no attempt writes to what the caller reads.
 func TestHedgeRaceFree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, c := newHbClient(t, []time.Duration{20 * hms, 10 * hms, 0}, hedging(3, 10*hms))
+		_, c := newHedgeBackend(t, []time.Duration{20 * msec, 10 * msec, 0}, hedging(3, 10*msec))
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
@@ -136,12 +136,12 @@ func TestHedgeRaceFree(t *testing.T) {
 // attempt and that the call returns DEADLINE_EXCEEDED at the deadline.
 func TestHedgeDeadlineOverGRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, c := newHbClient(t, []time.Duration{time.Hour, time.Hour, time.Hour}, hedging(3, 100*hms))
-		ctx, cancel := context.WithTimeout(t.Context(), 150*hms)
+		_, c := newHedgeBackend(t, []time.Duration{time.Hour, time.Hour, time.Hour}, hedging(3, 100*msec))
+		ctx, cancel := context.WithTimeout(t.Context(), 150*msec)
 		defer cancel()
 		start := time.Now()
 		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-		if status.Code(err) != codes.DeadlineExceeded || time.Since(start) != 150*hms {
+		if status.Code(err) != codes.DeadlineExceeded || time.Since(start) != 150*msec {
 			t.Errorf("err = %v after %v, want DEADLINE_EXCEEDED after 150ms", err, time.Since(start))
 		}
 	})

@@ -23,23 +23,23 @@ import (
 	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
-const hgMethod = "/pkg.Svc/Get"
+const hedgedMethod = "/pkg.Svc/Get"
 
-// hgStep is what the fake server does in one attempt: answer after latency
+// hedgeStep is what the fake server does in one attempt: answer after latency
 // with err (nil: success, reply "a<n>"), header and trailer.
-type hgStep struct {
+type hedgeStep struct {
 	latency time.Duration
 	err     error
 	trailer metadata.MD
 }
 
-// hgServer is a fake invoker for hedged calls: attempt n (from 0, read from
+// hedgeInvoker is a fake invoker for hedged calls: attempt n (from 0, read from
 // PreviousAttemptsKey) follows steps[n], or succeeds at once past the end.
 // It honours its context's cancellation as gRPC does, and records when each
 // attempt started, whether it was canceled, and its metadata. It is safe for
 // concurrent use.
-type hgServer struct {
-	steps []hgStep
+type hedgeInvoker struct {
+	steps []hedgeStep
 	t0    time.Time
 
 	mu       sync.Mutex
@@ -48,11 +48,11 @@ type hgServer struct {
 	md       map[int]metadata.MD
 }
 
-func newHgServer(steps ...hgStep) *hgServer {
-	return &hgServer{steps: steps, t0: time.Now(), starts: map[int]time.Duration{}, canceled: map[int]bool{}, md: map[int]metadata.MD{}}
+func newHedgeInvoker(steps ...hedgeStep) *hedgeInvoker {
+	return &hedgeInvoker{steps: steps, t0: time.Now(), starts: map[int]time.Duration{}, canceled: map[int]bool{}, md: map[int]metadata.MD{}}
 }
 
-func (s *hgServer) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+func (s *hedgeInvoker) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	n := 0
 	if v := md.Get(interceptor.PreviousAttemptsKey); len(v) > 0 {
@@ -65,7 +65,7 @@ func (s *hgServer) invoke(ctx context.Context, method string, req, reply any, cc
 	s.starts[n] = time.Since(s.t0)
 	s.md[n] = md
 	s.mu.Unlock()
-	var st hgStep
+	var st hedgeStep
 	if n < len(s.steps) {
 		st = s.steps[n]
 	}
@@ -97,7 +97,7 @@ func (s *hgServer) invoke(ctx context.Context, method string, req, reply any, cc
 }
 
 // startTimes returns when each attempt started, in attempt order.
-func (s *hgServer) startTimes() []time.Duration {
+func (s *hedgeInvoker) startTimes() []time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]time.Duration, len(s.starts))
@@ -107,7 +107,7 @@ func (s *hgServer) startTimes() []time.Duration {
 	return out
 }
 
-func (s *hgServer) canceledAttempts() []int {
+func (s *hedgeInvoker) canceledAttempts() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []int
@@ -118,52 +118,33 @@ func (s *hgServer) canceledAttempts() []int {
 	return out
 }
 
-// hgObserver keeps what it is told.
-type hgObserver struct {
-	mu      sync.Mutex
-	retries []interceptor.Retry
-	ends    []interceptor.End
-}
-
-func (o *hgObserver) OnRetry(_ context.Context, r interceptor.Retry) {
-	o.mu.Lock()
-	o.retries = append(o.retries, r)
-	o.mu.Unlock()
-}
-
-func (o *hgObserver) OnEnd(_ context.Context, e interceptor.End) {
-	o.mu.Lock()
-	o.ends = append(o.ends, e)
-	o.mu.Unlock()
-}
-
 func hedging(attempts int, delay time.Duration, nonFatal ...codes.Code) grpcbackoff.Hedging {
 	return grpcbackoff.Hedging{MaxAttempts: attempts, Delay: delay, NonFatalCodes: nonFatal}
 }
 
-func hgInterceptor(t *testing.T, h grpcbackoff.Hedging, opts ...interceptor.Option) grpc.UnaryClientInterceptor {
+func hedgingInterceptor(t *testing.T, h grpcbackoff.Hedging, opts ...interceptor.Option) grpc.UnaryClientInterceptor {
 	t.Helper()
-	r, err := interceptor.New(exact(), append([]interceptor.Option{interceptor.WithHedging(hgMethod, h)}, opts...)...)
+	r, err := interceptor.New(exact(), append([]interceptor.Option{interceptor.WithHedging(hedgedMethod, h)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r.Unary()
 }
 
-func hgCall(ctx context.Context, ic grpc.UnaryClientInterceptor, s *hgServer, opts ...grpc.CallOption) (string, time.Duration, error) {
+func callHedged(ctx context.Context, ic grpc.UnaryClientInterceptor, s *hedgeInvoker, opts ...grpc.CallOption) (string, time.Duration, error) {
 	var reply string
 	start := time.Now()
-	err := ic(ctx, hgMethod, "req", &reply, nil, s.invoke, opts...)
+	err := ic(ctx, hedgedMethod, "req", &reply, nil, s.invoke, opts...)
 	return reply, time.Since(start), err
 }
 
-const hms = time.Millisecond
+const msec = time.Millisecond
 
 func TestHedgeTimings(t *testing.T) {
 	cases := []struct {
 		name        string
 		h           grpcbackoff.Hedging
-		steps       []hgStep
+		steps       []hedgeStep
 		wantStarts  []time.Duration
 		wantReply   string
 		wantElapsed time.Duration
@@ -173,89 +154,89 @@ func TestHedgeTimings(t *testing.T) {
 	}{
 		{
 			name:  "every Delay until MaxAttempts, first response wins",
-			h:     hedging(3, 100*hms),
-			steps: []hgStep{{latency: time.Second}, {latency: time.Second}, {latency: time.Second}},
+			h:     hedging(3, 100*msec),
+			steps: []hedgeStep{{latency: time.Second}, {latency: time.Second}, {latency: time.Second}},
 			// No fourth attempt: MaxAttempts is reached.
-			wantStarts: []time.Duration{0, 100 * hms, 200 * hms}, wantReply: "a0", wantElapsed: time.Second,
+			wantStarts: []time.Duration{0, 100 * msec, 200 * msec}, wantReply: "a0", wantElapsed: time.Second,
 			wantCancel: []int{1, 2},
 		},
 		{
 			name:       "a fast hedge wins and the first attempt is canceled",
-			h:          hedging(3, 100*hms),
-			steps:      []hgStep{{latency: time.Second}, {latency: 50 * hms}},
-			wantStarts: []time.Duration{0, 100 * hms}, wantReply: "a1", wantElapsed: 150 * hms,
+			h:          hedging(3, 100*msec),
+			steps:      []hedgeStep{{latency: time.Second}, {latency: 50 * msec}},
+			wantStarts: []time.Duration{0, 100 * msec}, wantReply: "a1", wantElapsed: 150 * msec,
 			wantCancel: []int{0},
 		},
 		{
 			name:       "no hedge when the first attempt answers before Delay",
-			h:          hedging(3, 100*hms),
-			steps:      []hgStep{{latency: 99 * hms}},
-			wantStarts: []time.Duration{0}, wantReply: "a0", wantElapsed: 99 * hms,
+			h:          hedging(3, 100*msec),
+			steps:      []hedgeStep{{latency: 99 * msec}},
+			wantStarts: []time.Duration{0}, wantReply: "a0", wantElapsed: 99 * msec,
 		},
 		{
 			name:       "Delay 0 sends every attempt at once",
 			h:          hedging(3, 0),
-			steps:      []hgStep{{latency: 30 * hms}, {latency: 20 * hms}, {latency: 10 * hms}},
-			wantStarts: []time.Duration{0, 0, 0}, wantReply: "a2", wantElapsed: 10 * hms,
+			steps:      []hedgeStep{{latency: 30 * msec}, {latency: 20 * msec}, {latency: 10 * msec}},
+			wantStarts: []time.Duration{0, 0, 0}, wantReply: "a2", wantElapsed: 10 * msec,
 			wantCancel: []int{0, 1},
 		},
 		{
 			name: "a non-fatal code sends the next hedge at once, the next one follows after Delay",
-			h:    hedging(4, 100*hms, codes.Unavailable),
-			steps: []hgStep{
-				{latency: 30 * hms, err: status.Error(codes.Unavailable, "down")},
-				{latency: time.Second}, {latency: time.Second}, {latency: 10 * hms},
+			h:    hedging(4, 100*msec, codes.Unavailable),
+			steps: []hedgeStep{
+				{latency: 30 * msec, err: status.Error(codes.Unavailable, "down")},
+				{latency: time.Second}, {latency: time.Second}, {latency: 10 * msec},
 			},
-			wantStarts: []time.Duration{0, 30 * hms, 130 * hms, 230 * hms}, wantReply: "a3", wantElapsed: 240 * hms,
+			wantStarts: []time.Duration{0, 30 * msec, 130 * msec, 230 * msec}, wantReply: "a3", wantElapsed: 240 * msec,
 			wantCancel: []int{1, 2},
 		},
 		{
 			name: "a fatal code ends the call and cancels the others",
-			h:    hedging(3, 100*hms, codes.Unavailable),
-			steps: []hgStep{
+			h:    hedging(3, 100*msec, codes.Unavailable),
+			steps: []hedgeStep{
 				{latency: time.Second},
-				{latency: 50 * hms, err: status.Error(codes.NotFound, "no")},
+				{latency: 50 * msec, err: status.Error(codes.NotFound, "no")},
 			},
-			wantStarts: []time.Duration{0, 100 * hms}, wantElapsed: 150 * hms,
+			wantStarts: []time.Duration{0, 100 * msec}, wantElapsed: 150 * msec,
 			wantCancel: []int{0}, wantCode: codes.NotFound, wantReason: grpcbackoff.ReasonNotRetryable,
 		},
 		{
 			name: "every attempt fails with a non-fatal code",
-			h:    hedging(3, 100*hms, codes.Unavailable),
-			steps: []hgStep{
-				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")},
+			h:    hedging(3, 100*msec, codes.Unavailable),
+			steps: []hedgeStep{
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
 			},
-			wantStarts: []time.Duration{0, 10 * hms, 20 * hms}, wantElapsed: 30 * hms,
+			wantStarts: []time.Duration{0, 10 * msec, 20 * msec}, wantElapsed: 30 * msec,
 			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonExhausted,
 		},
 		{
 			name: "pushback delays the next hedge",
-			h:    hedging(3, 100*hms, codes.Unavailable),
-			steps: []hgStep{
-				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
-				{latency: 10 * hms},
+			h:    hedging(3, 100*msec, codes.Unavailable),
+			steps: []hedgeStep{
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+				{latency: 10 * msec},
 			},
-			wantStarts: []time.Duration{0, 510 * hms}, wantReply: "a1", wantElapsed: 520 * hms,
+			wantStarts: []time.Duration{0, 510 * msec}, wantReply: "a1", wantElapsed: 520 * msec,
 		},
 		{
 			name: "pushback asking not to retry stops hedging",
-			h:    hedging(3, 100*hms, codes.Unavailable),
-			steps: []hgStep{
-				{latency: 150 * hms, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "-1")},
+			h:    hedging(3, 100*msec, codes.Unavailable),
+			steps: []hedgeStep{
+				{latency: 150 * msec, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "-1")},
 			},
-			wantStarts: []time.Duration{0, 100 * hms}, wantElapsed: 150 * hms,
+			wantStarts: []time.Duration{0, 100 * msec}, wantElapsed: 150 * msec,
 			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonServerRefused,
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				obs := &hgObserver{}
-				s := newHgServer(tc.steps...)
-				reply, elapsed, err := hgCall(t.Context(), hgInterceptor(t, tc.h, interceptor.WithoutThrottle(), interceptor.WithObserver(obs)), s)
+				obs := &recorder{}
+				s := newHedgeInvoker(tc.steps...)
+				reply, elapsed, err := callHedged(t.Context(), hedgingInterceptor(t, tc.h, interceptor.WithoutThrottle(), interceptor.WithObserver(obs)), s)
 				if got := status.Code(err); got != tc.wantCode {
 					t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
 				}
@@ -288,8 +269,8 @@ func TestHedgeTimings(t *testing.T) {
 func TestHedgeFirstAttemptFatalErrorIsUnchanged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		want := status.Error(codes.NotFound, "no")
-		s := newHgServer(hgStep{latency: 10 * hms, err: want})
-		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*hms)), s)
+		s := newHedgeInvoker(hedgeStep{latency: 10 * msec, err: want})
+		_, _, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(3, 100*msec)), s)
 		if err != want {
 			t.Errorf("err = %v, want the server's error itself", err)
 		}
@@ -298,9 +279,9 @@ func TestHedgeFirstAttemptFatalErrorIsUnchanged(t *testing.T) {
 
 func TestHedgeTellsServerAboutPreviousAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: time.Second})
+		s := newHedgeInvoker(hedgeStep{latency: time.Second}, hedgeStep{latency: time.Second}, hedgeStep{latency: time.Second})
 		ctx := metadata.AppendToOutgoingContext(t.Context(), "caller", "x")
-		if _, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms)), s); err != nil {
+		if _, _, err := callHedged(ctx, hedgingInterceptor(t, hedging(3, 100*msec)), s); err != nil {
 			t.Fatal(err)
 		}
 		for n := range 3 {
@@ -325,18 +306,18 @@ func TestHedgeDeadline(t *testing.T) {
 		wantStarts []time.Duration
 	}{
 		// A hedge due at the deadline or after it is not sent.
-		{250 * hms, []time.Duration{0, 100 * hms, 200 * hms}},
-		{200 * hms, []time.Duration{0, 100 * hms}},
-		{201 * hms, []time.Duration{0, 100 * hms, 200 * hms}},
-		{50 * hms, []time.Duration{0}},
+		{250 * msec, []time.Duration{0, 100 * msec, 200 * msec}},
+		{200 * msec, []time.Duration{0, 100 * msec}},
+		{201 * msec, []time.Duration{0, 100 * msec, 200 * msec}},
+		{50 * msec, []time.Duration{0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.deadline.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newHgServer(hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour}, hgStep{latency: time.Hour})
+				s := newHedgeInvoker(hedgeStep{latency: time.Hour}, hedgeStep{latency: time.Hour}, hedgeStep{latency: time.Hour}, hedgeStep{latency: time.Hour}, hedgeStep{latency: time.Hour})
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
-				_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(5, 100*hms)), s)
+				_, elapsed, err := callHedged(ctx, hedgingInterceptor(t, hedging(5, 100*msec)), s)
 				if status.Code(err) != codes.DeadlineExceeded || elapsed != tc.deadline {
 					t.Errorf("err = %v after %v, want DEADLINE_EXCEEDED after %v", err, elapsed, tc.deadline)
 				}
@@ -350,10 +331,10 @@ func TestHedgeDeadline(t *testing.T) {
 
 func TestHedgeCallerCancels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: time.Hour}, hgStep{latency: time.Hour})
+		s := newHedgeInvoker(hedgeStep{latency: time.Hour}, hedgeStep{latency: time.Hour})
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(150*hms, cancel)
-		_, _, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms)), s)
+		time.AfterFunc(150*msec, cancel)
+		_, _, err := callHedged(ctx, hedgingInterceptor(t, hedging(3, 100*msec)), s)
 		checkFinal(t, err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
 		if got := s.canceledAttempts(); !slices.Equal(got, []int{0, 1}) {
 			t.Errorf("canceled attempts = %v, want [0 1]", got)
@@ -363,12 +344,12 @@ func TestHedgeCallerCancels(t *testing.T) {
 
 func TestHedgeCallerCancelsDuringPushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "1000")})
+		s := newHedgeInvoker(hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "1000")})
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(150*hms, cancel)
-		_, elapsed, err := hgCall(ctx, hgInterceptor(t, hedging(3, 100*hms, codes.Unavailable)), s)
+		time.AfterFunc(150*msec, cancel)
+		_, elapsed, err := callHedged(ctx, hedgingInterceptor(t, hedging(3, 100*msec, codes.Unavailable)), s)
 		checkFinal(t, err, codes.Canceled, 1, grpcbackoff.ReasonCanceled)
-		if elapsed != 150*hms || len(s.startTimes()) != 1 {
+		if elapsed != 150*msec || len(s.startTimes()) != 1 {
 			t.Errorf("call took %v with %d attempts, want 150ms and 1", elapsed, len(s.startTimes()))
 		}
 	})
@@ -378,21 +359,21 @@ func TestHedgeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// One saved retry, none earned: the first call's hedge spends it,
 		// the second call's hedge is refused and not sent.
-		obs := &hgObserver{}
-		ic := hgInterceptor(t, hedging(3, 100*hms),
+		obs := &recorder{}
+		ic := hedgingInterceptor(t, hedging(3, 100*msec),
 			interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 1}), interceptor.WithObserver(obs))
-		s := newHgServer(hgStep{latency: 150 * hms}, hgStep{latency: time.Second})
-		reply, elapsed, err := hgCall(t.Context(), ic, s)
-		if err != nil || reply != "a0" || elapsed != 150*hms {
+		s := newHedgeInvoker(hedgeStep{latency: 150 * msec}, hedgeStep{latency: time.Second})
+		reply, elapsed, err := callHedged(t.Context(), ic, s)
+		if err != nil || reply != "a0" || elapsed != 150*msec {
 			t.Fatalf("first call: %q, %v after %v; want a0 after 150ms", reply, err, elapsed)
 		}
-		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 100 * hms}) {
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 100 * msec}) {
 			t.Errorf("first call: attempts started at %v, want [0 100ms]", got)
 		}
 
-		s = newHgServer(hgStep{latency: 150 * hms}, hgStep{latency: time.Second})
-		reply, elapsed, err = hgCall(t.Context(), ic, s)
-		if err != nil || reply != "a0" || elapsed != 150*hms {
+		s = newHedgeInvoker(hedgeStep{latency: 150 * msec}, hedgeStep{latency: time.Second})
+		reply, elapsed, err = callHedged(t.Context(), ic, s)
+		if err != nil || reply != "a0" || elapsed != 150*msec {
 			t.Fatalf("second call: %q, %v after %v; want a0 after 150ms", reply, err, elapsed)
 		}
 		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0}) {
@@ -414,40 +395,40 @@ func TestHedgeConfiguration(t *testing.T) {
 		callOpts   []grpc.CallOption
 		wantStarts []time.Duration
 	}{
-		{"hedged", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
-			[]time.Duration{0, 100 * hms}},
-		{"service-wide", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*hms))}, nil,
-			[]time.Duration{0, 100 * hms}},
-		{"other service", []interceptor.Option{interceptor.WithHedging("/pkg.Other/", hedging(2, 100*hms))}, nil,
+		{"hedged", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, nil,
+			[]time.Duration{0, 100 * msec}},
+		{"service-wide", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*msec))}, nil,
+			[]time.Duration{0, 100 * msec}},
+		{"other service", []interceptor.Option{interceptor.WithHedging("/pkg.Other/", hedging(2, 100*msec))}, nil,
 			[]time.Duration{0}},
-		{"later WithMethod wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms)), interceptor.WithMethod(hgMethod, exact())}, nil,
+		{"later WithMethod wins", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)), interceptor.WithMethod(hedgedMethod, exact())}, nil,
 			[]time.Duration{0}},
-		{"later WithoutRetryFor wins", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms)), interceptor.WithoutRetryFor(hgMethod)}, nil,
+		{"later WithoutRetryFor wins", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)), interceptor.WithoutRetryFor(hedgedMethod)}, nil,
 			[]time.Duration{0}},
-		{"later WithHedging wins", []interceptor.Option{interceptor.WithMethod(hgMethod, exact()), interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
-			[]time.Duration{0, 100 * hms}},
-		{"method's retry policy wins over its service's hedging", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*hms)), interceptor.WithMethod(hgMethod, exact())}, nil,
+		{"later WithHedging wins", []interceptor.Option{interceptor.WithMethod(hedgedMethod, exact()), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, nil,
+			[]time.Duration{0, 100 * msec}},
+		{"method's retry policy wins over its service's hedging", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*msec)), interceptor.WithMethod(hedgedMethod, exact())}, nil,
 			[]time.Duration{0}},
-		{"method's hedging wins over its service's retry policy", []interceptor.Option{interceptor.WithoutRetryFor("/pkg.Svc/"), interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, nil,
-			[]time.Duration{0, 100 * hms}},
-		{"NoRetry", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.NoRetry()},
+		{"method's hedging wins over its service's retry policy", []interceptor.Option{interceptor.WithoutRetryFor("/pkg.Svc/"), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, nil,
+			[]time.Duration{0, 100 * msec}},
+		{"NoRetry", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.NoRetry()},
 			[]time.Duration{0}},
-		{"CallPolicy", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallPolicy(exact())},
+		{"CallPolicy", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.CallPolicy(exact())},
 			[]time.Duration{0}},
-		{"CallMaxAttempts(1)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallMaxAttempts(1)},
+		{"CallMaxAttempts(1)", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.CallMaxAttempts(1)},
 			[]time.Duration{0}},
-		{"CallMaxAttempts(3)", []interceptor.Option{interceptor.WithHedging(hgMethod, hedging(2, 100*hms))}, []grpc.CallOption{interceptor.CallMaxAttempts(3)},
-			[]time.Duration{0, 100 * hms, 200 * hms}},
+		{"CallMaxAttempts(3)", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.CallMaxAttempts(3)},
+			[]time.Duration{0, 100 * msec, 200 * msec}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: 10 * hms})
+				s := newHedgeInvoker(hedgeStep{latency: time.Second}, hedgeStep{latency: time.Second}, hedgeStep{latency: 10 * msec})
 				r, err := interceptor.New(exact(), append(tc.opts, interceptor.WithoutThrottle())...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, _, err := hgCall(t.Context(), r.Unary(), s, tc.callOpts...); err != nil {
+				if _, _, err := callHedged(t.Context(), r.Unary(), s, tc.callOpts...); err != nil {
 					t.Fatal(err)
 				}
 				if got := s.startTimes(); !slices.Equal(got, tc.wantStarts) {
@@ -461,7 +442,7 @@ func TestHedgeConfiguration(t *testing.T) {
 func TestHedgeBadConfiguration(t *testing.T) {
 	_, err := interceptor.New(exact(),
 		interceptor.WithHedging("pkg.Svc/Get", hedging(2, 0)),
-		interceptor.WithHedging(hgMethod, grpcbackoff.Hedging{MaxAttempts: 1, Delay: -1, NonFatalCodes: []codes.Code{codes.OK}}))
+		interceptor.WithHedging(hedgedMethod, grpcbackoff.Hedging{MaxAttempts: 1, Delay: -1, NonFatalCodes: []codes.Code{codes.OK}}))
 	if err == nil {
 		t.Fatal("New accepted a bad name and a bad Hedging")
 	}
@@ -477,9 +458,9 @@ func TestHedgeBadConfiguration(t *testing.T) {
 // Header and Trailer options see the winning attempt only.
 func TestHedgeHeaderTrailerFromWinner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: 10 * hms}, hgStep{latency: 10 * hms})
+		s := newHedgeInvoker(hedgeStep{latency: time.Second}, hedgeStep{latency: 10 * msec}, hedgeStep{latency: 10 * msec})
 		var header, trailer metadata.MD
-		reply, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(3, 100*hms)), s, grpc.Header(&header), grpc.Trailer(&trailer))
+		reply, _, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(3, 100*msec)), s, grpc.Header(&header), grpc.Trailer(&trailer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,10 +472,10 @@ func TestHedgeHeaderTrailerFromWinner(t *testing.T) {
 
 func TestHedgeErrorsAreOurs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")}, hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down")})
-		_, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(2, 100*hms, codes.Unavailable)), s)
+		s := newHedgeInvoker(hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")})
+		_, _, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(2, 100*msec, codes.Unavailable)), s)
 		var e *grpcbackoff.Error
-		if !errors.As(err, &e) || e.Elapsed != 20*hms {
+		if !errors.As(err, &e) || e.Elapsed != 20*msec {
 			t.Errorf("err = %v, want a *grpcbackoff.Error with Elapsed 20ms", err)
 		}
 	})
@@ -505,7 +486,7 @@ func TestHedgeAdaptiveDelay(t *testing.T) {
 	// of 10ms is measured as 10.48576ms.
 	const p50 = 10485760 * time.Nanosecond
 	adaptive := func(minDelay, maxDelay time.Duration) grpcbackoff.Hedging {
-		return grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * hms, Quantile: 0.5, MinDelay: minDelay, MaxDelay: maxDelay, Window: 10 * time.Second}
+		return grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * msec, Quantile: 0.5, MinDelay: minDelay, MaxDelay: maxDelay, Window: 10 * time.Second}
 	}
 	cases := []struct {
 		name      string
@@ -513,22 +494,22 @@ func TestHedgeAdaptiveDelay(t *testing.T) {
 		calls     int // calls of 10ms before the measured one
 		wantDelay time.Duration
 	}{
-		{"Delay until the window holds 10/(1-q) calls", adaptive(hms, time.Second), 19, 500 * hms},
-		{"the quantile", adaptive(hms, time.Second), 20, p50},
-		{"MaxDelay", adaptive(hms, 5*hms), 20, 5 * hms},
-		{"MinDelay", adaptive(20*hms, time.Second), 20, 20 * hms},
+		{"Delay until the window holds 10/(1-q) calls", adaptive(msec, time.Second), 19, 500 * msec},
+		{"the quantile", adaptive(msec, time.Second), 20, p50},
+		{"MaxDelay", adaptive(msec, 5*msec), 20, 5 * msec},
+		{"MinDelay", adaptive(20*msec, time.Second), 20, 20 * msec},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ic := hgInterceptor(t, tc.h, interceptor.WithoutThrottle())
+				ic := hedgingInterceptor(t, tc.h, interceptor.WithoutThrottle())
 				for range tc.calls {
-					if _, _, err := hgCall(t.Context(), ic, newHgServer(hgStep{latency: 10 * hms})); err != nil {
+					if _, _, err := callHedged(t.Context(), ic, newHedgeInvoker(hedgeStep{latency: 10 * msec})); err != nil {
 						t.Fatal(err)
 					}
 				}
-				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second})
-				if _, _, err := hgCall(t.Context(), ic, s); err != nil {
+				s := newHedgeInvoker(hedgeStep{latency: time.Second}, hedgeStep{latency: time.Second})
+				if _, _, err := callHedged(t.Context(), ic, s); err != nil {
 					t.Fatal(err)
 				}
 				if got := s.startTimes(); len(got) != 2 || got[1] != tc.wantDelay {
@@ -541,15 +522,15 @@ func TestHedgeAdaptiveDelay(t *testing.T) {
 
 func TestHedgeAdaptiveDelayWindowSlides(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * hms, Quantile: 0.5, MinDelay: 0, MaxDelay: time.Second, Window: 4 * time.Second}
-		ic := hgInterceptor(t, h, interceptor.WithoutThrottle())
+		h := grpcbackoff.Hedging{MaxAttempts: 2, Delay: 500 * msec, Quantile: 0.5, MinDelay: 0, MaxDelay: time.Second, Window: 4 * time.Second}
+		ic := hedgingInterceptor(t, h, interceptor.WithoutThrottle())
 		for range 20 {
-			hgCall(t.Context(), ic, newHgServer(hgStep{latency: 10 * hms}))
+			callHedged(t.Context(), ic, newHedgeInvoker(hedgeStep{latency: 10 * msec}))
 		}
 		time.Sleep(4 * time.Second) // the window empties: Delay again
-		s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second})
-		hgCall(t.Context(), ic, s)
-		if got := s.startTimes(); len(got) != 2 || got[1] != 500*hms {
+		s := newHedgeInvoker(hedgeStep{latency: time.Second}, hedgeStep{latency: time.Second})
+		callHedged(t.Context(), ic, s)
+		if got := s.startTimes(); len(got) != 2 || got[1] != 500*msec {
 			t.Errorf("attempts started at %v, want the hedge at 500ms", got)
 		}
 	})
@@ -570,11 +551,11 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := newHgServer(hgStep{latency: time.Second}, hgStep{latency: time.Second}, hgStep{latency: 10 * hms})
-				if _, _, err := hgCall(t.Context(), r.Unary(), s); err != nil {
+				s := newHedgeInvoker(hedgeStep{latency: time.Second}, hedgeStep{latency: time.Second}, hedgeStep{latency: 10 * msec})
+				if _, _, err := callHedged(t.Context(), r.Unary(), s); err != nil {
 					t.Fatal(err)
 				}
-				if got, want := s.startTimes(), []time.Duration{0, 100 * hms, 200 * hms}; !slices.Equal(got, want) {
+				if got, want := s.startTimes(), []time.Duration{0, 100 * msec, 200 * msec}; !slices.Equal(got, want) {
 					t.Errorf("attempts started at %v, want %v", got, want)
 				}
 			})
@@ -590,15 +571,15 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newHgServer(hgStep{latency: 0})
-	if _, _, err := hgCall(t.Context(), r.Unary(), s); err != nil || len(s.startTimes()) != 1 {
+	s := newHedgeInvoker(hedgeStep{latency: 0})
+	if _, _, err := callHedged(t.Context(), r.Unary(), s); err != nil || len(s.startTimes()) != 1 {
 		t.Errorf("err = %v after %d attempts, want one attempt", err, len(s.startTimes()))
 	}
 
 	// A config built by hand with both, or a bad Hedging, is refused.
 	p := exact()
 	_, err = interceptor.New(exact(), interceptor.WithServiceConfig(serviceconfig.Config{Methods: []serviceconfig.Method{
-		{Names: []string{hgMethod}, Policy: &p, Hedging: &grpcbackoff.Hedging{MaxAttempts: 2}},
+		{Names: []string{hedgedMethod}, Policy: &p, Hedging: &grpcbackoff.Hedging{MaxAttempts: 2}},
 		{Names: []string{"/pkg.Svc/Put"}, Hedging: &grpcbackoff.Hedging{MaxAttempts: 1}},
 	}}))
 	for _, want := range []string{`Methods[0] ["/pkg.Svc/Get"] has both a Policy and a Hedging`, `Methods[1] ["/pkg.Svc/Put"]: grpcbackoff: Hedging.MaxAttempts (1)`} {
@@ -610,15 +591,15 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 
 func TestHedgeWithoutPushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newHgServer(
-			hgStep{latency: 10 * hms, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
-			hgStep{latency: 10 * hms})
+		s := newHedgeInvoker(
+			hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+			hedgeStep{latency: 10 * msec})
 		var trailer metadata.MD
-		reply, _, err := hgCall(t.Context(), hgInterceptor(t, hedging(2, 100*hms, codes.Unavailable), interceptor.WithoutPushback()), s, grpc.Trailer(&trailer))
+		reply, _, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(2, 100*msec, codes.Unavailable), interceptor.WithoutPushback()), s, grpc.Trailer(&trailer))
 		if err != nil || reply != "a1" {
 			t.Fatalf("reply %q, err %v; want a1", reply, err)
 		}
-		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 10 * hms}) {
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 10 * msec}) {
 			t.Errorf("attempts started at %v, want [0 10ms]: the pushback is not read", got)
 		}
 		if !slices.Equal(trailer.Get("attempt"), []string{"1"}) {
@@ -637,11 +618,11 @@ func TestHedgeProperty(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		attempts := 2 + rng.IntN(4)
-		delay := time.Duration(rng.IntN(5)) * 25 * hms
-		var steps []hgStep
+		delay := time.Duration(rng.IntN(5)) * 25 * msec
+		var steps []hedgeStep
 		for n := range attempts {
 			// Distinct latencies (the +n ns), so that no two attempts end at once.
-			st := hgStep{latency: time.Duration(rng.IntN(300))*hms + time.Duration(n)}
+			st := hedgeStep{latency: time.Duration(rng.IntN(300))*msec + time.Duration(n)}
 			switch rng.IntN(4) {
 			case 0:
 				st.err = status.Error(codes.Unavailable, "down")
@@ -655,8 +636,8 @@ func TestHedgeProperty(t *testing.T) {
 		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newHgServer(steps...)
-				reply, elapsed, err := hgCall(t.Context(), hgInterceptor(t, hedging(attempts, delay, codes.Unavailable), interceptor.WithoutThrottle()), s)
+				s := newHedgeInvoker(steps...)
+				reply, elapsed, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(attempts, delay, codes.Unavailable), interceptor.WithoutThrottle()), s)
 				starts := s.startTimes()
 				if len(starts) > attempts {
 					t.Fatalf("%d attempts sent, MaxAttempts %d", len(starts), attempts)
@@ -705,9 +686,9 @@ func BenchmarkHedgedUnaryNoHedge(b *testing.B) {
 		name string
 		opt  interceptor.Option
 	}{
-		{"retry", interceptor.WithMethod(hgMethod, exact())},
-		{"hedged", interceptor.WithHedging(hgMethod, hedging(2, time.Second))},
-		{"hedged adaptive", interceptor.WithHedging(hgMethod, grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second, Quantile: 0.95, MaxDelay: time.Second, Window: time.Minute})},
+		{"retry", interceptor.WithMethod(hedgedMethod, exact())},
+		{"hedged", interceptor.WithHedging(hedgedMethod, hedging(2, time.Second))},
+		{"hedged adaptive", interceptor.WithHedging(hedgedMethod, grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second, Quantile: 0.95, MaxDelay: time.Second, Window: time.Minute})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			r, err := interceptor.New(exact(), bc.opt)
@@ -719,7 +700,7 @@ func BenchmarkHedgedUnaryNoHedge(b *testing.B) {
 			var reply string
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := ic(ctx, hgMethod, "req", &reply, nil, ok); err != nil {
+				if err := ic(ctx, hedgedMethod, "req", &reply, nil, ok); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -60,16 +60,16 @@ func TestLatencyTracker(t *testing.T) {
 		wantOK   bool
 	}{
 		{"empty", time.Second, nil, 0, 0.5, 1, 0, false},
-		{"too few", time.Second, []rec{{0, 10 * lms, 99}}, 0, 0.95, 100, 0, false},
-		{"enough", time.Second, []rec{{0, 10 * lms, 100}}, 0, 0.95, 100, upper(10 * lms), true},
-		{"p95 of 94 fast, 6 slow", time.Second, []rec{{0, 10 * lms, 94}, {0, time.Second, 6}}, 0, 0.95, 1, upper(time.Second), true},
-		{"p95 of 95 fast, 5 slow", time.Second, []rec{{0, 10 * lms, 95}, {0, time.Second, 5}}, 0, 0.95, 1, upper(10 * lms), true},
-		{"p50 in the middle", time.Second, []rec{{0, 1 * lms, 10}, {0, 2 * lms, 10}, {0, 4 * lms, 10}}, 0, 0.5, 1, upper(2 * lms), true},
-		{"old slots slide out", time.Second, []rec{{0, time.Second, 100}, {time.Second, 10 * lms, 10}}, time.Second, 0.95, 1, upper(10 * lms), true},
-		{"within the window", time.Second, []rec{{0, time.Second, 100}, {750 * lms, 10 * lms, 10}}, 750 * lms, 0.5, 1, upper(time.Second), true},
-		{"a quarter later, the first slot is gone", time.Second, []rec{{0, time.Second, 100}, {750 * lms, 10 * lms, 10}}, 1000 * lms, 0.5, 1, upper(10 * lms), true},
+		{"too few", time.Second, []rec{{0, 10 * msec, 99}}, 0, 0.95, 100, 0, false},
+		{"enough", time.Second, []rec{{0, 10 * msec, 100}}, 0, 0.95, 100, upper(10 * msec), true},
+		{"p95 of 94 fast, 6 slow", time.Second, []rec{{0, 10 * msec, 94}, {0, time.Second, 6}}, 0, 0.95, 1, upper(time.Second), true},
+		{"p95 of 95 fast, 5 slow", time.Second, []rec{{0, 10 * msec, 95}, {0, time.Second, 5}}, 0, 0.95, 1, upper(10 * msec), true},
+		{"p50 in the middle", time.Second, []rec{{0, 1 * msec, 10}, {0, 2 * msec, 10}, {0, 4 * msec, 10}}, 0, 0.5, 1, upper(2 * msec), true},
+		{"old slots slide out", time.Second, []rec{{0, time.Second, 100}, {time.Second, 10 * msec, 10}}, time.Second, 0.95, 1, upper(10 * msec), true},
+		{"within the window", time.Second, []rec{{0, time.Second, 100}, {750 * msec, 10 * msec, 10}}, 750 * msec, 0.5, 1, upper(time.Second), true},
+		{"a quarter later, the first slot is gone", time.Second, []rec{{0, time.Second, 100}, {750 * msec, 10 * msec, 10}}, 1000 * msec, 0.5, 1, upper(10 * msec), true},
 		{"all gone after a long pause", time.Second, []rec{{0, time.Second, 100}}, time.Hour, 0.5, 1, 0, false},
-		{"a clock going back counts in the current slot", time.Second, []rec{{500 * lms, 10 * lms, 10}, {0, time.Second, 30}}, 500 * lms, 0.5, 1, upper(time.Second), true},
+		{"a clock going back counts in the current slot", time.Second, []rec{{500 * msec, 10 * msec, 10}, {0, time.Second, 30}}, 500 * msec, 0.5, 1, upper(time.Second), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestLatencyTrackerConcurrent(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 1000 {
-				tr.record(now, 10*lms)
+				tr.record(now, 10*msec)
 				tr.quantile(now, 0.9, 1)
 			}
 		})
@@ -110,7 +110,7 @@ func TestLatencyTrackerAllocatesNothing(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	allocs := testing.AllocsPerRun(100, func() {
 		now = now.Add(time.Second)
-		tr.record(now, 10*lms)
+		tr.record(now, 10*msec)
 		tr.quantile(now, 0.95, 1)
 	})
 	if allocs != 0 {
@@ -118,4 +118,4 @@ func TestLatencyTrackerAllocatesNothing(t *testing.T) {
 	}
 }
 
-const lms = time.Millisecond
+const msec = time.Millisecond

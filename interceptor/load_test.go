@@ -32,13 +32,13 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// ldCallKey is the request metadata that names a call, so that the server
+// callKey is the request metadata that names a call, so that the server
 // and the client can count the attempts of each call.
-const ldCallKey = "x-call"
+const callKey = "x-call"
 
-// ldServer is a TestService that can be down, answers after a latency, and
+// loadServer is a TestService that can be down, answers after a latency, and
 // counts the attempts of each call.
-type ldServer struct {
+type loadServer struct {
 	testgrpc.UnimplementedTestServiceServer
 
 	latency time.Duration
@@ -50,8 +50,8 @@ type ldServer struct {
 	seen map[string]int // attempts per call
 }
 
-func newLdServer(tb testing.TB, latency time.Duration) *ldServer {
-	s := &ldServer{
+func newLoadServer(tb testing.TB, latency time.Duration) *loadServer {
+	s := &loadServer{
 		latency: latency,
 		lis:     bufconn.Listen(1 << 20),
 		srv:     grpc.NewServer(grpc.WaitForHandlers(true)),
@@ -62,16 +62,17 @@ func newLdServer(tb testing.TB, latency time.Duration) *ldServer {
 	return s
 }
 
-func (s *ldServer) conn(tb testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
-	return bufconntest.Dial(tb, s.lis.DialContext, opts...)
+// client dials s with opts; the connection is closed when the test ends.
+func (s *loadServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
+	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
 }
 
 // admit records an attempt, waits the latency and says whether the server
 // is down.
-func (s *ldServer) admit(ctx context.Context) error {
+func (s *loadServer) admit(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	id := ""
-	if v := md.Get(ldCallKey); len(v) > 0 {
+	if v := md.Get(callKey); len(v) > 0 {
 		id = v[0]
 	}
 	s.mu.Lock()
@@ -90,14 +91,14 @@ func (s *ldServer) admit(ctx context.Context) error {
 	return nil
 }
 
-func (s *ldServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+func (s *loadServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	if err := s.admit(ctx); err != nil {
 		return nil, err
 	}
 	return &testgrpc.SimpleResponse{Payload: req.GetPayload()}, nil
 }
 
-func (s *ldServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+func (s *loadServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
 	if err := s.admit(ss.Context()); err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func (s *ldServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest,
 	return nil
 }
 
-func (s *ldServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]) error {
+func (s *loadServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]) error {
 	if err := s.admit(ss.Context()); err != nil {
 		return err
 	}
@@ -127,17 +128,17 @@ func (s *ldServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Streaming
 	}
 }
 
-// ldAttempts is a client interceptor, installed inside the retrying ones,
+// attemptCounter is a client interceptor, installed inside the retrying ones,
 // that counts the attempts of each call.
-type ldAttempts struct {
+type attemptCounter struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (a *ldAttempts) record(ctx context.Context) {
+func (a *attemptCounter) record(ctx context.Context) {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	id := ""
-	if v := md.Get(ldCallKey); len(v) > 0 {
+	if v := md.Get(callKey); len(v) > 0 {
 		id = v[0]
 	}
 	a.mu.Lock()
@@ -145,7 +146,7 @@ func (a *ldAttempts) record(ctx context.Context) {
 	a.mu.Unlock()
 }
 
-func (a *ldAttempts) dialOptions() []grpc.DialOption {
+func (a *attemptCounter) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			a.record(ctx)
@@ -158,8 +159,8 @@ func (a *ldAttempts) dialOptions() []grpc.DialOption {
 	}
 }
 
-// ldCall is what one call did.
-type ldCall struct {
+// loadCall is what one call did.
+type loadCall struct {
 	id         string
 	stream     bool
 	start, end time.Time
@@ -168,10 +169,10 @@ type ldCall struct {
 	want       []string
 }
 
-// ldRun makes call c: a unary call, a server stream (even streams) or a bidi
-// stream (odd ones), each with the caller's deadline.
-func ldRun(ctx context.Context, client testgrpc.TestServiceClient, c *ldCall, n int) {
-	ctx = metadata.AppendToOutgoingContext(ctx, ldCallKey, c.id)
+// runLoadCall makes call c: a unary call, a server stream (even streams) or a
+// bidi stream (odd ones), each with the caller's deadline.
+func runLoadCall(ctx context.Context, client testgrpc.TestServiceClient, c *loadCall, n int) {
+	ctx = metadata.AppendToOutgoingContext(ctx, callKey, c.id)
 	payload := func(s string) *testgrpc.Payload { return &testgrpc.Payload{Body: []byte(s)} }
 	switch {
 	case !c.stream:
@@ -216,7 +217,7 @@ func ldRun(ctx context.Context, client testgrpc.TestServiceClient, c *ldCall, n 
 
 // recvAll receives until the stream ends, keeping the bodies and the error
 // other than io.EOF.
-func (c *ldCall) recvAll(st interface {
+func (c *loadCall) recvAll(st interface {
 	Recv() (*testgrpc.StreamingOutputCallResponse, error)
 }) {
 	for {
@@ -231,8 +232,8 @@ func (c *ldCall) recvAll(st interface {
 	}
 }
 
-// ldPeak samples the process's goroutines and memory.
-type ldPeak struct {
+// peakUsage samples the process's goroutines and memory.
+type peakUsage struct {
 	samples    int
 	goroutines int
 	heapInuse  uint64
@@ -240,7 +241,7 @@ type ldPeak struct {
 	inFlight   int64
 }
 
-func (p *ldPeak) sample(inFlight int64) {
+func (p *peakUsage) sample(inFlight int64) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	p.samples++
@@ -260,17 +261,17 @@ func TestLoadOutageAndRecovery(t *testing.T) {
 	}
 	t.Run("default throttle", func(t *testing.T) {
 		throttle := grpcbackoff.DefaultThrottle()
-		ldStorm(t, nUnary, nStreams, &throttle)
+		storm(t, nUnary, nStreams, &throttle)
 	})
-	t.Run("no throttle", func(t *testing.T) { ldStorm(t, nUnary, nStreams, nil) })
+	t.Run("no throttle", func(t *testing.T) { storm(t, nUnary, nStreams, nil) })
 }
 
-// ldStorm makes nUnary unary calls and nStreams streams through one Retrier
+// storm makes nUnary unary calls and nStreams streams through one Retrier
 // with the default policy and throttle (none if nil), half of them at once
 // when an outage of 60 s starts, the others spread over 90 s, and checks
 // that every call ended within its deadline, that the attempts add up with
 // what the server saw, and that the throttle held.
-func ldStorm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
+func storm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
 	const (
 		outage   = 60 * time.Second       // the server is down from the start for this long
 		span     = 90 * time.Second       // the spread-out half of the calls start within this
@@ -280,7 +281,7 @@ func ldStorm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle)
 	)
 	wall := time.Now()
 	synctest.Test(t, func(t *testing.T) {
-		srv := newLdServer(t, latency)
+		srv := newLoadServer(t, latency)
 		srv.down.Store(true)
 
 		type retryEvent struct {
@@ -306,9 +307,8 @@ func ldStorm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle)
 		if err != nil {
 			t.Fatal(err)
 		}
-		counted := &ldAttempts{n: make(map[string]int)}
-		cc := srv.conn(t, append(r.DialOptions(), counted.dialOptions()...)...)
-		client := testgrpc.NewTestServiceClient(cc)
+		counted := &attemptCounter{n: make(map[string]int)}
+		client := srv.client(t, append(r.DialOptions(), counted.dialOptions()...)...)
 
 		t0 := time.Now()
 		time.AfterFunc(outage, func() { srv.down.Store(false) })
@@ -316,7 +316,7 @@ func ldStorm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle)
 		// Half of each kind start at once at t0 (a burst of over a
 		// thousand concurrent calls); the others spread over span.
 		n := nUnary + nStreams
-		calls := make([]ldCall, n)
+		calls := make([]loadCall, n)
 		var wg sync.WaitGroup
 		var inFlight atomic.Int64
 		for i := range calls {
@@ -345,12 +345,12 @@ func ldStorm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle)
 				ctx, cancel := context.WithTimeout(t.Context(), deadline)
 				defer cancel()
 				c.start = time.Now()
-				ldRun(ctx, client, c, k)
+				runLoadCall(ctx, client, c, k)
 				c.end = time.Now()
 			})
 		}
 
-		var peak ldPeak
+		var peak peakUsage
 		stop := make(chan struct{})
 		sampled := make(chan struct{})
 		go func() {

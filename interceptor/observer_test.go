@@ -77,39 +77,30 @@ func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 
 func TestWithLoggerNilLogsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var ends []interceptor.End
-		ic := interceptor.Unary(exact(), interceptor.WithLogger(nil), interceptor.WithObserver(endRecorderOf(&ends)))
+		rec := &recorder{}
+		ic := interceptor.Unary(exact(), interceptor.WithLogger(nil), interceptor.WithObserver(rec))
 		if err := call(t.Context(), t, ic, &script{errs: unavailable(1)}); err != nil {
 			t.Fatal(err)
 		}
-		if len(ends) != 1 {
-			t.Errorf("%d ends observed, want 1", len(ends))
+		if len(rec.ends) != 1 {
+			t.Errorf("%d ends observed, want 1", len(rec.ends))
 		}
 	})
 }
 
-type endObserver struct{ ends *[]interceptor.End }
-
-func (endObserver) OnRetry(context.Context, interceptor.Retry) {}
-func (o endObserver) OnEnd(_ context.Context, e interceptor.End) {
-	*o.ends = append(*o.ends, e)
-}
-
-func endRecorderOf(ends *[]interceptor.End) interceptor.Observer { return endObserver{ends} }
-
 func TestEndReportsStaticMethodAndNoHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var ends []interceptor.End
-		ic := interceptor.Unary(exact(), interceptor.WithObserver(endRecorderOf(&ends)))
+		rec := &recorder{}
+		ic := interceptor.Unary(exact(), interceptor.WithObserver(rec))
 		call(t.Context(), t, ic, &script{errs: unavailable(1)}, grpc.WaitForReady(true), grpc.StaticMethod())
 		call(t.Context(), t, ic, &script{}, grpc.WaitForReady(true))
-		if len(ends) != 2 {
-			t.Fatalf("%d ends observed, want 2", len(ends))
+		if len(rec.ends) != 2 {
+			t.Fatalf("%d ends observed, want 2", len(rec.ends))
 		}
-		if e := ends[0]; !e.StaticMethod || e.Attempts != 2 || e.Hedges != 0 || e.Delay != time.Second || e.Code != codes.OK {
+		if e := rec.ends[0]; !e.StaticMethod || e.Attempts != 2 || e.Hedges != 0 || e.Delay != time.Second || e.Code != codes.OK {
 			t.Errorf("end of a retried call with grpc.StaticMethod = %+v, want StaticMethod, 2 attempts, no hedge, 1s delay, OK", e)
 		}
-		if e := ends[1]; e.StaticMethod || e.Attempts != 1 || e.Hedges != 0 {
+		if e := rec.ends[1]; e.StaticMethod || e.Attempts != 1 || e.Hedges != 0 {
 			t.Errorf("end of a call without grpc.StaticMethod = %+v, want not StaticMethod, 1 attempt", e)
 		}
 	})
@@ -148,12 +139,12 @@ func (downStreams) StreamingOutputCall(*testgrpc.StreamingOutputCallRequest, tes
 // whose attempts cannot open (no server).
 func TestStreamGiveUpIsObserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var ends []interceptor.End
+		rec := &recorder{}
 		h := &logCapture{}
 		p := exact()
 		p.MaxAttempts = 3
 		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(),
-			interceptor.WithObserver(endRecorderOf(&ends)), interceptor.WithLogger(slog.New(h)))
+			interceptor.WithObserver(rec), interceptor.WithLogger(slog.New(h)))
 
 		lis := bufconntest.Listen()
 		srv := grpc.NewServer()
@@ -175,10 +166,10 @@ func TestStreamGiveUpIsObserved(t *testing.T) {
 			t.Fatalf("StreamingOutputCall with no server: %v, want UNAVAILABLE", err)
 		}
 
-		if len(ends) != 2 {
-			t.Fatalf("%d ends observed, want 2", len(ends))
+		if len(rec.ends) != 2 {
+			t.Fatalf("%d ends observed, want 2", len(rec.ends))
 		}
-		for i, e := range ends {
+		for i, e := range rec.ends {
 			if e.Code != codes.Unavailable || e.Attempts != 3 || e.Reason != grpcbackoff.ReasonExhausted || e.Delay != 3*time.Second || !e.StaticMethod {
 				t.Errorf("end %d = %+v, want UNAVAILABLE after 3 attempts, exhausted, 3s of delay, StaticMethod", i, e)
 			}

@@ -20,16 +20,16 @@ import (
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
-// rsServer answers UnaryCall; while hold is open, it counts each call in
+// holdingServer answers UnaryCall; while hold is open, it counts each call in
 // held and blocks it until the server stops.
-type rsServer struct {
+type holdingServer struct {
 	testgrpc.UnimplementedTestServiceServer
 	hold  chan struct{} // nil: answer at once
 	held  chan struct{} // receives one value per blocked call
 	calls atomic.Int64
 }
 
-func (s *rsServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+func (s *holdingServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	s.calls.Add(1)
 	if s.hold != nil {
 		s.held <- struct{}{}
@@ -42,9 +42,9 @@ func (s *rsServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*t
 	return &testgrpc.SimpleResponse{}, nil
 }
 
-// rsServe serves s on lis and returns the server and a channel closed when
+// serveOn serves s on lis and returns the server and a channel closed when
 // Serve has returned.
-func rsServe(s *rsServer, lis net.Listener) (*grpc.Server, chan struct{}) {
+func serveOn(s *holdingServer, lis net.Listener) (*grpc.Server, chan struct{}) {
 	srv := grpc.NewServer()
 	testgrpc.RegisterTestServiceServer(srv, s)
 	done := make(chan struct{})
@@ -82,8 +82,8 @@ func TestRestartInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := lis.Addr().String()
-			first := &rsServer{hold: make(chan struct{}), held: make(chan struct{}, inFlight)}
-			srv1, done1 := rsServe(first, lis)
+			first := &holdingServer{hold: make(chan struct{}), held: make(chan struct{}, inFlight)}
+			srv1, done1 := serveOn(first, lis)
 			defer func() { srv1.Stop(); <-done1 }()
 
 			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithThrottle(tc.th))
@@ -122,8 +122,8 @@ func TestRestartInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatalf("listening again on %s: %v", addr, err)
 			}
-			second := &rsServer{}
-			srv2, done2 := rsServe(second, lis2)
+			second := &holdingServer{}
+			srv2, done2 := serveOn(second, lis2)
 			defer func() { srv2.Stop(); <-done2 }()
 			wg.Wait()
 

@@ -1,4 +1,4 @@
-package interceptor
+package interceptor_test
 
 import (
 	"context"
@@ -10,20 +10,22 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
-// stBenchMessages is the number of responses of each benchmarked stream.
-const stBenchMessages = 10
+// benchResponses is the number of responses of each benchmarked stream.
+const benchResponses = 10
 
-// stBenchServer answers every StreamingOutputCall with stBenchMessages
+// benchServer answers every StreamingOutputCall with benchResponses
 // responses and records nothing, so that the benchmark measures the client.
-type stBenchServer struct {
+type benchServer struct {
 	testgrpc.UnimplementedTestServiceServer
 	resp *testgrpc.StreamingOutputCallResponse
 }
 
-func (s *stBenchServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
-	for range stBenchMessages {
+func (s *benchServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+	for range benchResponses {
 		if err := ss.Send(s.resp); err != nil {
 			return err
 		}
@@ -31,14 +33,14 @@ func (s *stBenchServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallReque
 	return nil
 }
 
-// BenchmarkServerStream measures a server stream of stBenchMessages
+// BenchmarkServerStream measures a server stream of benchResponses
 // responses that succeeds at once, over bufconn, without the interceptor
 // (bare) and with it (retry, installed by DialOptions with its defaults). An
 // op is one stream; ns/msg divides its time by the responses.
 func BenchmarkServerStream(b *testing.B) {
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(srv, &stBenchServer{
+	testgrpc.RegisterTestServiceServer(srv, &benchServer{
 		resp: &testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: make([]byte, 64)}},
 	})
 	go func() { _ = srv.Serve(lis) }()
@@ -49,7 +51,7 @@ func BenchmarkServerStream(b *testing.B) {
 		opts []grpc.DialOption
 	}{
 		{"bare", nil},
-		{"retry", DialOptions(stPolicy())},
+		{"retry", interceptor.DialOptions(exact())},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			opts := append([]grpc.DialOption{
@@ -63,7 +65,7 @@ func BenchmarkServerStream(b *testing.B) {
 			defer cc.Close()
 			c := testgrpc.NewTestServiceClient(cc)
 			ctx := context.Background()
-			req := stOutReq("q")
+			req := outputRequest("q")
 			resp := new(testgrpc.StreamingOutputCallResponse)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -80,11 +82,11 @@ func BenchmarkServerStream(b *testing.B) {
 					}
 					n++
 				}
-				if n != stBenchMessages {
-					b.Fatalf("received %d responses, want %d", n, stBenchMessages)
+				if n != benchResponses {
+					b.Fatalf("received %d responses, want %d", n, benchResponses)
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*stBenchMessages), "ns/msg")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchResponses), "ns/msg")
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package interceptor
+package interceptor_test
 
 import (
 	"context"
@@ -25,23 +25,23 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // The tests run every stream over bufconn inside a synctest bubble: delays
 // are checked exactly on the fake clock, and a goroutine left behind fails
 // the test.
 
-// stInstalls are the ways a caller can install the stream interceptor.
-var stInstalls = map[string]func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption{
-	"Stream": func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
-		return []grpc.DialOption{grpc.WithStreamInterceptor(Stream(p, opts...))}
+// installs are the ways a caller can install the stream interceptor.
+var installs = map[string]func(p grpcbackoff.Policy, opts ...interceptor.Option) []grpc.DialOption{
+	"Stream": func(p grpcbackoff.Policy, opts ...interceptor.Option) []grpc.DialOption {
+		return []grpc.DialOption{grpc.WithStreamInterceptor(interceptor.Stream(p, opts...))}
 	},
-	"DialOptions": DialOptions,
-	"Retrier": func(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
-		r, err := New(p, opts...)
+	"DialOptions": interceptor.DialOptions,
+	"Retrier": func(p grpcbackoff.Policy, opts ...interceptor.Option) []grpc.DialOption {
+		r, err := interceptor.New(p, opts...)
 		if err != nil {
 			panic(err)
 		}
@@ -49,77 +49,37 @@ var stInstalls = map[string]func(p grpcbackoff.Policy, opts ...Option) []grpc.Di
 	},
 }
 
-// stCallerMessages returns what the caller of a stream of kind k sends.
-func stCallerMessages(k stKind) []string {
-	if k == stServerStream {
-		return []string{"q"}
-	}
-	return stMessages(5)
-}
-
-// stCheckAttempts checks what the server saw of a stream whose caller sent
-// msgs: every attempt got a prefix of msgs, the last one all of them and the
-// half-close (if last), and attempt i was told of its i previous attempts.
-func stCheckAttempts(t *testing.T, as []stAttempt, msgs []string, lastComplete bool) {
-	t.Helper()
-	for i, a := range as {
-		if len(a.Msgs) > len(msgs) || !slices.Equal(a.Msgs, msgs[:len(a.Msgs)]) {
-			t.Errorf("attempt %d received %q, want a prefix of %q", i+1, a.Msgs, msgs)
-		}
-		want := []string(nil)
-		if i > 0 {
-			want = []string{strconv.Itoa(i)}
-		}
-		if got := a.MD.Get(PreviousAttemptsKey); !slices.Equal(got, want) {
-			t.Errorf("attempt %d: %s = %q, want %q", i+1, PreviousAttemptsKey, got, want)
-		}
-		if got := a.MD.Get("x-user"); len(got) != 1 || got[0] != "kept" {
-			t.Errorf("attempt %d: x-user = %q, want the caller's metadata kept", i+1, got)
-		}
-	}
-	if lastComplete && len(as) > 0 {
-		last := as[len(as)-1]
-		if !slices.Equal(last.Msgs, msgs) || !last.HalfClosed {
-			t.Errorf("last attempt received %q (half-closed %v), want %q and the half-close", last.Msgs, last.HalfClosed, msgs)
-		}
-	}
-}
-
-func stCallerContext(t *testing.T) context.Context {
-	return metadata.AppendToOutgoingContext(t.Context(), "x-user", "kept")
-}
-
 func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 	failures := []struct {
 		name string
-		step stStep
+		step step
 	}{
-		{"at once", stFail(codes.Unavailable)},
-		{"after one message", stStep{Recv: 1, Err: status.Error(codes.Unavailable, "down")}},
-		{"after the half-close", stStep{Recv: stAll, Err: status.Error(codes.ResourceExhausted, "quota")}},
-		{"after headers the caller did not ask for", stStep{Header: true, Recv: stAll, Err: status.Error(codes.Unavailable, "down")}},
+		{"at once", failWith(codes.Unavailable)},
+		{"after one message", step{Recv: 1, Err: status.Error(codes.Unavailable, "down")}},
+		{"after the half-close", step{Recv: untilHalfClose, Err: status.Error(codes.ResourceExhausted, "quota")}},
+		{"after headers the caller did not ask for", step{Header: true, Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}},
 	}
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		for _, f := range failures {
-			for how, install := range stInstalls {
+			for how, install := range installs {
 				t.Run(fmt.Sprintf("%v/%s/%s", k, f.name, how), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						srv := newStServer(t, stScript(f.step, f.step, stOK(3)))
-						c := srv.client(t, install(stPolicy(), WithoutThrottle())...)
-						msgs := stCallerMessages(k)
+						srv := newScriptedServer(t, scriptOf(f.step, f.step, succeed(3)))
+						c := srv.client(t, install(exact(), interceptor.WithoutThrottle())...)
+						msgs := callerMessages(k)
 						start := time.Now()
-						r := stRun(stCallerContext(t), c, k, msgs, stHow{})
+						r := runCall(callerContext(t), c, k, msgs, howToRun{})
 						if r.Err != nil || len(r.SendErrs) > 0 {
 							t.Fatalf("stream failed: %v (send errors %v), want the retries hidden", r.Err, r.SendErrs)
 						}
-						if want := stExpected(k, msgs, 3); !slices.Equal(r.Got, want) {
+						if want := expectedResponses(k, msgs, 3); !slices.Equal(r.Got, want) {
 							t.Errorf("received %q, want %q", r.Got, want)
 						}
 						as := srv.attemptsOf("")
 						if len(as) != 3 {
 							t.Fatalf("attempts = %d, want 3", len(as))
 						}
-						if got, want := stGaps(as), stSeconds(1, 2); !slices.Equal(got, want) {
+						if got, want := attemptGaps(as), seconds(1, 2); !slices.Equal(got, want) {
 							t.Errorf("gaps between attempts = %v, want %v", got, want)
 						}
 						if got := r.End.Sub(start); got != 3*time.Second {
@@ -128,7 +88,7 @@ func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 						if got := r.Trailer.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
 							t.Errorf("Trailer() x-attempt = %q, want the last attempt's, 2", got)
 						}
-						stCheckAttempts(t, as, msgs, true)
+						checkAttempts(t, as, msgs, true)
 					})
 				})
 			}
@@ -136,27 +96,45 @@ func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 	}
 }
 
+// openFailer is a stream interceptor, chained after the retrying one, that
+// fails the first n stream creations with err. It records when each creation
+// was asked for.
+type openFailer struct {
+	n   int
+	err error
+
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (f *openFailer) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, time.Now())
+	i := len(f.calls)
+	f.mu.Unlock()
+	if i <= f.n {
+		return nil, f.err
+	}
+	return streamer(ctx, desc, cc, method, opts...)
+}
+
 func TestStreamCreationRetried(t *testing.T) {
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stOK(2)))
-				f := &stFailOpen{n: 3, err: status.Error(codes.Unavailable, "no connection")}
-				c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
-				msgs := stCallerMessages(k)
+				srv := newScriptedServer(t, scriptOf(succeed(2)))
+				f := &openFailer{n: 3, err: status.Error(codes.Unavailable, "no connection")}
+				c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+				msgs := callerMessages(k)
 				start := time.Now()
-				r := stRun(stCallerContext(t), c, k, msgs, stHow{})
+				r := runCall(callerContext(t), c, k, msgs, howToRun{})
 				if r.Err != nil {
 					t.Fatalf("stream failed: %v", r.Err)
 				}
-				if want := stExpected(k, msgs, 2); !slices.Equal(r.Got, want) {
+				if want := expectedResponses(k, msgs, 2); !slices.Equal(r.Got, want) {
 					t.Errorf("received %q, want %q", r.Got, want)
 				}
-				var gaps []time.Duration
-				for i := 1; i < len(f.calls); i++ {
-					gaps = append(gaps, f.calls[i].Sub(f.calls[i-1]))
-				}
-				if want := stSeconds(1, 2, 4); !slices.Equal(gaps, want) {
+				if gaps, want := gapsBetween(f.calls), seconds(1, 2, 4); !slices.Equal(gaps, want) {
 					t.Errorf("gaps between creations = %v, want %v", gaps, want)
 				}
 				as := srv.attemptsOf("")
@@ -166,8 +144,8 @@ func TestStreamCreationRetried(t *testing.T) {
 				if got := as[0].At.Sub(start); got != 7*time.Second {
 					t.Errorf("the stream reached the server after %v, want 7s", got)
 				}
-				if got := as[0].MD.Get(PreviousAttemptsKey); !slices.Equal(got, []string{"3"}) {
-					t.Errorf("%s = %q, want 3", PreviousAttemptsKey, got)
+				if got := as[0].MD.Get(interceptor.PreviousAttemptsKey); !slices.Equal(got, []string{"3"}) {
+					t.Errorf("%s = %q, want 3", interceptor.PreviousAttemptsKey, got)
 				}
 				if !slices.Equal(as[0].Msgs, msgs) || !as[0].HalfClosed {
 					t.Errorf("server received %q (half-closed %v), want %q", as[0].Msgs, as[0].HalfClosed, msgs)
@@ -177,17 +155,17 @@ func TestStreamCreationRetried(t *testing.T) {
 	}
 	t.Run("exhausted", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newStServer(t, stScript(stOK(1)))
-			f := &stFailOpen{n: 100, err: status.Error(codes.Unavailable, "no connection")}
-			p := stPolicy()
+			srv := newScriptedServer(t, scriptOf(succeed(1)))
+			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
+			p := exact()
 			p.MaxAttempts = 3
-			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(p, WithoutThrottle()), f.intercept))
+			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(p, interceptor.WithoutThrottle()), f.intercept))
 			start := time.Now()
-			r := stRun(t.Context(), c, stBidi, stMessages(1), stHow{})
+			r := runCall(t.Context(), c, bidi, messages(1), howToRun{})
 			if r.Opened {
 				t.Fatal("stream opened, want the creation error")
 			}
-			stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.ReasonExhausted)
+			checkFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.ReasonExhausted)
 			if got := r.End.Sub(start); got != 3*time.Second || len(f.calls) != 3 {
 				t.Errorf("gave up after %v and %d creations, want 3s and 3", got, len(f.calls))
 			}
@@ -195,11 +173,11 @@ func TestStreamCreationRetried(t *testing.T) {
 	})
 	t.Run("not retryable", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newStServer(t, stScript(stOK(1)))
+			srv := newScriptedServer(t, scriptOf(succeed(1)))
 			want := status.Error(codes.PermissionDenied, "no")
-			f := &stFailOpen{n: 100, err: want}
-			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
-			r := stRun(t.Context(), c, stClientStream, stMessages(1), stHow{})
+			f := &openFailer{n: 100, err: want}
+			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+			r := runCall(t.Context(), c, clientStream, messages(1), howToRun{})
 			if r.Opened || r.Err != want || len(f.calls) != 1 {
 				t.Errorf("opened %v, err %v after %d creations; want the interceptor's error itself after 1", r.Opened, r.Err, len(f.calls))
 			}
@@ -212,22 +190,22 @@ func TestStreamNoRetryAfterResponse(t *testing.T) {
 	// is no failure after a response to retry.
 	cases := []struct {
 		name string
-		kind stKind
-		step stStep
+		kind callKind
+		step step
 		want []string
 	}{
-		{"server/3 responses", stServerStream, stStep{Send: 3, Err: status.Error(codes.Unavailable, "down")}, stResponses(3)},
-		{"server/headers and 1 response", stServerStream, stStep{Header: true, Send: 1, Err: status.Error(codes.Unavailable, "down")}, stResponses(1)},
-		{"bidi/3 responses", stBidi, stStep{Recv: stAll, Send: 3, Err: status.Error(codes.Unavailable, "down")}, stResponses(3)},
-		{"bidi/echo of 2 messages", stBidi, stStep{Recv: 2, Echo: true, Err: status.Error(codes.Unavailable, "down")}, stResponses(2)},
+		{"server/3 responses", serverStream, step{Send: 3, Err: status.Error(codes.Unavailable, "down")}, responses(3)},
+		{"server/headers and 1 response", serverStream, step{Header: true, Send: 1, Err: status.Error(codes.Unavailable, "down")}, responses(1)},
+		{"bidi/3 responses", bidi, step{Recv: untilHalfClose, Send: 3, Err: status.Error(codes.Unavailable, "down")}, responses(3)},
+		{"bidi/echo of 2 messages", bidi, step{Recv: 2, Echo: true, Err: status.Error(codes.Unavailable, "down")}, responses(2)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(tc.step, stOK(3)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-				msgs := stCallerMessages(tc.kind)
-				r := stRun(stCallerContext(t), c, tc.kind, msgs, stHow{})
+				srv := newScriptedServer(t, scriptOf(tc.step, succeed(3)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				msgs := callerMessages(tc.kind)
+				r := runCall(callerContext(t), c, tc.kind, msgs, howToRun{})
 				if !slices.Equal(r.Got, tc.want) {
 					t.Errorf("received %q, want %q: each message exactly once", r.Got, tc.want)
 				}
@@ -242,7 +220,7 @@ func TestStreamNoRetryAfterResponse(t *testing.T) {
 				if len(as) != 1 {
 					t.Errorf("attempts = %d, want 1: no retry after a response", len(as))
 				}
-				stCheckAttempts(t, as, msgs, false)
+				checkAttempts(t, as, msgs, false)
 			})
 		})
 	}
@@ -250,34 +228,34 @@ func TestStreamNoRetryAfterResponse(t *testing.T) {
 
 func TestStreamHeader(t *testing.T) {
 	down := status.Error(codes.Unavailable, "down")
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String()+"/retried before headers", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stFail(codes.Unavailable), stFail(codes.Unavailable), stStep{Header: true, Recv: stAll, Send: 2}))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-				msgs := stCallerMessages(k)
-				r := stRun(stCallerContext(t), c, k, msgs, stHow{Header: true})
+				srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), failWith(codes.Unavailable), step{Header: true, Recv: untilHalfClose, Send: 2}))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				msgs := callerMessages(k)
+				r := runCall(callerContext(t), c, k, msgs, howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
 					t.Errorf("Header() x-attempt = %q, want the successful attempt's, 2", got)
 				}
 				if got := r.HeaderAfter.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
 					t.Errorf("Header() after the end: x-attempt = %q, want 2", got)
 				}
-				if want := stExpected(k, msgs, 2); r.Err != nil || !slices.Equal(r.Got, want) {
+				if want := expectedResponses(k, msgs, 2); r.Err != nil || !slices.Equal(r.Got, want) {
 					t.Errorf("received %q, %v; want %q", r.Got, r.Err, want)
 				}
 				as := srv.attemptsOf("")
-				if got, want := stGaps(as), stSeconds(1, 2); !slices.Equal(got, want) {
+				if got, want := attemptGaps(as), seconds(1, 2); !slices.Equal(got, want) {
 					t.Errorf("gaps = %v, want %v", got, want)
 				}
-				stCheckAttempts(t, as, msgs, true)
+				checkAttempts(t, as, msgs, true)
 			})
 		})
 		t.Run(k.String()+"/headers delivered commit", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Header: true, Recv: stAll, Err: down}, stOK(2)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{Header: true})
+				srv := newScriptedServer(t, scriptOf(step{Header: true, Recv: untilHalfClose, Err: down}, succeed(2)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"0"}) {
 					t.Errorf("Header() x-attempt = %q, want 0", got)
 				}
@@ -297,25 +275,25 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 	// RecvMsg says how the stream ended, as with grpc's own streams.
 	cases := []struct {
 		name     string
-		kind     stKind
-		step     stStep
+		kind     callKind
+		step     step
 		wantCode codes.Code
 		wantErr  *grpcbackoff.Error
 	}{
-		{"server/ok without responses", stServerStream, stOK(0), codes.OK, nil},
-		{"bidi/ok without responses", stBidi, stOK(0), codes.OK, nil},
-		{"server/not retryable", stServerStream, stFail(codes.NotFound), codes.NotFound, nil},
-		{"bidi/not retryable", stBidi, stFail(codes.NotFound), codes.NotFound, nil},
-		{"bidi/exhausted", stBidi, stFail(codes.Unavailable), codes.Unavailable, &grpcbackoff.Error{Attempts: 2, Reason: grpcbackoff.ReasonExhausted}},
+		{"server/ok without responses", serverStream, succeed(0), codes.OK, nil},
+		{"bidi/ok without responses", bidi, succeed(0), codes.OK, nil},
+		{"server/not retryable", serverStream, failWith(codes.NotFound), codes.NotFound, nil},
+		{"bidi/not retryable", bidi, failWith(codes.NotFound), codes.NotFound, nil},
+		{"bidi/exhausted", bidi, failWith(codes.Unavailable), codes.Unavailable, &grpcbackoff.Error{Attempts: 2, Reason: grpcbackoff.ReasonExhausted}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(tc.step))
-				p := stPolicy()
+				srv := newScriptedServer(t, scriptOf(tc.step))
+				p := exact()
 				p.MaxAttempts = 2
-				c := srv.client(t, DialOptions(p, WithoutThrottle())...)
-				r := stRun(stCallerContext(t), c, tc.kind, stCallerMessages(tc.kind), stHow{Header: true})
+				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+				r := runCall(callerContext(t), c, tc.kind, callerMessages(tc.kind), howToRun{Header: true})
 				if r.Header != nil {
 					t.Errorf("Header() = %v, want nil", r.Header)
 				}
@@ -323,7 +301,7 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 					t.Errorf("received %q, %v; want nothing and code %v", r.Got, r.Err, tc.wantCode)
 				}
 				if tc.wantErr != nil {
-					stCheckFinal(t, r.Err, tc.wantCode, tc.wantErr.Attempts, tc.wantErr.Reason)
+					checkFinal(t, r.Err, tc.wantCode, tc.wantErr.Attempts, tc.wantErr.Reason)
 				}
 			})
 		})
@@ -337,29 +315,29 @@ func TestStreamBufferLimit(t *testing.T) {
 	// Each message weighs proto.Size plus the 5-byte gRPC message prefix.
 	var total int
 	for _, m := range msgs {
-		total += proto.Size(stOutReq(m)) + 5
+		total += proto.Size(outputRequest(m)) + 5
 	}
 	cases := []struct {
 		name    string
-		kind    stKind
+		kind    callKind
 		msgs    []string
 		limit   int
 		retried bool
 	}{
-		{"client/overflow", stClientStream, msgs, total - 1, false},
-		{"client/fits", stClientStream, msgs, total, true},
-		{"bidi/overflow", stBidi, msgs, total - 1, false},
-		{"bidi/fits", stBidi, msgs, total, true},
-		{"server/overflow", stServerStream, msgs[:1], 10, false},
-		{"server/fits", stServerStream, msgs[:1], 100, true},
-		{"client/limit 0", stClientStream, msgs, 0, false},
+		{"client/overflow", clientStream, msgs, total - 1, false},
+		{"client/fits", clientStream, msgs, total, true},
+		{"bidi/overflow", bidi, msgs, total - 1, false},
+		{"bidi/fits", bidi, msgs, total, true},
+		{"server/overflow", serverStream, msgs[:1], 10, false},
+		{"server/fits", serverStream, msgs[:1], 100, true},
+		{"client/limit 0", clientStream, msgs, 0, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: down}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(tc.limit))...)
-				r := stRun(stCallerContext(t), c, tc.kind, tc.msgs, stHow{})
+				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: down}, succeed(1)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
+				r := runCall(callerContext(t), c, tc.kind, tc.msgs, howToRun{})
 				as := srv.attemptsOf("")
 				if tc.retried {
 					if r.Err != nil || len(as) != 2 {
@@ -371,7 +349,7 @@ func TestStreamBufferLimit(t *testing.T) {
 					}
 				}
 				// Nothing lost: the attempt that ends the stream got everything.
-				stCheckAttempts(t, as, tc.msgs, true)
+				checkAttempts(t, as, tc.msgs, true)
 			})
 		})
 	}
@@ -381,23 +359,23 @@ func TestStreamBufferBounded(t *testing.T) {
 	t.Run("bidi", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			const limit = 100
-			srv := newStServer(t, stScript(stOK(1)))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
-			s, err := c.FullDuplexCall(stCallerContext(t))
+			srv := newScriptedServer(t, scriptOf(succeed(1)))
+			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs := stRetryStream(t, s)
+			rs := interceptor.RetryStreamOf(t, s)
 			var msgs []string
 			weight := 0
 			for i := range 20 {
 				m := strings.Repeat("x", i)
 				msgs = append(msgs, m)
-				if err := s.Send(stOutReq(m)); err != nil {
+				if err := s.Send(outputRequest(m)); err != nil {
 					t.Fatalf("Send %d: %v", i, err)
 				}
-				weight += proto.Size(stOutReq(m)) + 5
-				size, kept, firstHeld, committed := stBuffer(rs)
+				weight += proto.Size(outputRequest(m)) + 5
+				size, kept, firstHeld, committed := rs.Buffer()
 				if size > limit {
 					t.Errorf("after %d messages the buffer holds %d bytes, more than the limit %d", i+1, size, limit)
 				}
@@ -421,7 +399,7 @@ func TestStreamBufferBounded(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			stCheckAttempts(t, srv.attemptsOf(""), msgs, true)
+			checkAttempts(t, srv.attemptsOf(""), msgs, true)
 		})
 	})
 	t.Run("empty messages count", func(t *testing.T) {
@@ -429,18 +407,18 @@ func TestStreamBufferBounded(t *testing.T) {
 		// a stream of them must commit, not keep them without bound.
 		for _, limit := range []int{0, 20} {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
+				srv := newScriptedServer(t, scriptOf(succeed(1)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 				s, err := c.StreamingInputCall(t.Context())
 				if err != nil {
 					t.Fatal(err)
 				}
-				rs := stRetryStream(t, s)
+				rs := interceptor.RetryStreamOf(t, s)
 				for i := range 1000 {
 					if err := s.Send(&testgrpc.StreamingInputCallRequest{}); err != nil {
 						t.Fatalf("Send %d: %v", i, err)
 					}
-					if _, kept, _, committed := stBuffer(rs); committed {
+					if _, kept, _, committed := rs.Buffer(); committed {
 						if want := limit / 5; i != want {
 							t.Errorf("limit %d: committed at message %d, want %d", limit, i, want)
 						}
@@ -449,7 +427,7 @@ func TestStreamBufferBounded(t *testing.T) {
 						t.Fatalf("limit %d: %d empty messages kept", limit, kept)
 					}
 				}
-				if _, _, _, committed := stBuffer(rs); !committed {
+				if _, _, _, committed := rs.Buffer(); !committed {
 					t.Errorf("limit %d: 1000 empty messages did not commit the stream", limit)
 				}
 				if _, err := s.CloseAndRecv(); err != nil {
@@ -460,20 +438,20 @@ func TestStreamBufferBounded(t *testing.T) {
 	})
 	t.Run("released at the first response", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newStServer(t, stScript(stOK(2)))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-			s, err := c.StreamingOutputCall(t.Context(), stOutReq("q"))
+			srv := newScriptedServer(t, scriptOf(succeed(2)))
+			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			s, err := c.StreamingOutputCall(t.Context(), outputRequest("q"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs := stRetryStream(t, s)
-			if _, kept, firstHeld, committed := stBuffer(rs); committed || kept != 1 || !firstHeld {
+			rs := interceptor.RetryStreamOf(t, s)
+			if _, kept, firstHeld, committed := rs.Buffer(); committed || kept != 1 || !firstHeld {
 				t.Fatalf("before any response: committed %v, %d kept; want the request kept", committed, kept)
 			}
 			if _, err := s.Recv(); err != nil {
 				t.Fatal(err)
 			}
-			if size, kept, firstHeld, committed := stBuffer(rs); !committed || size != 0 || kept != 0 || firstHeld {
+			if size, kept, firstHeld, committed := rs.Buffer(); !committed || size != 0 || kept != 0 || firstHeld {
 				t.Errorf("after the first response: committed %v, %d kept (%d bytes, first slot held %v); want committed and released", committed, kept, size, firstHeld)
 			}
 			for {
@@ -488,21 +466,21 @@ func TestStreamBufferBounded(t *testing.T) {
 }
 
 func TestStreamDeadlineDuringBackoff(t *testing.T) {
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				// Failures at 0 s and 1 s; the next wait (2 s) would end at
 				// 3 s, past the deadline at 2.5 s: the stream ends at 1 s.
-				srv := newStServer(t, stScript(stFail(codes.Unavailable)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-				ctx, cancel := context.WithTimeout(stCallerContext(t), 2500*time.Millisecond)
+				srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				ctx, cancel := context.WithTimeout(callerContext(t), 2500*time.Millisecond)
 				defer cancel()
 				start := time.Now()
-				r := stRun(ctx, c, k, stCallerMessages(k), stHow{})
+				r := runCall(ctx, c, k, callerMessages(k), howToRun{})
 				if got := r.End.Sub(start); got != time.Second {
 					t.Errorf("stream ended after %v, want 1s (at the failure, not at the deadline)", got)
 				}
-				stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
+				checkFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
 				if n := len(srv.attemptsOf("")); n != 2 {
 					t.Errorf("attempts = %d, want 2", n)
 				}
@@ -511,36 +489,36 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 	}
 	t.Run("creation", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newStServer(t, stScript(stOK(1)))
-			f := &stFailOpen{n: 100, err: status.Error(codes.Unavailable, "no connection")}
-			c := srv.client(t, grpc.WithChainStreamInterceptor(Stream(stPolicy(), WithoutThrottle()), f.intercept))
+			srv := newScriptedServer(t, scriptOf(succeed(1)))
+			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
+			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			r := stRun(ctx, c, stBidi, stMessages(1), stHow{})
+			r := runCall(ctx, c, bidi, messages(1), howToRun{})
 			if got := r.End.Sub(start); got != time.Second || r.Opened {
 				t.Errorf("creation ended after %v (opened %v), want a failure after 1s", got, r.Opened)
 			}
-			stCheckFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
+			checkFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
 		})
 	})
 }
 
 func TestStreamCancelDuringBackoff(t *testing.T) {
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stFail(codes.Unavailable)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-				ctx, cancel := context.WithCancel(stCallerContext(t))
+				srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				ctx, cancel := context.WithCancel(callerContext(t))
 				defer cancel()
 				time.AfterFunc(2500*time.Millisecond, cancel) // during the wait from 1 s to 3 s
 				start := time.Now()
-				r := stRun(ctx, c, k, stCallerMessages(k), stHow{})
+				r := runCall(ctx, c, k, callerMessages(k), howToRun{})
 				if got := r.End.Sub(start); got != 2500*time.Millisecond {
 					t.Errorf("stream ended after %v, want 2.5s (at the cancel)", got)
 				}
-				stCheckFinal(t, r.Err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
+				checkFinal(t, r.Err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
 				if n := len(srv.attemptsOf("")); n != 2 {
 					t.Errorf("attempts = %d, want 2", n)
 				}
@@ -554,19 +532,19 @@ func TestStreamExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Err: st.Err()}))
-				p := stPolicy()
+				srv := newScriptedServer(t, scriptOf(step{Err: st.Err()}))
+				p := exact()
 				p.MaxAttempts = 3
-				c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				start := time.Now()
-				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
+				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if got := r.End.Sub(start); got != 3*time.Second {
 					t.Errorf("gave up after %v, want 3s", got)
 				}
-				stCheckFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.ReasonExhausted)
+				checkFinal(t, r.Err, codes.Unavailable, 3, grpcbackoff.ReasonExhausted)
 				if got := r.Trailer.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
 					t.Errorf("Trailer() x-attempt = %q, want the last attempt's, 2", got)
 				}
@@ -584,41 +562,34 @@ func TestStreamExhausted(t *testing.T) {
 				if len(as) != 3 {
 					t.Errorf("attempts = %d, want 3", len(as))
 				}
-				stCheckAttempts(t, as, stCallerMessages(k), false)
+				checkAttempts(t, as, callerMessages(k), false)
 			})
 		})
 	}
 }
 
 func TestStreamRetryInfo(t *testing.T) {
-	retryInfo := func(d time.Duration) error {
-		st, err := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
-		if err != nil {
-			panic(err)
-		}
-		return st.Err()
-	}
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String()+"/honoured", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(5 * time.Second)}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
+				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: retryInfo(5 * time.Second)}, succeed(1)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if r.Err != nil {
 					t.Fatalf("err = %v, want success on the retry", r.Err)
 				}
-				if got, want := stGaps(srv.attemptsOf("")), stSeconds(5); !slices.Equal(got, want) {
+				if got, want := attemptGaps(srv.attemptsOf("")), seconds(5); !slices.Equal(got, want) {
 					t.Errorf("gaps = %v, want %v (the server's RetryInfo)", got, want)
 				}
 			})
 		})
 		t.Run(k.String()+"/longer than MaxHintDelay", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, succeed(1)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				start := time.Now()
-				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
-				stCheckFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
+				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
+				checkFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
 				if n := len(srv.attemptsOf("")); n != 1 || r.End != start {
 					t.Errorf("%d attempts, ended after %v; want 1 and at once", n, r.End.Sub(start))
 				}
@@ -628,12 +599,12 @@ func TestStreamRetryInfo(t *testing.T) {
 }
 
 func TestStreamNotRetryable(t *testing.T) {
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.NotFound, "no such thing")}, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-				r := stRun(stCallerContext(t), c, k, stCallerMessages(k), stHow{})
+				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.NotFound, "no such thing")}, succeed(1)))
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if st := status.Convert(r.Err); st.Code() != codes.NotFound || st.Message() != "no such thing" {
 					t.Errorf("err = %v, want the server's NOT_FOUND unchanged", r.Err)
 				}
@@ -647,8 +618,8 @@ func TestStreamNotRetryable(t *testing.T) {
 
 func TestStreamContextCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")}, stOK(1)))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}, succeed(1)))
+		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -679,26 +650,26 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 		"every 7th":  func(i int) bool { return i%7 == 6 },
 		"from the 5": func(i int) bool { return i >= 5 },
 	}
-	for _, limit := range []int{DefaultBufferLimit, 200} {
+	for _, limit := range []int{interceptor.DefaultBufferLimit, 200} {
 		for name, pace := range paces {
 			t.Run(fmt.Sprintf("limit %d/%s", limit, name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					down := status.Error(codes.Unavailable, "down")
-					srv := newStServer(t, stScript(
-						stStep{Recv: 3, Err: down},
-						stStep{Recv: 10, Err: down},
-						stStep{Recv: stAll, Echo: true},
+					srv := newScriptedServer(t, scriptOf(
+						step{Recv: 3, Err: down},
+						step{Recv: 10, Err: down},
+						step{Recv: untilHalfClose, Echo: true},
 					))
-					c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
-					s, err := c.FullDuplexCall(stCallerContext(t))
+					c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+					s, err := c.FullDuplexCall(callerContext(t))
 					if err != nil {
 						t.Fatal(err)
 					}
-					msgs := stMessages(50)
+					msgs := messages(50)
 					sendDone := make(chan error, 1)
 					go func() {
 						for i, m := range msgs {
-							if err := s.Send(stOutReq(m)); err != nil {
+							if err := s.Send(outputRequest(m)); err != nil {
 								sendDone <- err
 								return
 							}
@@ -723,8 +694,8 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 					}
 					sendErr := <-sendDone
 					as := srv.attemptsOf("")
-					want := stResponses(len(msgs))
-					if limit == DefaultBufferLimit {
+					want := responses(len(msgs))
+					if limit == interceptor.DefaultBufferLimit {
 						// Everything fits: both failures are hidden.
 						if recvErr != nil || sendErr != nil {
 							t.Fatalf("Recv: %v, Send: %v; want both retries hidden", recvErr, sendErr)
@@ -735,7 +706,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 						if len(as) != 3 {
 							t.Errorf("attempts = %d, want 3", len(as))
 						}
-						stCheckAttempts(t, as, msgs, true)
+						checkAttempts(t, as, msgs, true)
 						return
 					}
 					// The 200-byte buffer overflows after about 20 messages: the
@@ -750,7 +721,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 					if recvErr != nil && status.Code(recvErr) != codes.Unavailable {
 						t.Errorf("Recv: %v, want UNAVAILABLE or success", recvErr)
 					}
-					stCheckAttempts(t, as, msgs, recvErr == nil)
+					checkAttempts(t, as, msgs, recvErr == nil)
 				})
 			})
 		}
@@ -758,8 +729,8 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 }
 
 var (
-	stSeed    = flag.Uint64("stream.seed", 0, "seed of TestStreamProperty (0: random)")
-	stStreams = flag.Int("stream.n", 200, "number of streams TestStreamProperty runs (CI runs more)")
+	propertySeed    = flag.Uint64("stream.seed", 0, "seed of TestStreamProperty (0: random)")
+	propertyStreams = flag.Int("stream.n", 200, "number of streams TestStreamProperty runs (CI runs more)")
 )
 
 // TestStreamProperty runs many streams of every kind against a server that
@@ -771,7 +742,7 @@ var (
 // delivered everything both ways; and a stream is retried exactly when the
 // rules say.
 func TestStreamProperty(t *testing.T) {
-	seed := *stSeed
+	seed := *propertySeed
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
@@ -782,42 +753,42 @@ func TestStreamProperty(t *testing.T) {
 	}()
 	rng := rand.New(rand.NewPCG(seed, seed))
 
-	streams := *stStreams
-	limits := []int{DefaultBufferLimit, 0, 60, 150}
+	streams := *propertyStreams
+	limits := []int{interceptor.DefaultBufferLimit, 0, 60, 150}
 	retryable := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
-	p := stPolicy()
+	p := exact()
 	p.MaxAttempts = 4
 	timed := p
 	timed.AttemptTimeout = 10 * time.Second
 
 	type plan struct {
-		kind       stKind
+		kind       callKind
 		msgs       []string
 		responses  int
-		steps      []stStep
+		steps      []step
 		limit      int
 		concurrent bool   // bidi: send and receive from two goroutines
-		pace       []bool // wait for the server after send i (see stHow.Pace); such streams run one at a time
+		pace       []bool // wait for the server after send i (see howToRun.Pace); such streams run one at a time
 		timeout    bool   // the stream has an AttemptTimeout (CallPolicy), and attempts may hang
 	}
 	plans := make([]plan, streams)
 	for i := range plans {
 		pl := &plans[i]
-		pl.kind = stKinds[rng.IntN(3)]
+		pl.kind = streamKinds[rng.IntN(3)]
 		pl.limit = limits[rng.IntN(len(limits))]
-		pl.concurrent = pl.kind == stBidi && rng.IntN(2) == 0
+		pl.concurrent = pl.kind == bidi && rng.IntN(2) == 0
 		pl.timeout = rng.IntN(2) == 0
 		n := 1
-		if pl.kind != stServerStream {
+		if pl.kind != serverStream {
 			n = rng.IntN(8)
 		}
 		for j := range n {
 			pl.msgs = append(pl.msgs, fmt.Sprintf("s%d-m%d-%s", i, j, strings.Repeat("x", rng.IntN(40))))
 		}
-		if pl.kind != stClientStream {
+		if pl.kind != clientStream {
 			pl.responses = rng.IntN(5)
 		}
-		if pl.kind != stServerStream && !pl.concurrent && rng.IntN(3) == 0 {
+		if pl.kind != serverStream && !pl.concurrent && rng.IntN(3) == 0 {
 			pl.pace = make([]bool, len(pl.msgs))
 			for j := range pl.pace {
 				pl.pace[j] = rng.IntN(2) == 0
@@ -825,19 +796,19 @@ func TestStreamProperty(t *testing.T) {
 		}
 		for range p.MaxAttempts {
 			if rng.IntN(3) == 0 {
-				pl.steps = append(pl.steps, stStep{Header: rng.IntN(4) == 0, Recv: stAll, Send: pl.responses})
+				pl.steps = append(pl.steps, step{Header: rng.IntN(4) == 0, Recv: untilHalfClose, Send: pl.responses})
 				break
 			}
 			code := retryable[rng.IntN(2)]
 			if rng.IntN(10) == 0 {
 				code = codes.Aborted // not retried
 			}
-			st := stStep{
+			st := step{
 				Header: rng.IntN(4) == 0,
-				Recv:   rng.IntN(len(pl.msgs)+2) - 1, // stAll, or 0 to len
+				Recv:   rng.IntN(len(pl.msgs)+2) - 1, // untilHalfClose, or 0 to len
 				Err:    status.Error(code, "scripted"),
 			}
-			if pl.kind != stClientStream && rng.IntN(3) == 0 {
+			if pl.kind != clientStream && rng.IntN(3) == 0 {
 				st.Send = rng.IntN(pl.responses + 1)
 			}
 			if pl.timeout && rng.IntN(4) == 0 {
@@ -850,42 +821,42 @@ func TestStreamProperty(t *testing.T) {
 	}
 
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, func(id string, n int) stStep {
+		srv := newScriptedServer(t, func(id string, n int) step {
 			i, _ := strconv.Atoi(id)
 			steps := plans[i].steps
 			if n >= len(steps) {
-				return stStep{Err: status.Errorf(codes.Internal, "stream %d: attempt %d, past the script", i, n+1)}
+				return step{Err: status.Errorf(codes.Internal, "stream %d: attempt %d, past the script", i, n+1)}
 			}
 			return steps[n]
 		})
 		clients := make(map[int]testgrpc.TestServiceClient)
 		for _, l := range limits {
-			clients[l] = srv.client(t, DialOptions(p, WithoutThrottle(), WithBufferLimit(l))...)
+			clients[l] = srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(l))...)
 		}
 		run := func(i int) {
 			pl := plans[i]
 			id := strconv.Itoa(i)
-			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id, "x-user", "kept")
-			var r stResult
+			ctx := metadata.AppendToOutgoingContext(t.Context(), streamKey, id, "x-user", "kept")
+			var r callResult
 			var opts []grpc.CallOption
 			if pl.timeout {
-				opts = append(opts, CallPolicy(timed))
+				opts = append(opts, interceptor.CallPolicy(timed))
 			}
 			if pl.concurrent {
-				r = stRunConcurrent(ctx, clients[pl.limit], pl.msgs, opts...)
+				r = runBidiConcurrently(ctx, clients[pl.limit], pl.msgs, opts...)
 			} else {
-				var how stHow
+				var how howToRun
 				if pl.pace != nil {
 					how.Pace = func(j int) bool { return pl.pace[j] }
 				}
-				r = stRun(ctx, clients[pl.limit], pl.kind, pl.msgs, how, opts...)
+				r = runCall(ctx, clients[pl.limit], pl.kind, pl.msgs, how, opts...)
 			}
 			as := srv.attemptsOf(id)
 			fail := func(format string, args ...any) {
 				t.Errorf("stream %d (%v, %d messages, limit %d, concurrent %v, pace %v, timeout %v, steps %+v): %s",
 					i, pl.kind, len(pl.msgs), pl.limit, pl.concurrent, pl.pace, pl.timeout, pl.steps, fmt.Sprintf(format, args...))
 			}
-			want := stExpected(pl.kind, pl.msgs, pl.responses)
+			want := expectedResponses(pl.kind, pl.msgs, pl.responses)
 			if len(r.Got) > len(want) || !slices.Equal(r.Got, want[:len(r.Got)]) {
 				fail("received %q, want a prefix of %q", r.Got, want)
 			}
@@ -896,8 +867,8 @@ func TestStreamProperty(t *testing.T) {
 				if len(a.Msgs) > len(pl.msgs) || !slices.Equal(a.Msgs, pl.msgs[:len(a.Msgs)]) {
 					fail("attempt %d received %q, want a prefix of %q", j+1, a.Msgs, pl.msgs)
 				}
-				if got := a.MD.Get(PreviousAttemptsKey); j > 0 && !slices.Equal(got, []string{strconv.Itoa(j)}) {
-					fail("attempt %d: %s = %q", j+1, PreviousAttemptsKey, got)
+				if got := a.MD.Get(interceptor.PreviousAttemptsKey); j > 0 && !slices.Equal(got, []string{strconv.Itoa(j)}) {
+					fail("attempt %d: %s = %q", j+1, interceptor.PreviousAttemptsKey, got)
 				}
 			}
 			if r.Err == nil {
@@ -924,7 +895,7 @@ func TestStreamProperty(t *testing.T) {
 			if pl.concurrent {
 				return // when the buffer overflows depends on the goroutines
 			}
-			if want := stWantAttempts(pl.kind, pl.msgs, pl.steps, pl.limit, p.MaxAttempts); len(as) != want {
+			if want := expectedAttempts(pl.kind, pl.msgs, pl.steps, pl.limit, p.MaxAttempts); len(as) != want {
 				fail("%d attempts, want %d", len(as), want)
 			}
 		}
@@ -943,15 +914,15 @@ func TestStreamProperty(t *testing.T) {
 	})
 }
 
-// stWantAttempts returns how many attempts a stream makes whose caller sends
+// expectedAttempts returns how many attempts a stream makes whose caller sends
 // all of msgs before receiving, against a server following steps.
-func stWantAttempts(k stKind, msgs []string, steps []stStep, limit, maxAttempts int) int {
+func expectedAttempts(k callKind, msgs []string, steps []step, limit, maxAttempts int) int {
 	weight := 0
 	for _, m := range msgs {
-		if k == stClientStream {
-			weight += proto.Size(stInReq(m)) + 5
+		if k == clientStream {
+			weight += proto.Size(inputRequest(m)) + 5
 		} else {
-			weight += proto.Size(stOutReq(m)) + 5
+			weight += proto.Size(outputRequest(m)) + 5
 		}
 	}
 	if weight > limit {
@@ -970,10 +941,10 @@ func stWantAttempts(k stKind, msgs []string, steps []stStep, limit, maxAttempts 
 	return len(steps)
 }
 
-// stRunConcurrent runs a bidi stream that sends msgs from one goroutine while
-// it receives on another.
-func stRunConcurrent(ctx context.Context, c testgrpc.TestServiceClient, msgs []string, opts ...grpc.CallOption) stResult {
-	var r stResult
+// runBidiConcurrently runs a bidi stream that sends msgs from one goroutine
+// while it receives on another.
+func runBidiConcurrently(ctx context.Context, c testgrpc.TestServiceClient, msgs []string, opts ...grpc.CallOption) callResult {
+	var r callResult
 	s, err := c.FullDuplexCall(ctx, opts...)
 	if err != nil {
 		r.Err = err
@@ -984,7 +955,7 @@ func stRunConcurrent(ctx context.Context, c testgrpc.TestServiceClient, msgs []s
 	go func() {
 		var errs []error
 		for _, m := range msgs {
-			if err := s.Send(stOutReq(m)); err != nil {
+			if err := s.Send(outputRequest(m)); err != nil {
 				errs = append(errs, err)
 				break
 			}
@@ -1014,30 +985,30 @@ func TestStreamPerCallPolicy(t *testing.T) {
 	const method = "/grpc.testing.TestService/FullDuplexCall"
 	cases := []struct {
 		name         string
-		opts         []Option
+		opts         []interceptor.Option
 		callOpts     []grpc.CallOption
 		wantAttempts int
 		wantCode     codes.Code
 	}{
 		{"default", nil, nil, 3, codes.OK},
-		{"NoRetry", nil, []grpc.CallOption{NoRetry()}, 1, codes.Unavailable},
-		{"CallMaxAttempts", nil, []grpc.CallOption{CallMaxAttempts(2)}, 2, codes.Unavailable},
-		{"WithoutRetryFor", []Option{WithoutRetryFor(method)}, nil, 1, codes.Unavailable},
-		{"WithMethod", []Option{WithMethod("/grpc.testing.TestService/", func() grpcbackoff.Policy {
-			p := stPolicy()
+		{"NoRetry", nil, []grpc.CallOption{interceptor.NoRetry()}, 1, codes.Unavailable},
+		{"CallMaxAttempts", nil, []grpc.CallOption{interceptor.CallMaxAttempts(2)}, 2, codes.Unavailable},
+		{"WithoutRetryFor", []interceptor.Option{interceptor.WithoutRetryFor(method)}, nil, 1, codes.Unavailable},
+		{"WithMethod", []interceptor.Option{interceptor.WithMethod("/grpc.testing.TestService/", func() grpcbackoff.Policy {
+			p := exact()
 			p.MaxAttempts = 2
 			return p
 		}())}, nil, 2, codes.Unavailable},
-		{"invalid CallMaxAttempts", nil, []grpc.CallOption{CallMaxAttempts(0)}, 0, codes.InvalidArgument},
-		{"throttled", []Option{WithThrottle(grpcbackoff.Throttle{Burst: 1})}, nil, 2, codes.Unavailable},
+		{"invalid CallMaxAttempts", nil, []grpc.CallOption{interceptor.CallMaxAttempts(0)}, 0, codes.InvalidArgument},
+		{"throttled", []interceptor.Option{interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1})}, nil, 2, codes.Unavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				down := stFail(codes.Unavailable)
-				srv := newStServer(t, stScript(down, down, stOK(1)))
-				c := srv.client(t, DialOptions(stPolicy(), append([]Option{WithoutThrottle()}, tc.opts...)...)...)
-				r := stRun(stCallerContext(t), c, stBidi, stMessages(2), stHow{}, tc.callOpts...)
+				down := failWith(codes.Unavailable)
+				srv := newScriptedServer(t, scriptOf(down, down, succeed(1)))
+				c := srv.client(t, interceptor.DialOptions(exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
+				r := runCall(callerContext(t), c, bidi, messages(2), howToRun{}, tc.callOpts...)
 				if got := status.Code(r.Err); got != tc.wantCode {
 					t.Errorf("err = %v, want code %v", r.Err, tc.wantCode)
 				}
@@ -1049,44 +1020,26 @@ func TestStreamPerCallPolicy(t *testing.T) {
 	}
 }
 
-// recorder is an Observer that keeps what it is told.
-type recorder struct {
-	mu      sync.Mutex
-	retries []Retry
-	ends    []End
-}
-
-func (r *recorder) OnRetry(_ context.Context, x Retry) {
-	r.mu.Lock()
-	r.retries = append(r.retries, x)
-	r.mu.Unlock()
-}
-func (r *recorder) OnEnd(_ context.Context, e End) {
-	r.mu.Lock()
-	r.ends = append(r.ends, e)
-	r.mu.Unlock()
-}
-
 // TestStreamObserver checks that a stream's end is reported once, when the
 // caller's RecvMsg returns it, with the attempts it took.
 func TestStreamObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := status.Error(codes.Unavailable, "down")
-		srv := newStServer(t, func(id string, n int) stStep {
+		srv := newScriptedServer(t, func(id string, n int) step {
 			switch id {
 			case "retried": // two failures, then success
-				return []stStep{stFail(codes.Unavailable), stFail(codes.Unavailable), stOK(2)}[n]
+				return []step{failWith(codes.Unavailable), failWith(codes.Unavailable), succeed(2)}[n]
 			case "committed": // fails after a response: not retried
-				return stStep{Send: 1, Err: down}
+				return step{Send: 1, Err: down}
 			default: // "ok"
-				return stOK(2)
+				return succeed(2)
 			}
 		})
 		rec := &recorder{}
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithObserver(rec))...)
+		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried", "committed"} {
-			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id)
-			s, err := c.StreamingOutputCall(ctx, stOutReq("q"))
+			ctx := metadata.AppendToOutgoingContext(t.Context(), streamKey, id)
+			s, err := c.StreamingOutputCall(ctx, outputRequest("q"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1128,21 +1081,21 @@ func TestStreamLargeReplay(t *testing.T) {
 		msgs = append(msgs, fmt.Sprintf("m%d-%s", i, body))
 	}
 	down := status.Error(codes.Unavailable, "down")
-	for _, k := range []stKind{stClientStream, stBidi} {
+	for _, k := range []callKind{clientStream, bidi} {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(
-					stStep{Recv: 0, Err: down}, // while the caller sends
-					stStep{Recv: 3, Err: down}, // during the replay
-					stOK(2),
+				srv := newScriptedServer(t, scriptOf(
+					step{Recv: 0, Err: down}, // while the caller sends
+					step{Recv: 3, Err: down}, // during the replay
+					succeed(2),
 				))
-				c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				start := time.Now()
-				r := stRun(stCallerContext(t), c, k, msgs, stHow{Pace: func(i int) bool { return i == 0 }})
+				r := runCall(callerContext(t), c, k, msgs, howToRun{Pace: func(i int) bool { return i == 0 }})
 				if r.Err != nil || len(r.SendErrs) > 0 {
 					t.Fatalf("stream failed: %v (send errors %v), want the retries hidden", r.Err, r.SendErrs)
 				}
-				if want := stExpected(k, msgs, 2); !slices.Equal(r.Got, want) {
+				if want := expectedResponses(k, msgs, 2); !slices.Equal(r.Got, want) {
 					t.Errorf("received %q, want %q", r.Got, want)
 				}
 				as := srv.attemptsOf("")
@@ -1152,19 +1105,19 @@ func TestStreamLargeReplay(t *testing.T) {
 				if got := r.End.Sub(start); got != 3*time.Second {
 					t.Errorf("stream ended after %v, want 3s", got)
 				}
-				stCheckAttempts(t, as, msgs, true)
+				checkAttempts(t, as, msgs, true)
 			})
 		})
 	}
 }
 
-// stRawCodec sends stRaw messages as they are, and the others as protobuf.
-type stRawCodec struct{ encoding.CodecV2 }
+// rawCodec sends rawMessage messages as they are, and the others as protobuf.
+type rawCodec struct{ encoding.CodecV2 }
 
-type stRaw []byte
+type rawMessage []byte
 
-func (c stRawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(stRaw); ok {
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(rawMessage); ok {
 		return mem.BufferSlice{mem.SliceBuffer(r)}, nil
 	}
 	return c.CodecV2.Marshal(v)
@@ -1172,20 +1125,20 @@ func (c stRawCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func TestStreamMessageThatIsNotProtoCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, stScript(stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")}, stOK(1)))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-		s, err := c.FullDuplexCall(t.Context(), grpc.ForceCodecV2(stRawCodec{encoding.GetCodecV2(protoenc.Name)}))
+		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}, succeed(1)))
+		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+		s, err := c.FullDuplexCall(t.Context(), grpc.ForceCodecV2(rawCodec{encoding.GetCodecV2(protoenc.Name)}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := proto.Marshal(stOutReq("m0"))
+		b, err := proto.Marshal(outputRequest("m0"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SendMsg(stRaw(b)); err != nil {
+		if err := s.SendMsg(rawMessage(b)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, committed := stBuffer(stRetryStream(t, s)); !committed {
+		if _, _, _, committed := interceptor.RetryStreamOf(t, s).Buffer(); !committed {
 			t.Error("a message that cannot be measured did not commit the stream")
 		}
 		if err := s.CloseSend(); err != nil {
@@ -1206,16 +1159,16 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 	// RESOURCE_EXHAUSTED, a code the Policy retries: it would fail the same
 	// way again, so the stream ends with it.
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, stScript(stOK(1)))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+		srv := newScriptedServer(t, scriptOf(succeed(1)))
+		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context(), grpc.MaxCallSendMsgSize(64))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Send(stOutReq("small")); err != nil {
+		if err := s.Send(outputRequest("small")); err != nil {
 			t.Fatal(err)
 		}
-		err = s.Send(stOutReq(strings.Repeat("x", 100)))
+		err = s.Send(outputRequest(strings.Repeat("x", 100)))
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Fatalf("Send = %v, want RESOURCE_EXHAUSTED", err)
 		}
@@ -1234,8 +1187,8 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newStServer(t, stScript(stFail(codes.Unavailable), stFail(codes.Unavailable), stStep{Header: true, Recv: stAll, Send: 2}))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
+			srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), failWith(codes.Unavailable), step{Header: true, Recv: untilHalfClose, Send: 2}))
+			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 			stream, err := c.FullDuplexCall(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1291,15 +1244,15 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 		// The first attempt reads everything the caller sends, then fails
 		// without answering: the stream has not committed. The second one
 		// echoes every message, body and all.
-		srv := newStServer(t, stScript(
-			stStep{Recv: stAll, Err: status.Error(codes.Unavailable, "down")},
-			stStep{Recv: stAll, Echo: true, Mirror: true},
+		srv := newScriptedServer(t, scriptOf(
+			step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")},
+			step{Recv: untilHalfClose, Echo: true, Mirror: true},
 		))
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(8<<20))...)
-		ctx, cancel := context.WithTimeout(stCallerContext(t), time.Minute)
+		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
+		ctx, cancel := context.WithTimeout(callerContext(t), time.Minute)
 		defer cancel()
 		start := time.Now()
-		r := stRunConcurrent(ctx, c, msgs)
+		r := runBidiConcurrently(ctx, c, msgs)
 		if r.Err != nil || len(r.SendErrs) > 0 {
 			t.Fatalf("stream failed after %v: %v (send errors %v), %d echoes received; want the retry hidden",
 				r.End.Sub(start), r.Err, r.SendErrs, len(r.Got))
@@ -1317,7 +1270,7 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 		if got := r.End.Sub(start); got != time.Second {
 			t.Errorf("stream ended after %v, want 1s (the backoff)", got)
 		}
-		stCheckAttempts(t, as, msgs, true)
+		checkAttempts(t, as, msgs, true)
 	})
 }
 
@@ -1328,17 +1281,17 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 	down := status.Error(codes.Unavailable, "down")
 	t.Run("overflowing send", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Echo: true}))
-			msgs := stMessages(3)
-			limit := proto.Size(stOutReq(msgs[0])) + proto.Size(stOutReq(msgs[1])) + 2*msgPrefix
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithBufferLimit(limit))...)
-			s, err := c.FullDuplexCall(stCallerContext(t))
+			srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), step{Recv: untilHalfClose, Echo: true}))
+			msgs := messages(3)
+			limit := proto.Size(outputRequest(msgs[0])) + proto.Size(outputRequest(msgs[1])) + 2*interceptor.MsgPrefix
+			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
 			for _, m := range msgs[:2] {
-				if err := s.Send(stOutReq(m)); err != nil {
+				if err := s.Send(outputRequest(m)); err != nil {
 					t.Fatalf("Send(%s): %v", m, err)
 				}
 			}
@@ -1358,38 +1311,38 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 				}
 			}()
 			synctest.Wait() // the receiver saw the failure and waits for the backoff
-			if err := s.Send(stOutReq(msgs[2])); err != nil {
+			if err := s.Send(outputRequest(msgs[2])); err != nil {
 				t.Fatalf("Send(%s) during the backoff: %v", msgs[2], err)
 			}
 			if d := time.Since(start); d != time.Second {
 				t.Errorf("the overflowing Send returned after %v, want 1s (the next attempt)", d)
 			}
-			if _, _, _, committed := stBuffer(stRetryStream(t, s)); !committed {
+			if _, _, _, committed := interceptor.RetryStreamOf(t, s).Buffer(); !committed {
 				t.Error("the stream did not commit")
 			}
 			if err := s.CloseSend(); err != nil {
 				t.Fatal(err)
 			}
-			if bodies := <-got; !slices.Equal(bodies, stResponses(3)) {
-				t.Errorf("received %q, want %q", bodies, stResponses(3))
+			if bodies := <-got; !slices.Equal(bodies, responses(3)) {
+				t.Errorf("received %q, want %q", bodies, responses(3))
 			}
 			as := srv.attemptsOf("")
 			if len(as) != 2 {
 				t.Fatalf("attempts = %d, want 2", len(as))
 			}
-			stCheckAttempts(t, as, msgs, true)
+			checkAttempts(t, as, msgs, true)
 		})
 	})
 	t.Run("Context", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newStServer(t, stScript(stFail(codes.Unavailable), stStep{Recv: stAll, Err: down}, stOK(1)))
-			c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle())...)
-			s, err := c.FullDuplexCall(stCallerContext(t))
+			srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), step{Recv: untilHalfClose, Err: down}, succeed(1)))
+			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			if err := s.Send(stOutReq("m0")); err != nil {
+			if err := s.Send(outputRequest("m0")); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.CloseSend(); err != nil {
@@ -1412,7 +1365,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 			if len(as) != 2 {
 				t.Fatalf("attempts = %d, want 2", len(as))
 			}
-			stCheckAttempts(t, as, []string{"m0"}, true)
+			checkAttempts(t, as, []string{"m0"}, true)
 		})
 	})
 }
@@ -1421,21 +1374,21 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 // response, is reported once, with the attempts it took.
 func TestStreamObserverClientStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, func(id string, n int) stStep {
+		srv := newScriptedServer(t, func(id string, n int) step {
 			if id == "retried" && n == 0 {
-				return stFail(codes.Unavailable)
+				return failWith(codes.Unavailable)
 			}
-			return stOK(1)
+			return succeed(1)
 		})
 		rec := &recorder{}
-		c := srv.client(t, DialOptions(stPolicy(), WithoutThrottle(), WithObserver(rec))...)
+		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried"} {
-			ctx := metadata.AppendToOutgoingContext(t.Context(), stStreamKey, id)
+			ctx := metadata.AppendToOutgoingContext(t.Context(), streamKey, id)
 			s, err := c.StreamingInputCall(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Send(stInReq("m0")); err != nil {
+			if err := s.Send(inputRequest("m0")); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.CloseAndRecv(); err != nil {

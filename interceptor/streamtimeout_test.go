@@ -1,4 +1,4 @@
-package interceptor
+package interceptor_test
 
 import (
 	"context"
@@ -13,27 +13,29 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // The tests of Policy.AttemptTimeout on streams: it bounds the time from an
 // attempt's start to the first response message the caller receives.
 
-// stTimeoutPolicy is stPolicy with an AttemptTimeout of 10 s. Its codes do
+// exactWithAttemptTimeout is exact with an AttemptTimeout of 10 s. Its codes do
 // not include DEADLINE_EXCEEDED nor CANCELED: a cut attempt is retried all
 // the same.
-func stTimeoutPolicy() grpcbackoff.Policy {
-	p := stPolicy()
+func exactWithAttemptTimeout() grpcbackoff.Policy {
+	p := exact()
 	p.AttemptTimeout = 10 * time.Second
 	return p
 }
 
-// stHang is the step of an attempt that reads everything and never answers.
-var stHang = stStep{Recv: stAll, Hang: true}
+// neverAnswers is the step of an attempt that reads everything and never
+// answers.
+var neverAnswers = step{Recv: untilHalfClose, Hang: true}
 
-// stDurations returns how long each attempt lasted on the server. Call it
+// attemptDurations returns how long each attempt lasted on the server. Call it
 // once the handlers are done (synctest.Wait): the caller may learn of an
 // attempt's end before its handler returns.
-func stDurations(as []stAttempt) []time.Duration {
+func attemptDurations(as []serverAttempt) []time.Duration {
 	var d []time.Duration
 	for _, a := range as {
 		d = append(d, a.End.Sub(a.At))
@@ -42,19 +44,19 @@ func stDurations(as []stAttempt) []time.Duration {
 }
 
 func TestStreamAttemptTimeoutRetries(t *testing.T) {
-	for _, k := range stKinds {
+	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stHang, stHang, stOK(2)))
+				srv := newScriptedServer(t, scriptOf(neverAnswers, neverAnswers, succeed(2)))
 				rec := &recorder{}
-				c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle(), WithObserver(rec))...)
-				msgs := stCallerMessages(k)
+				c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+				msgs := callerMessages(k)
 				start := time.Now()
-				r := stRun(stCallerContext(t), c, k, msgs, stHow{})
+				r := runCall(callerContext(t), c, k, msgs, howToRun{})
 				if r.Err != nil || len(r.SendErrs) > 0 {
 					t.Fatalf("stream failed: %v (send errors %v), want the cut attempts retried", r.Err, r.SendErrs)
 				}
-				if want := stExpected(k, msgs, 2); !slices.Equal(r.Got, want) {
+				if want := expectedResponses(k, msgs, 2); !slices.Equal(r.Got, want) {
 					t.Errorf("received %q, want %q", r.Got, want)
 				}
 				synctest.Wait()
@@ -63,16 +65,16 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 					t.Fatalf("attempts = %d, want 3", len(as))
 				}
 				// Starts at 0, 10+1 and 11+10+2 s.
-				if got, want := stGaps(as), stSeconds(11, 12); !slices.Equal(got, want) {
+				if got, want := attemptGaps(as), seconds(11, 12); !slices.Equal(got, want) {
 					t.Errorf("gaps between attempts = %v, want %v", got, want)
 				}
-				if got, want := stDurations(as[:2]), stSeconds(10, 10); !slices.Equal(got, want) {
+				if got, want := attemptDurations(as[:2]), seconds(10, 10); !slices.Equal(got, want) {
 					t.Errorf("the cut attempts lasted %v, want %v", got, want)
 				}
 				if got := r.End.Sub(start); got != 23*time.Second {
 					t.Errorf("stream ended after %v, want 23s", got)
 				}
-				stCheckAttempts(t, as, msgs, true)
+				checkAttempts(t, as, msgs, true)
 				var codesSeen []codes.Code
 				for _, x := range rec.retries {
 					codesSeen = append(codesSeen, x.Code)
@@ -90,13 +92,13 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 
 func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, stScript(stHang))
-		p := stTimeoutPolicy()
+		srv := newScriptedServer(t, scriptOf(neverAnswers))
+		p := exactWithAttemptTimeout()
 		p.MaxAttempts = 2
-		c := srv.client(t, DialOptions(p, WithoutThrottle())...)
+		c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 		start := time.Now()
-		r := stRun(stCallerContext(t), c, stServerStream, []string{"q"}, stHow{})
-		stCheckFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonExhausted)
+		r := runCall(callerContext(t), c, serverStream, []string{"q"}, howToRun{})
+		checkFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonExhausted)
 		if msg := status.Convert(r.Err).Message(); !strings.Contains(msg, "AttemptTimeout (10s)") {
 			t.Errorf("message = %q, want it to name the AttemptTimeout", msg)
 		}
@@ -104,7 +106,7 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 			t.Errorf("stream ended after %v, want 21s", got)
 		}
 		synctest.Wait()
-		if got, want := stDurations(srv.attemptsOf("")), stSeconds(10, 10); !slices.Equal(got, want) {
+		if got, want := attemptDurations(srv.attemptsOf("")), seconds(10, 10); !slices.Equal(got, want) {
 			t.Errorf("attempts lasted %v, want %v", got, want)
 		}
 	})
@@ -113,20 +115,20 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 // An attempt ended by the caller's deadline is not a cut: it is not retried.
 func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, stScript(stHang))
-		c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
-		ctx, cancel := context.WithTimeout(stCallerContext(t), 15*time.Second)
+		srv := newScriptedServer(t, scriptOf(neverAnswers))
+		c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
+		ctx, cancel := context.WithTimeout(callerContext(t), 15*time.Second)
 		defer cancel()
 		start := time.Now()
-		r := stRun(ctx, c, stBidi, stMessages(2), stHow{})
+		r := runCall(ctx, c, bidi, messages(2), howToRun{})
 		// Attempt 1 is cut at 10 s; attempt 2 starts at 11 s and is ended by
 		// the caller's deadline at 15 s.
-		stCheckFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonDeadline)
+		checkFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonDeadline)
 		if got := r.End.Sub(start); got != 15*time.Second {
 			t.Errorf("stream ended after %v, want 15s", got)
 		}
 		synctest.Wait()
-		if got, want := stDurations(srv.attemptsOf("")), stSeconds(10, 4); !slices.Equal(got, want) {
+		if got, want := attemptDurations(srv.attemptsOf("")), seconds(10, 4); !slices.Equal(got, want) {
 			t.Errorf("attempts lasted %v, want %v", got, want)
 		}
 	})
@@ -135,15 +137,15 @@ func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
 // A stream whose caller received a message is never cut, however long it
 // then stalls.
 func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
-	for _, k := range []stKind{stServerStream, stBidi} {
+	for _, k := range []callKind{serverStream, bidi} {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stStep{Recv: stAll, Send: 1, Hang: true}))
-				c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
-				ctx, cancel := context.WithTimeout(stCallerContext(t), time.Minute)
+				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Send: 1, Hang: true}))
+				c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
+				ctx, cancel := context.WithTimeout(callerContext(t), time.Minute)
 				defer cancel()
 				start := time.Now()
-				r := stRun(ctx, c, k, stCallerMessages(k), stHow{})
+				r := runCall(ctx, c, k, callerMessages(k), howToRun{})
 				if !slices.Equal(r.Got, []string{"r0"}) || status.Code(r.Err) != codes.DeadlineExceeded {
 					t.Errorf("received %q, then %v; want r0, then the caller's DEADLINE_EXCEEDED", r.Got, r.Err)
 				}
@@ -155,7 +157,7 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 					t.Errorf("stream ended after %v, want 1m0s (the caller's deadline)", got)
 				}
 				synctest.Wait()
-				if got, want := stDurations(srv.attemptsOf("")), stSeconds(60); !slices.Equal(got, want) {
+				if got, want := attemptDurations(srv.attemptsOf("")), seconds(60); !slices.Equal(got, want) {
 					t.Errorf("attempts lasted %v, want %v: never cut", got, want)
 				}
 			})
@@ -167,10 +169,10 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 // its attempt is cut, and not retried.
 func TestStreamAttemptTimeoutAfterCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newStServer(t, stScript(stStep{Header: true, Hang: true}, stOK(1)))
-		c := srv.client(t, DialOptions(stTimeoutPolicy(), WithoutThrottle())...)
+		srv := newScriptedServer(t, scriptOf(step{Header: true, Hang: true}, succeed(1)))
+		c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
 		start := time.Now()
-		r := stRun(stCallerContext(t), c, stServerStream, []string{"q"}, stHow{Header: true})
+		r := runCall(callerContext(t), c, serverStream, []string{"q"}, howToRun{Header: true})
 		if r.Header == nil || len(r.Got) != 0 || status.Code(r.Err) != codes.DeadlineExceeded {
 			t.Errorf("header %v, received %q, then %v; want headers, then DEADLINE_EXCEEDED", r.Header, r.Got, r.Err)
 		}
@@ -193,11 +195,11 @@ func TestStreamAttemptTimeoutAfterCommit(t *testing.T) {
 // upload again.
 func TestStreamAttemptTimeoutUpload(t *testing.T) {
 	const method = "/grpc.testing.TestService/StreamingInputCall"
-	noTimeout := stTimeoutPolicy()
+	noTimeout := exactWithAttemptTimeout()
 	noTimeout.AttemptTimeout = 0
 	cases := []struct {
 		name     string
-		opts     []Option
+		opts     []interceptor.Option
 		attempts int
 		took     time.Duration
 	}{
@@ -205,22 +207,22 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 		// caller asks for the response at 28 s, and the retry, at 29 s,
 		// gets all 7 messages and the half-close at once.
 		{"AttemptTimeout 10s", nil, 2, 29 * time.Second},
-		{"AttemptTimeout 0 for the method", []Option{WithMethod(method, noTimeout)}, 1, 28 * time.Second},
+		{"AttemptTimeout 0 for the method", []interceptor.Option{interceptor.WithMethod(method, noTimeout)}, 1, 28 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newStServer(t, stScript(stOK(1)))
-				c := srv.client(t, DialOptions(stTimeoutPolicy(), append([]Option{WithoutThrottle()}, tc.opts...)...)...)
+				srv := newScriptedServer(t, scriptOf(succeed(1)))
+				c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
 				// A message every 4 s, from 0 to 24 s; the half-close at 28 s.
-				msgs := stMessages(7)
+				msgs := messages(7)
 				start := time.Now()
-				s, err := c.StreamingInputCall(stCallerContext(t))
+				s, err := c.StreamingInputCall(callerContext(t))
 				if err != nil {
 					t.Fatal(err)
 				}
 				for _, m := range msgs {
-					if err := s.Send(stInReq(m)); err != nil {
+					if err := s.Send(inputRequest(m)); err != nil {
 						t.Fatalf("Send(%s): %v", m, err)
 					}
 					time.Sleep(4 * time.Second) // a slow producer
@@ -239,7 +241,7 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 				if len(as) != tc.attempts {
 					t.Fatalf("attempts = %d, want %d", len(as), tc.attempts)
 				}
-				stCheckAttempts(t, as, msgs, true)
+				checkAttempts(t, as, msgs, true)
 				if tc.attempts == 2 {
 					if n := len(as[0].Msgs); n != 3 {
 						t.Errorf("the cut attempt received %d messages, want 3", n)

@@ -2,7 +2,6 @@ package interceptor_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -14,69 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
-
-// exact is the default policy without jitter, so that delays are exact.
-func exact() grpcbackoff.Policy {
-	p := grpcbackoff.DefaultPolicy()
-	p.Jitter = 0
-	return p
-}
-
-// script is a fake invoker: attempt i (from 0) returns errs[i], or nil past
-// the end. It records when each attempt started and its outgoing metadata.
-type script struct {
-	errs     []error
-	trailers []metadata.MD // trailers[i] is set as attempt i's trailer
-	times    []time.Time
-	md       []metadata.MD
-	opts     [][]grpc.CallOption
-}
-
-func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
-	i := len(s.times)
-	s.times = append(s.times, time.Now())
-	md, _ := metadata.FromOutgoingContext(ctx)
-	s.md = append(s.md, md)
-	s.opts = append(s.opts, slices.Clone(opts))
-	if i < len(s.trailers) {
-		for _, o := range opts {
-			if t, ok := o.(grpc.TrailerCallOption); ok {
-				*t.TrailerAddr = s.trailers[i]
-			}
-		}
-	}
-	if i < len(s.errs) {
-		return s.errs[i]
-	}
-	return nil
-}
-
-// gaps returns the time between consecutive attempts.
-func (s *script) gaps() []time.Duration {
-	var g []time.Duration
-	for i := 1; i < len(s.times); i++ {
-		g = append(g, s.times[i].Sub(s.times[i-1]))
-	}
-	return g
-}
-
-func unavailable(n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = status.Error(codes.Unavailable, "down")
-	}
-	return errs
-}
-
-func call(ctx context.Context, t *testing.T, ic grpc.UnaryClientInterceptor, s *script, opts ...grpc.CallOption) error {
-	t.Helper()
-	return ic(ctx, "/pkg.Svc/Get", "req", new(string), nil, s.invoke, opts...)
-}
 
 func TestUnaryRetriesWithExactDelays(t *testing.T) {
 	cases := []struct {
@@ -157,21 +97,6 @@ func TestUnaryExhausted(t *testing.T) {
 	})
 }
 
-// checkFinal checks a *grpcbackoff.Error.
-func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpcbackoff.Reason) {
-	t.Helper()
-	if got := status.Code(err); got != code {
-		t.Errorf("status.Code(err) = %v, want %v", got, code)
-	}
-	var e *grpcbackoff.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("err = %v (%T), want a *grpcbackoff.Error", err, err)
-	}
-	if e.Attempts != attempts || e.Reason != why {
-		t.Errorf("Attempts, Reason = %d, %v; want %d, %v", e.Attempts, e.Reason, attempts, why)
-	}
-}
-
 func TestUnaryDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Failures at 0 s and 1 s; the next wait (2 s) would end at 3 s,
@@ -224,11 +149,6 @@ func TestUnaryNoRetryOnceContextIsDone(t *testing.T) {
 	if err != want || len(s.times) != 1 {
 		t.Errorf("err = %v after %d attempts, want the attempt's error after 1", err, len(s.times))
 	}
-}
-
-func retryInfo(d time.Duration) error {
-	st, _ := status.New(codes.Unavailable, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
-	return st.Err()
 }
 
 func TestUnaryServerHints(t *testing.T) {
