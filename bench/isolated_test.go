@@ -43,7 +43,7 @@ func isoMech(name string, s setting, kind string) (isoCall, []grpc.CallOption) {
 		return func(ctx context.Context, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 			return invoker(ctx, isoMethod, req, reply, nil, opts...)
 		}, opts
-	case ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB:
+	case ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB, oursHedge:
 		r, err := interceptor.New(oursPolicy(s), oursOptions(name, s, retries)...)
 		if err != nil {
 			panic(err)

@@ -36,6 +36,7 @@ const (
 	oursSDK    = "ours+sdk"      // ours with the OpenTelemetry SDK and a manual reader
 	oursAll    = "ours+all"      // ours with the hook and the SDK
 	oursNoPB   = "ours-pushback" // ours with WithoutPushback: no grpc.Trailer option
+	oursHedge  = "ours+hedge"    // ours with UnaryCall hedged: WithHedging(hedgedMethod, hedging)
 	grpcRetry  = "grpcretry"     // grpc-go's built-in retry, from a service config, with its throttle
 	middleware = "middleware"    // go-grpc-middleware/v2/interceptors/retry
 	gaxInvoke  = "gax"           // gax.Invoke with gax.OnCodes around each call, as Google's clients do
@@ -105,7 +106,7 @@ func dialOptions(name string, s setting, retries *atomic.Int64) []grpc.DialOptio
 	switch name {
 	case bare, gaxInvoke:
 		return nil
-	case ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB:
+	case ours, oursHook, oursNoop, oursSDK, oursAll, oursNoPB, oursHedge:
 		return oursDialOptions(name, s, retries)
 	case grpcRetry:
 		return []grpc.DialOption{grpc.WithDefaultServiceConfig(serviceConfig(s))}
@@ -156,6 +157,8 @@ func oursOptions(name string, s setting, retries *atomic.Int64) []interceptor.Op
 		opts = append(opts, hook, recorder(sdkProvider()))
 	case oursNoPB:
 		opts = append(opts, interceptor.WithoutPushback())
+	case oursHedge:
+		opts = append(opts, interceptor.WithHedging(hedgedMethod, hedging))
 	case ours:
 		if s == slow { // the memory benchmark needs to know who waits
 			opts = append(opts, hook)

@@ -37,7 +37,7 @@ measure() {
 	else
 		ROUNDS=${ROUNDS:-10} BENCHTIME=${BENCHTIME:-300ms} WAITING=${WAITING:-$ROUNDS}
 	fi
-	BENCH=${BENCH:-'^Benchmark(Paired)?(Unary|UnaryRetry|UnaryParallel|ServerStream|ClientStream|BidiStream)$|^BenchmarkIsolated(Retry|Parallel)?$'}
+	BENCH=${BENCH:-'^Benchmark(Paired)?(Unary|UnaryRetry|UnaryParallel|ServerStream|ClientStream|BidiStream)$|^BenchmarkPairedUnaryHedged$|^BenchmarkIsolated(Retry|Parallel|Hedged)?$'}
 	OUT=${OUT:-results/latest.txt}
 	mkdir -p "$(dirname "$OUT")"
 	: >"$OUT"
@@ -90,9 +90,12 @@ stat() { # title, benchstat arguments...
 	go tool benchstat "$@" "$OUT" | sed '/^goos:\|^goarch:\|^pkg:\|^cpu:/d'
 }
 peers='/mech@(bare ours grpcretry middleware gax)'
-variants='/mech@(bare ours ours+hook ours+noop ours+sdk ours+all)'
+variants='/mech@(bare ours ours+hook ours+noop ours+sdk ours+all ours-pushback)'
 stat "over bufconn, measured in pairs with bare (x-bare: median time over bare's)" \
-	-col '/mech@(bare ours ours+hook ours+noop ours+sdk ours+all grpcretry middleware gax)' -filter '.name:/^Paired/ .unit:x-bare'
+	-col '/mech@(bare ours ours+hook ours+noop ours+sdk ours+all ours-pushback grpcretry middleware gax)' \
+	-filter '.name:/^Paired/ -.name:PairedUnaryHedged .unit:x-bare'
+stat "hedged UnaryCall (MaxAttempts 2, Delay 10 ms, server answers at once), paired with bare" \
+	-col '/mech@(bare ours ours+hedge)' -filter '.name:(PairedUnaryHedged OR IsolatedHedged)'
 stat "unary over bufconn: ours beside the peers" -col "$peers" -filter '.name:(Unary OR UnaryRetry OR UnaryParallel)'
 stat "unary over bufconn: ours with hook and metrics" -col "$variants" -filter '.name:(Unary OR UnaryRetry OR UnaryParallel)'
 stat "streams over bufconn (one op = one stream of msgs messages)" -col '/mech@(bare ours ours+all grpcretry middleware gax)' \

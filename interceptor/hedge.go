@@ -283,9 +283,14 @@ type hedgeTargets struct {
 }
 
 // attemptOptions returns opts with the caller's Header, Trailer and Peer
-// options pointed at a's own, and a Trailer option added (for pushback).
-func (a *hedgeAttempt) attemptOptions(opts []grpc.CallOption, tg *hedgeTargets) {
-	a.opts = make([]grpc.CallOption, 0, len(opts)+1)
+// options pointed at a's own, and a Trailer option added (for pushback);
+// buf, when large enough, holds them.
+func (a *hedgeAttempt) attemptOptions(opts []grpc.CallOption, tg *hedgeTargets, buf []grpc.CallOption) {
+	if cap(buf) >= len(opts)+1 {
+		a.opts = buf[:0]
+	} else {
+		a.opts = make([]grpc.CallOption, 0, len(opts)+1)
+	}
 	for _, o := range opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:
@@ -309,43 +314,35 @@ func (a *hedgeAttempt) attemptOptions(opts []grpc.CallOption, tg *hedgeTargets) 
 	a.opts = append(a.opts, grpc.Trailer(&a.trailer))
 }
 
-// canCopyReply reports whether newReply and copyReply work for reply: a
-// proto.Message or a non-nil pointer.
-func canCopyReply(reply any) bool {
-	if _, ok := reply.(proto.Message); ok {
-		return true
-	}
-	v := reflect.ValueOf(reply)
-	return v.Kind() == reflect.Pointer && !v.IsNil()
-}
-
-// replyType is the type of a call's reply, learnt before any attempt
-// writes to the reply: reading the reply while attempt 1 decodes into it
-// would race.
+// replyType is the type of a caller's reply, taken before the first attempt
+// writes to it, from which the other attempts get their own replies.
 type replyType struct {
-	msg protoreflect.MessageType // the reply's, if it is a proto.Message
-	ptr reflect.Type             // otherwise the type it points to
+	msg  protoreflect.MessageType // for a proto.Message
+	elem reflect.Type             // else, the pointed-to type of a pointer
 }
 
-// typeOf returns the replyType of reply, a proto.Message or a non-nil
-// pointer (see canCopyReply).
-func typeOf(reply any) replyType {
+// replyTypeOf returns the type of reply, and false if reply is neither a
+// proto.Message nor a non-nil pointer (copyReply cannot copy it).
+func replyTypeOf(reply any) (replyType, bool) {
 	if m, ok := reply.(proto.Message); ok {
-		return replyType{msg: m.ProtoReflect().Type()}
+		return replyType{msg: m.ProtoReflect().Type()}, true
 	}
-	return replyType{ptr: reflect.TypeOf(reply).Elem()}
+	if v := reflect.ValueOf(reply); v.Kind() == reflect.Pointer && !v.IsNil() {
+		return replyType{elem: v.Type().Elem()}, true
+	}
+	return replyType{}, false
 }
 
-// newReply returns a new, empty reply of type t.
-func (t replyType) newReply() any {
+// new returns a new, empty reply of type t.
+func (t replyType) new() any {
 	if t.msg != nil {
 		return t.msg.New().Interface()
 	}
-	return reflect.New(t.ptr).Interface()
+	return reflect.New(t.elem).Interface()
 }
 
-// copyReply makes dst, the caller's reply, a copy of src, a reply of its
-// type (replyType.newReply).
+// copyReply makes dst, the caller's reply, a copy of src, a reply from
+// replyTypeOf(dst).new().
 func copyReply(dst, src any) {
 	if m, ok := dst.(proto.Message); ok {
 		proto.Reset(m)
@@ -359,32 +356,32 @@ func copyReply(dst, src any) {
 // The first attempt uses the caller's reply; the others get their own. It
 // returns once every attempt has returned.
 func (r *Retrier) hedgeUnary(ctx context.Context, conn *connState, hp *hedgePolicy, n int, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
-	if !canCopyReply(reply) {
+	rt, ok := replyTypeOf(reply)
+	if !ok {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	h := &hedgeCall{
 		call: call{r: r, max: n, method: method, static: staticMethod(opts), cc: cc, target: target(cc),
 			conn: conn, opts: opts, start: time.Now(), hedged: true},
-		hp:        hp,
-		ctx:       ctx,
-		req:       req,
-		reply:     reply,
-		invoker:   invoker,
-		results:   make(chan *hedgeAttempt, n),
-		replyType: typeOf(reply),
+		hp:      hp,
+		ctx:     ctx,
+		req:     req,
+		reply:   reply,
+		rt:      rt,
+		invoker: invoker,
+		results: make(chan *hedgeAttempt),
 	}
 	h.dl, h.hasDeadline = ctx.Deadline()
 	h.actx, h.cancel = context.WithCancel(ctx)
 	defer h.cancel()
-	h.timer = time.NewTimer(time.Hour)
-	h.timer.Stop()
-	defer h.timer.Stop()
 	return h.run()
 }
 
-// hedgeCall is the state of one hedged call. Its methods run on the
-// caller's goroutine; each attempt runs on its own and hands its result
-// back on results.
+// hedgeCall is the state of one hedged call. Its methods run on one
+// goroutine at a time: the caller's, or, once the delay has passed with the
+// first attempt in flight, the timer's (coordinate) while the caller waits.
+// The first attempt runs on the caller's goroutine (with a delay) and every
+// other on its own; each hands its result back on results.
 type hedgeCall struct {
 	call
 	hp          *hedgePolicy
@@ -394,27 +391,38 @@ type hedgeCall struct {
 	dl          time.Time
 	hasDeadline bool
 	req, reply  any
+	rt          replyType // reply's
 	invoker     grpc.UnaryInvoker
 	tg          hedgeTargets
-	results     chan *hedgeAttempt
-	replyType   replyType // of reply, for the hedges' own replies
+	results     chan *hedgeAttempt // unbuffered: every attempt sent is received
+	pending     *hedgeAttempt      // an attempt that returned, for wait to take in first
 
 	delay    time.Duration // between hedges
 	inFlight int
 	stopped  bool               // no further hedge will be sent
 	why      grpcbackoff.Reason // why, once stopped
 	last     *hedgeAttempt      // the last attempt that failed with a non-fatal code
-	timer    *time.Timer        // the next hedge's
+	timer    *time.Timer        // the next hedge's, made when first needed
 	timerC   <-chan time.Time   // timer.C while the timer is set, else nil
+
+	// first is the first attempt, made on the caller's goroutine when the
+	// delay is not 0 (see runFirst); firstOpts holds its call options.
+	first     hedgeAttempt
+	firstOpts [4]grpc.CallOption
+	// coordinating is done once the goroutine that took over the call when
+	// the delay passed (see coordinate) has finished it.
+	coordinating sync.WaitGroup
+	coordEnd     *hedgeAttempt // the attempt that ended the call, set by coordinate
+	coordWaited  bool          // as wait returns it, set by coordinate
 }
 
 // send sends the next attempt.
 func (h *hedgeCall) send() {
 	a := &hedgeAttempt{n: h.attempts + 1, reply: h.reply}
-	a.attemptOptions(h.opts, &h.tg)
+	a.attemptOptions(h.opts, &h.tg, nil)
 	actx := h.actx
 	if a.n > 1 {
-		a.reply = h.replyType.newReply()
+		a.reply = h.rt.new()
 		actx = h.retryContext(actx) // h.attempts attempts came before
 	}
 	h.attempts = a.n
@@ -466,7 +474,11 @@ func (h *hedgeCall) arm(d time.Duration) {
 		h.stop(grpcbackoff.ReasonDeadline)
 		return
 	}
-	h.timer.Reset(d)
+	if h.timer == nil {
+		h.timer = time.NewTimer(d)
+	} else {
+		h.timer.Reset(d)
+	}
 	h.timerC = h.timer.C
 }
 
@@ -474,13 +486,17 @@ func (h *hedgeCall) arm(d time.Duration) {
 // others and waits for them, and hands the winner's outputs to the caller.
 func (h *hedgeCall) run() error {
 	h.delay = h.hp.delayFor(h.method, h.start)
-	h.send()
-	h.arm(h.delay)
-	end, waited := h.wait()
-
-	h.cancel()
-	for ; h.inFlight > 0; h.inFlight-- {
-		<-h.results
+	var end *hedgeAttempt
+	var waited bool
+	if h.delay > 0 {
+		end, waited = h.runFirst()
+	} else {
+		h.send()
+		h.arm(h.delay)
+		end, waited = h.finish()
+	}
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 	now := time.Now()
 	if end.err == nil {
@@ -509,11 +525,78 @@ func (h *hedgeCall) run() error {
 	return h.end(h.ctx, err)
 }
 
+// finish waits for the attempt that ends the call, cancels the others and
+// waits for them.
+func (h *hedgeCall) finish() (end *hedgeAttempt, waited bool) {
+	end, waited = h.wait()
+	h.cancel()
+	for ; h.inFlight > 0; h.inFlight-- {
+		<-h.results
+	}
+	return end, waited
+}
+
+// runFirst makes the first attempt on the caller's goroutine, so that a call
+// answered within the delay costs no goroutine and no timer channel. If the
+// delay passes first, coordinate takes the call over on the timer's
+// goroutine: it sends the hedges and waits for the end, and the first
+// attempt's result reaches it on results like any other.
+func (h *hedgeCall) runFirst() (end *hedgeAttempt, waited bool) {
+	a := &h.first
+	a.n, a.reply = 1, h.reply
+	a.attemptOptions(h.opts, &h.tg, h.firstOpts[:])
+	h.attempts, h.inFlight = 1, 1
+	var t *time.Timer
+	if h.attempts < h.max {
+		if h.hasDeadline && !time.Now().Add(h.delay).Before(h.dl) {
+			h.stop(grpcbackoff.ReasonDeadline)
+		} else {
+			h.coordinating.Add(1)
+			t = time.AfterFunc(h.delay, h.coordinate)
+		}
+	}
+	a.err = h.invoker(h.actx, h.method, h.req, a.reply, h.cc, a.opts...)
+	if t != nil && !t.Stop() { // coordinate has the call
+		h.results <- a
+		h.coordinating.Wait()
+		return h.coordEnd, h.coordWaited
+	}
+	if t != nil {
+		h.coordinating.Done()
+	}
+	h.inFlight = 0
+	if a.err == nil {
+		return a, false
+	}
+	// The first attempt failed within the delay: go on as if it had been
+	// sent on its own goroutine and had just returned.
+	h.inFlight, h.pending = 1, a
+	return h.finish()
+}
+
+// coordinate runs on the timer's goroutine once the delay has passed with
+// the first attempt in flight: it sends the first hedge and finishes the
+// call.
+func (h *hedgeCall) coordinate() {
+	defer h.coordinating.Done()
+	if h.trySend() {
+		h.arm(h.delay)
+	}
+	h.coordEnd, h.coordWaited = h.finish()
+}
+
 // wait returns the attempt that ends the call, with h.why set for an error,
 // and whether the call ended while waiting for a pushback delay with no
 // attempt in flight.
 func (h *hedgeCall) wait() (end *hedgeAttempt, waited bool) {
 	for {
+		if a := h.pending; a != nil {
+			h.pending = nil
+			if end, done := h.result(a); done {
+				return end, false
+			}
+			continue
+		}
 		var ctxDone, closed <-chan struct{}
 		if h.inFlight == 0 { // waiting for a pushback delay
 			ctxDone, closed = h.ctx.Done(), h.conn.closed
@@ -535,44 +618,53 @@ func (h *hedgeCall) wait() (end *hedgeAttempt, waited bool) {
 			h.why, h.last.err = grpcbackoff.ReasonCanceled, errConnClosing
 			return h.last, true
 		case a := <-h.results:
-			h.inFlight--
-			if a.err == nil {
-				h.why = 0
-				return a, false
-			}
-			if cerr := h.ctx.Err(); cerr != nil || h.hasDeadline && !time.Now().Before(h.dl) {
-				h.why = grpcbackoff.ReasonDeadline
-				if cerr == context.Canceled {
-					h.why = grpcbackoff.ReasonCanceled
-				}
-				return a, false
-			}
-			st := status.Convert(a.err)
-			if !h.hp.isNonFatal(st.Code()) {
-				h.why = grpcbackoff.ReasonNotRetryable
-				return a, false
-			}
-			h.last = a
-			trailer := a.trailer
-			if h.r.noPushback {
-				trailer = nil // RetryInfo only, as WithoutPushback says
-			}
-			switch hint := grpcbackoff.ServerHint(st, trailer); {
-			case hint.Stop:
-				h.stop(grpcbackoff.ReasonServerRefused)
-			case hint.Delay > 0:
-				h.arm(hint.Delay)
-			default:
-				if h.trySend() {
-					h.arm(h.delay)
-				}
-			}
-			if h.inFlight == 0 && h.timerC == nil {
-				if !h.stopped {
-					h.why = grpcbackoff.ReasonExhausted
-				}
-				return a, false
+			if end, done := h.result(a); done {
+				return end, false
 			}
 		}
 	}
+}
+
+// result takes in a, an attempt that returned, and returns the attempt that
+// ends the call and true if the call ends.
+func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
+	h.inFlight--
+	if a.err == nil {
+		h.why = 0
+		return a, true
+	}
+	if cerr := h.ctx.Err(); cerr != nil || h.hasDeadline && !time.Now().Before(h.dl) {
+		h.why = grpcbackoff.ReasonDeadline
+		if cerr == context.Canceled {
+			h.why = grpcbackoff.ReasonCanceled
+		}
+		return a, true
+	}
+	st := status.Convert(a.err)
+	if !h.hp.isNonFatal(st.Code()) {
+		h.why = grpcbackoff.ReasonNotRetryable
+		return a, true
+	}
+	h.last = a
+	trailer := a.trailer
+	if h.r.noPushback {
+		trailer = nil // RetryInfo only, as WithoutPushback says
+	}
+	switch hint := grpcbackoff.ServerHint(st, trailer); {
+	case hint.Stop:
+		h.stop(grpcbackoff.ReasonServerRefused)
+	case hint.Delay > 0:
+		h.arm(hint.Delay)
+	default:
+		if h.trySend() {
+			h.arm(h.delay)
+		}
+	}
+	if h.inFlight == 0 && h.timerC == nil {
+		if !h.stopped {
+			h.why = grpcbackoff.ReasonExhausted
+		}
+		return a, true
+	}
+	return nil, false
 }
