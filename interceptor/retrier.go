@@ -4,10 +4,14 @@
 //
 //	conn, err := grpc.NewClient(target, append(interceptor.DialOptions(grpcbackoff.DefaultPolicy()), creds)...)
 //
-// or, for a cloud.google.com/go client such as Cloud Redis:
+// For cloud.google.com/go clients, the gaxretry module turns a Retrier's
+// dial options into client options (gaxretry.ClientOptions), and hands the
+// clients' own retries over to it (gaxretry.Adopt).
 //
-//	c, err := redis.NewCloudRedisClient(ctx,
-//		option.WithGRPCDialOption(grpc.WithUnaryInterceptor(interceptor.Unary(grpcbackoff.DefaultPolicy()))))
+// Beyond retries, a Retrier hedges the methods given WithHedging, cuts hung
+// attempts (Policy.AttemptTimeout), keeps a retry budget per backend target,
+// never retries a method known not to be idempotent after a failure that may
+// have been applied, and tells its Observers of every decision.
 //
 // A call is retried when it fails with one of the Policy's codes, up to
 // MaxAttempts attempts, waiting Policy.Backoff between attempts (or longer if

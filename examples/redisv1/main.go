@@ -7,17 +7,15 @@
 //	ps, err := pubsub.NewClient(ctx, project, platform...)
 //	err = gaxretry.Adopt(ps.TopicAdminClient.CallOptions) // Pub/Sub retries by itself: hand over
 //
-// The story below installs only the unary interceptor, to show its retries
-// one by one:
-//
-//	c, err := redis.NewCloudRedisClient(ctx,
-//		option.WithGRPCDialOption(grpc.WithUnaryInterceptor(interceptor.Unary(grpcbackoff.DefaultPolicy()))))
+// The story below builds its Retrier with a hook that prints every retry,
+// and gives the client gaxretry.RetrierClientOptions(retrier).
 //
 // With no flags it needs nothing set up: it starts the in-process fake of the
 // API (package redistest) and runs a short scripted story against it,
 // creating, reading, listing and deleting instances while the fake answers
 // UNAVAILABLE and RESOURCE_EXHAUSTED (with and without RetryInfo). It prints
-// every retry and a summary, and takes about 2 s:
+// every retry and a summary, then a hedged read and the platform set-up
+// with a Pub/Sub client against its fake; it takes about 5 s:
 //
 //	go run ./examples/redisv1
 //

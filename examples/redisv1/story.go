@@ -13,12 +13,11 @@ import (
 	"cloud.google.com/go/redis/apiv1/redispb"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/iterator"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/gaxretry"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/redistest"
 )
@@ -115,10 +114,9 @@ func story(ctx context.Context, srv *redistest.Server, scale float64, out io.Wri
 	if err != nil {
 		return err
 	}
-	// The platform's standard client, plus the options that point it at the
-	// fake.
-	opts := append(srv.ClientOptions(),
-		option.WithGRPCDialOption(grpc.WithUnaryInterceptor(retrier.Unary())))
+	// The platform's standard options (both interceptors, one budget per
+	// backend), plus the options that point the client at the fake.
+	opts := append(srv.ClientOptions(), gaxretry.RetrierClientOptions(retrier)...)
 	c, err := redis.NewCloudRedisClient(ctx, opts...)
 	if err != nil {
 		return fmt.Errorf("redisv1: creating the Cloud Redis client: %w", err)
@@ -126,7 +124,7 @@ func story(ctx context.Context, srv *redistest.Server, scale float64, out io.Wri
 	defer c.Close()
 
 	fmt.Fprintln(out, "Cloud Redis v1 client (cloud.google.com/go/redis/apiv1) against the in-process fake (redistest),")
-	fmt.Fprintln(out, "with option.WithGRPCDialOption(grpc.WithUnaryInterceptor(retrier.Unary())).")
+	fmt.Fprintln(out, "with the platform's options, gaxretry.RetrierClientOptions(retrier).")
 	fmt.Fprint(out, describe(p, scale))
 	s := &teller{out: out, srv: srv, c: c, scale: scale, start: time.Now()}
 	steps := []func(context.Context) error{
