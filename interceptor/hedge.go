@@ -392,6 +392,7 @@ type hedgeCall struct {
 	hasDeadline bool
 	req, reply  any
 	rt          replyType // reply's
+	sent        time.Time // when the last attempt was sent
 	invoker     grpc.UnaryInvoker
 	tg          hedgeTargets
 	results     chan *hedgeAttempt // unbuffered: every attempt sent is received
@@ -427,6 +428,7 @@ func (h *hedgeCall) send() {
 	}
 	h.attempts = a.n
 	h.inFlight++
+	h.sent = time.Now()
 	go func() {
 		a.err = h.invoker(actx, h.method, h.req, a.reply, h.cc, a.opts...)
 		h.results <- a
@@ -448,16 +450,19 @@ func (h *hedgeCall) trySend() bool {
 		h.stop(grpcbackoff.ReasonDeadline)
 		return false
 	}
+	var code codes.Code
+	var err error
+	if h.last != nil {
+		err = h.last.err
+		code = status.Code(err)
+	}
 	if b := h.conn.t.budget; b != nil && !b.Allow(now) {
-		var code codes.Code
-		var err error
-		if h.last != nil {
-			err = h.last.err
-			code = status.Code(err)
-		}
 		h.observe(h.ctx, code, err, grpcbackoff.Hint{}, 0, true)
 		h.stop(grpcbackoff.ReasonThrottled)
 		return false
+	}
+	if len(h.r.observers) > 0 {
+		h.observe(h.ctx, code, err, grpcbackoff.Hint{}, now.Sub(h.sent), false)
 	}
 	h.send()
 	return true
@@ -486,6 +491,7 @@ func (h *hedgeCall) arm(d time.Duration) {
 // others and waits for them, and hands the winner's outputs to the caller.
 func (h *hedgeCall) run() error {
 	h.delay = h.hp.delayFor(h.method, h.start)
+	h.sent = h.start
 	var end *hedgeAttempt
 	var waited bool
 	if h.delay > 0 {

@@ -379,8 +379,12 @@ func TestHedgeBudget(t *testing.T) {
 		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0}) {
 			t.Errorf("second call: attempts started at %v, want [0]: the hedge was refused", got)
 		}
-		if len(obs.retries) != 1 || !obs.retries[0].Throttled || obs.retries[0].Attempt != 1 {
-			t.Errorf("retries observed = %+v, want one throttled after attempt 1", obs.retries)
+		// The first call's hedge is told as sent 100 ms after attempt 1, the
+		// second call's as refused.
+		if len(obs.retries) != 2 ||
+			!obs.retries[0].Hedge || obs.retries[0].Throttled || obs.retries[0].Attempt != 1 || obs.retries[0].Delay != 100*msec ||
+			!obs.retries[1].Hedge || !obs.retries[1].Throttled || obs.retries[1].Attempt != 1 {
+			t.Errorf("retries observed = %+v, want a hedge sent after 100ms, then one throttled, each after attempt 1", obs.retries)
 		}
 		if len(obs.ends) != 2 || obs.ends[0].Hedges != 1 || obs.ends[1].Hedges != 0 {
 			t.Errorf("ends = %+v, want 1 hedge then 0", obs.ends)

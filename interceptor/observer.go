@@ -127,10 +127,16 @@ func staticMethod(opts []grpc.CallOption) bool {
 // logObserver is the Observer of WithLogger.
 type logObserver struct{ l *slog.Logger }
 
-// OnRetry logs a retry at level Info, a refused one at level Warn.
+// OnRetry logs a retry or a hedge at level Info, a refused one at level
+// Warn.
 func (o logObserver) OnRetry(ctx context.Context, r Retry) {
 	level, msg := slog.LevelInfo, "grpcbackoff: retrying"
-	if r.Throttled {
+	switch {
+	case r.Hedge && r.Throttled:
+		level, msg = slog.LevelWarn, "grpcbackoff: hedge throttled"
+	case r.Hedge:
+		msg = "grpcbackoff: hedging"
+	case r.Throttled:
 		level, msg = slog.LevelWarn, "grpcbackoff: retry throttled"
 	}
 	o.l.Log(ctx, level, msg,

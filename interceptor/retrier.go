@@ -96,6 +96,10 @@ type Retry struct {
 	Hint      grpcbackoff.Hint
 	Delay     time.Duration
 	Throttled bool
+	// Hedge says the next attempt is a hedge (WithHedging), sent Delay after
+	// the attempt before it; Code and Err are those of the last attempt that
+	// failed with a non-fatal code, if one did (OK and nil otherwise).
+	Hedge bool
 }
 
 // An Option changes how New builds a Retrier.
@@ -309,7 +313,8 @@ func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 
 func (c *call) observe(ctx context.Context, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled bool) {
 	for _, o := range c.r.observers {
-		o.OnRetry(ctx, Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d, Throttled: throttled})
+		o.OnRetry(ctx, Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d,
+			Throttled: throttled, Hedge: c.hedged})
 	}
 }
 

@@ -138,6 +138,11 @@ const (
 	// DelayKey (the wait before the next attempt) and ServerDelayKey (the
 	// delay the server asked for; 0 if none).
 	EventRetry = "grpcbackoff.retry"
+	// EventHedge is added when a hedge is sent, with AttemptKey (the
+	// attempts before it), StatusKey (the code of the last attempt that
+	// failed with a non-fatal code, OK if none did) and DelayKey (the time
+	// since the attempt before it was sent).
+	EventHedge = "grpcbackoff.hedge"
 	// EventGaveUp is added when the call gives up, with AttemptsKey,
 	// StatusKey (the last code), ReasonKey and RetryDelayKey (the call's
 	// total time with no attempt in flight). A retry refused by the budget
@@ -306,7 +311,11 @@ func (rec *Recorder) OnRetry(ctx context.Context, r interceptor.Retry) {
 	if !span.IsRecording() {
 		return
 	}
-	span.AddEvent(EventRetry, trace.WithAttributes(
+	name := EventRetry
+	if r.Hedge {
+		name = EventHedge
+	}
+	span.AddEvent(name, trace.WithAttributes(
 		AttemptKey.Int(r.Attempt),
 		StatusKey.String(codeName(r.Code)),
 		DelayKey.Float64(r.Delay.Seconds()),
