@@ -243,11 +243,10 @@ func runRealOne(ctx context.Context, exe string, rc realConfig, st fleetsim.Stra
 		return &counts[i]
 	}
 	p := st.Policy
-	// The per-attempt timeout is the interceptor below until the Retrier
-	// carries out Policy.AttemptTimeout itself; its DEADLINE_EXCEEDED is
-	// retried like the simulator's timed-out attempts.
-	p.AttemptTimeout = 0
-	p.Codes = append(append([]codes.Code(nil), p.Codes...), codes.DeadlineExceeded)
+	// The Retrier cuts each attempt at the timeout and retries it as a
+	// timed-out attempt, which only the budget's long-run allowance pays
+	// for, as in the simulator.
+	p.AttemptTimeout = rc.timeout
 	opts := []interceptor.Option{interceptor.WithoutThrottle()}
 	if st.Throttle != nil {
 		opts = append(opts, interceptor.WithThrottle(*st.Throttle))
@@ -259,14 +258,12 @@ func runRealOne(ctx context.Context, exe string, rc realConfig, st fleetsim.Stra
 	if err != nil {
 		return realResult{}, err
 	}
-	timeout := rc.timeout
+	// Chained after the Retrier, it sees every attempt.
 	perAttempt := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if b := at(time.Now()); b != nil {
 			b.attempts.Add(1)
 		}
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return invoker(actx, method, req, reply, cc, opts...)
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(r.Unary(), perAttempt), grpc.WithDisableRetry())
