@@ -413,3 +413,43 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 		})
 	}
 }
+
+// TestUnaryAttemptTimeoutServerResetFirst: a server that was sent the
+// attempt's deadline resets the call when it passes, and the client may
+// learn of it (DEADLINE_EXCEEDED) a moment before its own timer fires. The
+// attempt was still cut by its own timeout, and is retried; a
+// DEADLINE_EXCEEDED under the caller's own, earlier deadline is not.
+func TestUnaryAttemptTimeoutServerResetFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // the caller's
+		attempts int
+	}{
+		{"the attempt's deadline is the earlier: retried", time.Hour, 2},
+		{"the caller's deadline is the earlier: not retried", 5 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := exact()
+				p.AttemptTimeout = 10 * time.Second
+				ic := interceptor.Unary(p, interceptor.WithoutThrottle())
+				attempts := 0
+				invoker := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+					attempts++
+					if attempts > 1 {
+						return nil
+					}
+					dl, _ := ctx.Deadline()
+					time.Sleep(time.Until(dl) - time.Millisecond) // the server's reset, just before
+					return status.Error(codes.DeadlineExceeded, "stream reset by the server")
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
+				defer cancel()
+				err := ic(ctx, "/pkg.Svc/Get", "req", new(string), nil, invoker)
+				if attempts != tc.attempts {
+					t.Errorf("%d attempts (%v), want %d", attempts, err, tc.attempts)
+				}
+			})
+		})
+	}
+}

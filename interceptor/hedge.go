@@ -456,7 +456,11 @@ func (h *hedgeCall) trySend() bool {
 		err = h.last.err
 		code = status.Code(err)
 	}
-	if b := h.conn.t.budget; b != nil && !b.Allow(now) {
+	// A hedge goes to a server that has not answered yet, like the retry of
+	// an attempt cut by its timeout: it draws on the budget's long-run
+	// allowance alone, not on the reserve kept for failures the server
+	// answered (see grpcbackoff.Throttle).
+	if b := h.conn.t.budget; b != nil && !b.AllowLongRun(now) {
 		h.observe(h.ctx, code, err, grpcbackoff.Hint{}, 0, true)
 		h.stop(grpcbackoff.ReasonThrottled)
 		return false
@@ -506,6 +510,7 @@ func (h *hedgeCall) run() error {
 	}
 	now := time.Now()
 	if end.err == nil {
+		h.conn.succeeded() // a success feeds the budget's reserve
 		if end.n != 1 {
 			copyReply(h.reply, end.reply)
 		}

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -122,8 +123,11 @@ func (r *Retrier) endFirst(ctx context.Context, method string, cc *grpc.ClientCo
 // still live.
 func (r *Retrier) attemptUnary(ctx, actx context.Context, p *compiled, conn *connState, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (trailer metadata.MD, headers, cut bool, err error) {
 	var cancel context.CancelFunc
+	var own bool // the attempt's deadline is its own, not the caller's
 	if t := p.AttemptTimeout; t > 0 {
 		// The earlier of the caller's deadline and now+t.
+		dl, ok := ctx.Deadline()
+		own = !ok || time.Now().Add(t).Before(dl)
 		actx, cancel = context.WithTimeout(actx, t)
 	}
 	s := getUnaryState(opts, !r.noPushback)
@@ -133,7 +137,12 @@ func (r *Retrier) attemptUnary(ctx, actx context.Context, p *compiled, conn *con
 		// grpc-go gives nil headers for a trailers-only response, which
 		// carries no headers, and for an attempt that got no response.
 		trailer, headers = s.trailer, s.header != nil
-		cut = cancel != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		// Cut by its own timeout, the caller's context live: the attempt's
+		// context has ended, or the server, which was sent the attempt's
+		// deadline, reset the call when that deadline passed a moment
+		// before the client's timer fired.
+		cut = cancel != nil && ctx.Err() == nil &&
+			(actx.Err() == context.DeadlineExceeded || own && status.Code(err) == codes.DeadlineExceeded)
 	}
 	s.release()
 	if cancel != nil {
