@@ -29,16 +29,16 @@ func readmeFirst(target string, creds credentials.TransportCredentials) (*grpc.C
 	return conn, err
 }
 
-func readmeUsage(target string, reads grpcbackoff.Policy, creds grpc.DialOption) (*grpc.ClientConn, error) {
+func readmeUsage(target string, reads grpcbackoff.Policy, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
 	r, err := interceptor.New(grpcbackoff.DefaultPolicy(),
-		interceptor.WithMethod("/google.cloud.redis.v1.CloudRedis/GetInstance", reads),
+		interceptor.WithMethod("/google.cloud.redis.v1.CloudRedis/GetInstance", reads), // a Policy of its own
 		interceptor.WithHedging("/google.cloud.redis.v1.CloudRedis/ListInstances",
 			grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * time.Millisecond}),
 		interceptor.WithLogger(slog.Default()))
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(target, append(r.DialOptions(), creds)...)
+	conn, err := grpc.NewClient(target, append(r.DialOptions(), grpc.WithTransportCredentials(creds))...)
 	return conn, err
 }
 
