@@ -24,8 +24,8 @@ import (
 // subject to it too: each retry is one more request to an overloaded
 // backend, so a retry is asked of the adaptive throttle (then of the retry
 // budget) and, if rejected, the call ends with its last error and
-// ReasonRejectedLocally. (There are no hedged attempts; any would count as
-// requests like retries.) A call made with the Critical option is exempt,
+// ReasonRejectedLocally. Hedges are asked too, and a rejected one is not
+// sent. A call made with the Critical option is exempt,
 // its retries included, though its outcomes are counted.
 //
 // What is counted: each attempt sent counts when it ends, as accepted or not

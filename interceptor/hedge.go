@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -224,6 +225,9 @@ func (r *Retrier) hedgingFor(method string, opts []grpc.CallOption) (*hedgePolic
 	}
 	n := hp.MaxAttempts
 	for _, o := range opts {
+		if so, ok := o.(*safetyOption); ok && so.s == NotIdempotent {
+			return nil, 0 // never sent twice: policyFor retries it as Safety says
+		}
 		co, ok := o.(*callOption)
 		if !ok {
 			continue
@@ -286,10 +290,10 @@ type hedgeTargets struct {
 // options pointed at a's own, and a Trailer option added (for pushback);
 // buf, when large enough, holds them.
 func (a *hedgeAttempt) attemptOptions(opts []grpc.CallOption, tg *hedgeTargets, buf []grpc.CallOption) {
-	if cap(buf) >= len(opts)+1 {
+	if cap(buf) >= len(opts)+2 {
 		a.opts = buf[:0]
 	} else {
-		a.opts = make([]grpc.CallOption, 0, len(opts)+1)
+		a.opts = make([]grpc.CallOption, 0, len(opts)+2)
 	}
 	for _, o := range opts {
 		switch o := o.(type) {
@@ -297,7 +301,6 @@ func (a *hedgeAttempt) attemptOptions(opts []grpc.CallOption, tg *hedgeTargets, 
 			if a.n == 1 {
 				tg.headers = append(tg.headers, o.HeaderAddr)
 			}
-			a.opts = append(a.opts, grpc.Header(&a.header))
 		case grpc.TrailerCallOption:
 			if a.n == 1 {
 				tg.trailers = append(tg.trailers, o.TrailerAddr)
@@ -311,7 +314,9 @@ func (a *hedgeAttempt) attemptOptions(opts []grpc.CallOption, tg *hedgeTargets, 
 			a.opts = append(a.opts, o)
 		}
 	}
-	a.opts = append(a.opts, grpc.Trailer(&a.trailer))
+	// Every attempt reads its headers, to know whether it committed the
+	// call (gRFC A6), and its trailer, for pushback.
+	a.opts = append(a.opts, grpc.Header(&a.header), grpc.Trailer(&a.trailer))
 }
 
 // replyType is the type of a caller's reply, taken before the first attempt
@@ -325,6 +330,9 @@ type replyType struct {
 // proto.Message nor a non-nil pointer (copyReply cannot copy it).
 func replyTypeOf(reply any) (replyType, bool) {
 	if m, ok := reply.(proto.Message); ok {
+		if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
+			return replyType{}, false
+		}
 		return replyType{msg: m.ProtoReflect().Type()}, true
 	}
 	if v := reflect.ValueOf(reply); v.Kind() == reflect.Pointer && !v.IsNil() {
@@ -358,11 +366,13 @@ func copyReply(dst, src any) {
 func (r *Retrier) hedgeUnary(ctx context.Context, conn *connState, hp *hedgePolicy, n int, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	rt, ok := replyTypeOf(reply)
 	if !ok {
-		return invoker(ctx, method, req, reply, cc, opts...)
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		conn.record(err)
+		return err
 	}
 	h := &hedgeCall{
 		call: call{r: r, max: n, method: method, static: staticMethod(opts), cc: cc, target: target(cc),
-			conn: conn, opts: opts, start: time.Now(), hedged: true},
+			conn: conn, opts: opts, start: time.Now(), hedged: true, adaptive: r.adaptiveFor(conn, opts)},
 		hp:      hp,
 		ctx:     ctx,
 		req:     req,
@@ -409,7 +419,7 @@ type hedgeCall struct {
 	// first is the first attempt, made on the caller's goroutine when the
 	// delay is not 0 (see runFirst); firstOpts holds its call options.
 	first     hedgeAttempt
-	firstOpts [4]grpc.CallOption
+	firstOpts [5]grpc.CallOption
 	// coordinating is done once the goroutine that took over the call when
 	// the delay passed (see coordinate) has finished it.
 	coordinating sync.WaitGroup
@@ -431,8 +441,17 @@ func (h *hedgeCall) send() {
 	h.sent = time.Now()
 	go func() {
 		a.err = h.invoker(actx, h.method, h.req, a.reply, h.cc, a.opts...)
+		h.record(a)
 		h.results <- a
 	}()
+}
+
+// record counts a for adaptive throttling, unless a is a loser canceled by
+// the call itself.
+func (h *hedgeCall) record(a *hedgeAttempt) {
+	if a.err == nil || h.actx.Err() == nil || h.ctx.Err() != nil {
+		h.conn.record(a.err)
+	}
 }
 
 func (h *hedgeCall) stop(why grpcbackoff.Reason) {
@@ -460,6 +479,10 @@ func (h *hedgeCall) trySend() bool {
 	// an attempt cut by its timeout: it draws on the budget's long-run
 	// allowance alone, not on the reserve kept for failures the server
 	// answered (see grpcbackoff.Throttle).
+	if a := h.adaptive; a != nil && !a.Allow(now, rand.Float64()) {
+		h.stop(grpcbackoff.ReasonRejectedLocally) // as a retry would be
+		return false
+	}
 	if b := h.conn.t.budget; b != nil && !b.AllowLongRun(now) {
 		h.observe(h.ctx, code, err, grpcbackoff.Hint{}, 0, true)
 		h.stop(grpcbackoff.ReasonThrottled)
@@ -567,6 +590,7 @@ func (h *hedgeCall) runFirst() (end *hedgeAttempt, waited bool) {
 		}
 	}
 	a.err = h.invoker(h.actx, h.method, h.req, a.reply, h.cc, a.opts...)
+	h.record(a)
 	if t != nil && !t.Stop() { // coordinate has the call
 		h.results <- a
 		h.coordinating.Wait()
@@ -652,7 +676,9 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	st := status.Convert(a.err)
-	if !h.hp.isNonFatal(st.Code()) {
+	// A fatal code, or response headers before the failure: the attempt
+	// committed the call (gRFC A6), and the others are canceled.
+	if !h.hp.isNonFatal(st.Code()) || a.header != nil {
 		h.why = grpcbackoff.ReasonNotRetryable
 		return a, true
 	}

@@ -84,7 +84,9 @@ func (s *hedgeInvoker) invoke(ctx context.Context, method string, req, reply any
 	for _, o := range opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:
-			*o.HeaderAddr = metadata.Pairs("attempt", strconv.Itoa(n))
+			if st.err == nil { // a failure is trailers-only, as grpc-go gives it
+				*o.HeaderAddr = metadata.Pairs("attempt", strconv.Itoa(n))
+			}
 		case grpc.TrailerCallOption:
 			*o.TrailerAddr = metadata.Join(metadata.Pairs("attempt", strconv.Itoa(n)), st.trailer)
 		}

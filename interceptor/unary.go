@@ -124,7 +124,9 @@ func (r *Retrier) endFirst(ctx context.Context, method string, cc *grpc.ClientCo
 func (r *Retrier) attemptUnary(ctx, actx context.Context, p *compiled, conn *connState, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (trailer metadata.MD, headers, cut bool, err error) {
 	var cancel context.CancelFunc
 	var own bool // the attempt's deadline is its own, not the caller's
+	var adl time.Time
 	if t := p.AttemptTimeout; t > 0 {
+		adl = time.Now().Add(t)
 		// The earlier of the caller's deadline and now+t.
 		dl, ok := ctx.Deadline()
 		own = !ok || time.Now().Add(t).Before(dl)
@@ -142,7 +144,7 @@ func (r *Retrier) attemptUnary(ctx, actx context.Context, p *compiled, conn *con
 		// deadline, reset the call when that deadline passed a moment
 		// before the client's timer fired.
 		cut = cancel != nil && ctx.Err() == nil &&
-			(actx.Err() == context.DeadlineExceeded || own && status.Code(err) == codes.DeadlineExceeded)
+			(actx.Err() == context.DeadlineExceeded || own && status.Code(err) == codes.DeadlineExceeded && !time.Now().Add(p.AttemptTimeout/10).Before(adl))
 	}
 	s.release()
 	if cancel != nil {
