@@ -176,8 +176,9 @@ func TestHedgeCommitsOnHeaders(t *testing.T) {
 			cc := bufconntest.Dial(t, lis.DialContext, r.DialOptions()...)
 			var hdr metadata.MD
 			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&hdr))
-			if srv.calls.Load() != 1 {
-				t.Errorf("hedged=%v: server saw %d attempts of a call committed by its response headers", hedged, srv.calls.Load())
+			if srv.calls.Load() != 1 || status.Code(err) != codes.Unavailable || hdr.Get("applied") == nil {
+				t.Errorf("hedged=%v: server saw %d attempts, call ended with %v and headers %v; want 1 attempt, committed by its headers, UNAVAILABLE",
+					hedged, srv.calls.Load(), err, hdr)
 			}
 			cc.Close()
 		}
