@@ -166,30 +166,19 @@ func RecipeBudget() Strategy {
 }
 
 // RecipeAdaptive is Recipe with grpcbackoff.DefaultAdaptiveThrottle.
-func RecipeAdaptive() Strategy {
-	s := Recipe()
-	s.Name = "recipe+adaptive"
-	a := grpcbackoff.DefaultAdaptiveThrottle()
-	s.Adaptive = &a
-	return s
-}
+func RecipeAdaptive() Strategy { return withAdaptive(Recipe(), "recipe+adaptive") }
 
 // RecipeBoth is Recipe with the default budget and adaptive throttling.
-func RecipeBoth() Strategy {
-	s := RecipeBudget()
-	s.Name = "recipe+both"
-	a := grpcbackoff.DefaultAdaptiveThrottle()
-	s.Adaptive = &a
-	return s
-}
+func RecipeBoth() Strategy { return withAdaptive(RecipeBudget(), "recipe+both") }
 
 // FixedAdaptive is Fixed with grpcbackoff.DefaultAdaptiveThrottle: what
 // adaptive throttling does for clients that retry without backoff.
-func FixedAdaptive() Strategy {
-	s := Fixed()
-	s.Name = "fixed+adaptive"
+func FixedAdaptive() Strategy { return withAdaptive(Fixed(), "fixed+adaptive") }
+
+// withAdaptive returns s, named name, with grpcbackoff.DefaultAdaptiveThrottle.
+func withAdaptive(s Strategy, name string) Strategy {
 	a := grpcbackoff.DefaultAdaptiveThrottle()
-	s.Adaptive = &a
+	s.Name, s.Adaptive = name, &a
 	return s
 }
 
