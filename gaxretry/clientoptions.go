@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
@@ -64,8 +65,9 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 //	err = gaxretry.Adopt(c.TopicAdminClient.CallOptions)
 //
 // For each field (each method) that configures a gax retry, Adopt appends
-// options that turn gax's retry off (gax.WithRetry of a function returning
-// a nil Retryer, which gax honours as no retry) and mark the method's calls
+// options that turn gax's retry off (gax.WithRetry of a Retryer that never
+// retries: never nil, as code that wraps a client's Retryer, such as the
+// Pub/Sub publisher's, calls it) and mark the method's calls
 // interceptor.CallIdempotent, so that the interceptor retries them as its
 // Policy says, even where the method's descriptor says it is not idempotent:
 // the client knows better. Each field with none gets interceptor.NoRetry, as
@@ -110,14 +112,14 @@ func Adopt(callOptions any) error {
 			o.Resolve(&settings)
 		}
 		if settings.Retry != nil && !retried[i] {
-			continue // adopted already
+			continue // adopted already: its retryer is noRetry
 		}
 		// WithGRPCOptions replaces the gRPC options before it: keep them.
 		grpcOpts := append([]grpc.CallOption(nil), settings.GRPC...)
 		added := make([]gax.CallOption, 0, len(opts)+2)
 		added = append(added, opts...)
 		if retried[i] {
-			added = append(added, gax.WithRetry(noRetryer), gax.WithGRPCOptions(append(grpcOpts, interceptor.CallIdempotent())...))
+			added = append(added, gax.WithRetry(newNoRetry), gax.WithGRPCOptions(append(grpcOpts, interceptor.CallIdempotent())...))
 		} else {
 			added = append(added, gax.WithGRPCOptions(append(grpcOpts, interceptor.NoRetry())...))
 		}
@@ -126,14 +128,26 @@ func Adopt(callOptions any) error {
 	return nil
 }
 
-// noRetryer is the Retry of a method whose retries the interceptor makes.
-func noRetryer() gax.Retryer { return nil }
+// noRetry is the gax.Retryer of a method whose retries the interceptor
+// makes: it never retries.
+type noRetry struct{}
 
-// retries reports whether opts configure a gax retry.
+func (noRetry) Retry(error) (time.Duration, bool) { return 0, false }
+
+func newNoRetry() gax.Retryer { return noRetry{} }
+
+// retries reports whether opts configure a gax retry other than Adopt's.
 func retries(opts []gax.CallOption) bool {
 	var settings gax.CallSettings
 	for _, o := range opts {
 		o.Resolve(&settings)
 	}
-	return settings.Retry != nil && settings.Retry() != nil
+	if settings.Retry == nil {
+		return false
+	}
+	switch settings.Retry().(type) {
+	case nil, noRetry:
+		return false
+	}
+	return true
 }

@@ -298,8 +298,11 @@ func TestAdoptFields(t *testing.T) {
 		return s
 	}
 	get, mutate := resolve(co.Get), resolve(co.Mutate)
-	if get.Retry == nil || get.Retry() != nil {
-		t.Error("Get: gax's retry is still on")
+	if get.Retry == nil || get.Retry() == nil {
+		t.Fatal("Get: no Retryer: code that wraps the client's Retryer (the Pub/Sub publisher) would call a nil one")
+	}
+	if d, ok := get.Retry().Retry(status.Error(codes.Unavailable, "down")); ok {
+		t.Errorf("Get: gax's retry is still on: Retry(UNAVAILABLE) = %v, true", d)
 	}
 	if len(get.GRPC) != 2 || get.GRPC[0] != keep || get.GRPC[1] != interceptor.CallIdempotent() {
 		t.Errorf("Get: gRPC options %v, want the field's own then CallIdempotent", get.GRPC)
@@ -370,5 +373,34 @@ func TestBigtableMutateRowOneRetryLayer(t *testing.T) {
 	}
 	if oursOptIn.Load() == 0 {
 		t.Errorf("with WithNonIdempotentRetries: the interceptor never retried MutateRow")
+	}
+}
+
+// The README's Pub/Sub recipe, on the publisher's path: Publish meets
+// UNAVAILABLE. The publisher wraps the Retryer of the client's Publish
+// CallOptions in its own and calls it on its background goroutine, so a
+// nil Retryer from Adopt crashed the process there.
+func TestPubSubPublisherAdopted(t *testing.T) {
+	srv := pstest.NewServer(pstest.WithErrorInjection("Publish", codes.Unavailable, "fake outage"))
+	defer srv.Close()
+	ctx := t.Context()
+	c, err := pubsub.NewClient(ctx, "proj", append(standard(t), fakeEndpoint(srv.Addr)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/proj/topics/t"}); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Publisher("projects/proj/topics/t")
+	defer p.Stop()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = p.Publish(ctx, &pubsub.Message{Data: []byte("m")}).Get(ctx)
+	if status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("Publish: err = %v, want the server's UNAVAILABLE or the deadline", err)
 	}
 }
