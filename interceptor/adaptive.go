@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/adaptive"
 )
 
 // WithAdaptiveThrottle turns on adaptive client-side throttling
@@ -29,7 +30,8 @@ import (
 // its retries included, though its outcomes are counted.
 //
 // What is counted: each attempt sent counts when it ends, as accepted or not
-// by grpcbackoff.Accepted of its code; each rejection counts as a request
+// by its code (accepted unless UNAVAILABLE, RESOURCE_EXHAUSTED,
+// DEADLINE_EXCEEDED or CANCELED); each rejection counts as a request
 // not accepted. A stream's attempt counts as accepted when its first
 // response message (or its end, io.EOF) arrives, and as not accepted when
 // it fails before that; a stream committed otherwise (headers, Context, a
@@ -49,11 +51,6 @@ func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 		r.adaptive = &a
 		return nil
 	}
-}
-
-// WithoutAdaptiveThrottle turns adaptive client-side throttling off.
-func WithoutAdaptiveThrottle() Option {
-	return func(r *Retrier) error { r.adaptive = nil; return nil }
 }
 
 // criticalOption is the call option of Critical; gRPC ignores it.
@@ -78,7 +75,7 @@ func isCritical(opts []grpc.CallOption) bool {
 
 // adaptiveFor returns the adaptive state that a call on conn with opts is
 // subject to, nil if none.
-func (r *Retrier) adaptiveFor(conn *connState, opts []grpc.CallOption) *grpcbackoff.Adaptive {
+func (r *Retrier) adaptiveFor(conn *connState, opts []grpc.CallOption) *adaptive.State {
 	if a := conn.t.adaptive; a != nil && !isCritical(opts) {
 		return a
 	}
@@ -106,6 +103,6 @@ func (r *Retrier) admit(ctx context.Context, conn *connState, method string, cc 
 // that ended with err.
 func (cs *connState) record(err error) {
 	if a := cs.t.adaptive; a != nil {
-		a.Record(time.Now(), grpcbackoff.Accepted(status.Code(err)))
+		a.Record(time.Now(), adaptive.Accepted(status.Code(err)))
 	}
 }

@@ -191,15 +191,6 @@ func TestAdaptiveThrottleOptions(t *testing.T) {
 	if err == nil || err.Error() != "grpcbackoff: AdaptiveThrottle.K (0.5) must be a finite number ≥ 1" {
 		t.Errorf("New with K 0.5: %v, want the field named", err)
 	}
-	s := &script{errs: unavailable(1000)}
-	p := exact()
-	p.MaxAttempts = 1
-	ic := interceptor.Unary(p, interceptor.WithAdaptiveThrottle(grpcbackoff.DefaultAdaptiveThrottle()), interceptor.WithoutAdaptiveThrottle())
-	for range 100 {
-		if _, ok := rejectedLocally(call(context.Background(), t, ic, s)); ok {
-			t.Fatal("rejected locally after WithoutAdaptiveThrottle")
-		}
-	}
 }
 
 func TestUnarySuccessAllocatesNothingUnderAdaptiveThrottle(t *testing.T) {

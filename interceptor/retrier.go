@@ -37,6 +37,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/adaptive"
+	"github.com/platformkit/grpcbackoff/internal/decide"
 )
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
@@ -252,7 +254,7 @@ type call struct {
 	// arrived (a unary call then commits and is not retried).
 	cut, headers bool
 
-	adaptive *grpcbackoff.Adaptive // the target's adaptive throttling of retries; nil: none
+	adaptive *adaptive.State // the target's adaptive throttling of retries; nil: none
 }
 
 // next is called when attempt c.attempts failed with err (and trailer, for
@@ -267,17 +269,17 @@ func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.D
 	cut, headers := c.cut, c.headers
 	c.cut, c.headers = false, false
 	dl, _ := ctx.Deadline()
-	a := grpcbackoff.Attempt{Number: c.attempts, MaxAttempts: c.max, Code: st.Code(), TimedOut: cut,
+	a := decide.Attempt{Number: c.attempts, MaxAttempts: c.max, Code: st.Code(), TimedOut: cut,
 		Final: headers || futile(st) || !c.safeToRetry(st),
 		Hint:  grpcbackoff.ServerHint(st, trailer), Now: now, Deadline: dl, Done: ctx.Err()}
-	var b grpcbackoff.RetryBudget
+	var b decide.Budget
 	if tb := c.conn.t.budget; tb != nil {
 		b = tb
 	}
 	if c.adaptive != nil {
 		a.U = rand.Float64()
 	}
-	switch d := c.p.Decide(a, b, c.adaptive); {
+	switch d := decide.Decide(&c.p.Policy, a, b, c.adaptive); {
 	case d.Retry:
 		c.observe(ctx, a.Code, err, a.Hint, d.Delay, false)
 		return d.Delay, nil

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
@@ -43,9 +43,9 @@ type TargetState struct {
 // shares: its retry budget and its adaptive throttling.
 type targetState struct {
 	name     string
-	budget   *budget.Budget        // nil: no throttle
-	adaptive *grpcbackoff.Adaptive // nil: no adaptive throttling
-	conns    int                   // ClientConns registered for it; guarded by targets.mu
+	budget   *budget.Budget  // nil: no throttle
+	adaptive *adaptive.State // nil: no adaptive throttling
+	conns    int             // ClientConns registered for it; guarded by targets.mu
 }
 
 // connState is what a call needs of its ClientConn: its target's state, and
@@ -78,7 +78,7 @@ func (r *Retrier) newTargetState(name string) *targetState {
 		t.budget, _ = budget.New(*r.throttle, time.Now()) // validated by WithThrottle
 	}
 	if r.adaptive != nil {
-		t.adaptive, _ = grpcbackoff.NewAdaptive(*r.adaptive) // validated by WithAdaptiveThrottle
+		t.adaptive, _ = adaptive.New(*r.adaptive) // validated by WithAdaptiveThrottle
 	}
 	return t
 }

@@ -12,11 +12,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
-)
 
-// PushbackTrailer is the trailer key gRPC clients read server retry pushback
-// from; [Fault.Pushback] sets it.
-const PushbackTrailer = "grpc-retry-pushback-ms"
+	"github.com/platformkit/grpcbackoff"
+)
 
 // Fault describes calls the Server fails on purpose. Faults queue in the order
 // they are injected; each incoming call consumes one failure from the first
@@ -274,8 +272,8 @@ func (s *Server) faultError(f Fault, method string, setTrailer func(metadata.MD)
 		st = withInfo
 	}
 	if f.Pushback != "" {
-		if err := setTrailer(metadata.Pairs(PushbackTrailer, f.Pushback)); err != nil {
-			return status.Errorf(codes.Internal, "redistest: setting %s trailer: %v", PushbackTrailer, err)
+		if err := setTrailer(metadata.Pairs(grpcbackoff.PushbackKey, f.Pushback)); err != nil {
+			return status.Errorf(codes.Internal, "redistest: setting %s trailer: %v", grpcbackoff.PushbackKey, err)
 		}
 	}
 	return st.Err()

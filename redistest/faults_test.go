@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
 )
 
 var getA = &redispb.GetInstanceRequest{Name: parent + "/instances/a"}
@@ -190,12 +192,12 @@ func TestPushbackTrailer(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("pushback %q: err %v, want Unavailable", pb, err)
 		}
-		if got := tr.Get(PushbackTrailer); !slices.Equal(got, []string{pb}) {
-			t.Errorf("trailer %s = %q, want [%q]", PushbackTrailer, got, pb)
+		if got := tr.Get(grpcbackoff.PushbackKey); !slices.Equal(got, []string{pb}) {
+			t.Errorf("trailer %s = %q, want [%q]", grpcbackoff.PushbackKey, got, pb)
 		}
 	}
 	var tr metadata.MD
-	if _, err := pc.GetInstance(ctx, getA, grpc.Trailer(&tr)); status.Code(err) != codes.NotFound || len(tr.Get(PushbackTrailer)) != 0 {
+	if _, err := pc.GetInstance(ctx, getA, grpc.Trailer(&tr)); status.Code(err) != codes.NotFound || len(tr.Get(grpcbackoff.PushbackKey)) != 0 {
 		t.Errorf("after faults: err %v, trailer %v; want NotFound and no pushback", err, tr)
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
+	"github.com/platformkit/grpcbackoff/internal/decide"
 )
 
 // Sample is what happened in one second of model time, [Second, Second+1).
@@ -87,7 +89,7 @@ type client struct {
 // process is the state shared by the clients of one process.
 type process struct {
 	budget   *budget.Budget
-	adaptive *grpcbackoff.Adaptive
+	adaptive *adaptive.State
 }
 
 // Event kinds.
@@ -219,7 +221,7 @@ func Run(ctx context.Context, sc Scenario, st Strategy, progress func(modelTime 
 			s.procs[i].budget = b
 		}
 		if st.Adaptive != nil {
-			a, err := grpcbackoff.NewAdaptive(*st.Adaptive)
+			a, err := adaptive.New(*st.Adaptive)
 			if err != nil {
 				return Result{}, fmt.Errorf("fleetsim: strategy %s: %w", st.Name, err)
 			}
@@ -405,16 +407,16 @@ func (s *sim) failed(id int32, now int64) {
 	if p.adaptive != nil {
 		p.adaptive.Record(s.t(now), false)
 	}
-	a := grpcbackoff.Attempt{Number: int(c.attempts), MaxAttempts: s.st.Policy.MaxAttempts,
+	a := decide.Attempt{Number: int(c.attempts), MaxAttempts: s.st.Policy.MaxAttempts,
 		Code: codes.DeadlineExceeded, TimedOut: true, Now: s.t(now)}
-	var budget grpcbackoff.RetryBudget
+	var budget decide.Budget
 	if p.budget != nil {
 		budget = p.budget
 	}
 	if p.adaptive != nil {
 		a.U = s.rng.Float64()
 	}
-	d := s.st.Policy.Decide(a, budget, p.adaptive)
+	d := decide.Decide(&s.st.Policy, a, budget, p.adaptive)
 	if d.Retry {
 		c.state = backingOff
 		s.q.push(event{at: now + int64(d.Delay), id: id, seq: c.seq, kind: evRetry})

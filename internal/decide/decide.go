@@ -1,10 +1,17 @@
-package grpcbackoff
+// Package decide is the retry decision: given what an attempt's failure
+// told, whether to retry and after how long, or why not. It reads no clock:
+// the interceptors fill an Attempt from the real clock and the caller's
+// context, the simulators from a virtual clock.
+package decide
 
 import (
 	"context"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/adaptive"
 )
 
 // Attempt is what a retry decision knows of a call whose attempt just
@@ -29,8 +36,8 @@ type Attempt struct {
 	// error (a message over a size limit), or the method is not safe to send
 	// again after this failure. It wins over TimedOut.
 	Final bool
-	// Hint is what the server said about retrying (ServerHint).
-	Hint Hint
+	// Hint is what the server said about retrying (grpcbackoff.ServerHint).
+	Hint grpcbackoff.Hint
 	// Now is the time of the decision.
 	Now time.Time
 	// Deadline is the caller's deadline; the zero Time for none.
@@ -39,7 +46,7 @@ type Attempt struct {
 	// context.DeadlineExceeded), nil while the context is live.
 	Done error
 	// U is a uniform draw in [0, 1) for adaptive throttling (see
-	// Adaptive.Allow); unused without it.
+	// adaptive.State.Allow); unused without it.
 	U float64
 }
 
@@ -52,28 +59,17 @@ type Decision struct {
 	// Reason says why not, when not Retry. It is 0 when the caller's
 	// context ended during the first attempt: the attempt's error is then
 	// the call's, unchanged.
-	Reason Reason
+	Reason grpcbackoff.Reason
 }
 
-// RetryBudget is what Decide asks before a retry: whether it may be sent at
-// time now, paying for it if so. The interceptors' budget (the running state
-// of a Throttle) is one.
-//
-// A budget that also has a method AllowLongRun(now time.Time) bool is asked
-// that instead for the retry of an attempt that timed out: such a retry
-// draws on the Throttle's long-run allowance alone, since the server may
-// still be doing the attempt's work (a hung or overloaded server), while the
-// reserve is for failures the server answered, such as a restart's.
-type RetryBudget interface {
+// Budget is what Decide asks before a retry: whether it may be sent at
+// time now, paying for it if so. Allow pays from the reserve first;
+// AllowLongRun, asked for the retry of an attempt that timed out, from the
+// long-run allowance alone (see grpcbackoff.Throttle). The interceptors'
+// budget.Budget is one.
+type Budget interface {
 	Allow(now time.Time) bool
-}
-
-// pay asks budget to pay for the retry of a.
-func pay(budget RetryBudget, a Attempt) bool {
-	if lr, ok := budget.(interface{ AllowLongRun(time.Time) bool }); ok && a.TimedOut {
-		return lr.AllowLongRun(a.Now)
-	}
-	return budget.Allow(a.Now)
+	AllowLongRun(now time.Time) bool
 }
 
 // Decide is the retry decision, in order:
@@ -83,46 +79,56 @@ func pay(budget RetryBudget, a Attempt) bool {
 //  2. the attempt is Final, or its code is not retried and it did not time
 //     out: ReasonNotRetryable;
 //  3. MaxAttempts reached: ReasonExhausted;
-//  4. the delay is RetryDelay(Number−1, Hint); a server that refuses gives
+//  4. the delay is p.RetryDelay(Number−1, Hint); a server that refuses gives
 //     ReasonServerRefused;
 //  5. the next attempt could not start before the deadline: ReasonDeadline;
-//  6. adaptive throttling, if adaptive is not nil, rejects the retry
-//     (Adaptive.Allow with U): ReasonRejectedLocally;
-//  7. the budget, if not nil, cannot pay for the retry (see RetryBudget):
+//  6. adaptive throttling, if ad is not nil, rejects the retry
+//     (ad.Allow with U): ReasonRejectedLocally;
+//  7. the budget, if not nil, cannot pay for the retry (see Budget):
 //     ReasonThrottled.
 //
 // Otherwise the call retries after the delay. Only steps 6 and 7 change
 // state (a rejection counted, a token spent), and only the delay's jitter is
 // random.
-func (p Policy) Decide(a Attempt, budget RetryBudget, adaptive *Adaptive) Decision {
+func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State) Decision {
 	hasDeadline := !a.Deadline.IsZero()
 	if a.Done != nil || hasDeadline && !a.Now.Before(a.Deadline) {
 		switch {
 		case a.Number == 1:
 			return Decision{}
 		case a.Done == context.Canceled:
-			return Decision{Reason: ReasonCanceled}
+			return Decision{Reason: grpcbackoff.ReasonCanceled}
 		}
-		return Decision{Reason: ReasonDeadline}
+		return Decision{Reason: grpcbackoff.ReasonDeadline}
 	}
 	if a.Final || !a.TimedOut && !p.Retryable(a.Code) {
-		return Decision{Reason: ReasonNotRetryable}
+		return Decision{Reason: grpcbackoff.ReasonNotRetryable}
 	}
 	if a.Number >= a.MaxAttempts {
-		return Decision{Reason: ReasonExhausted}
+		return Decision{Reason: grpcbackoff.ReasonExhausted}
 	}
 	d, ok := p.RetryDelay(a.Number-1, a.Hint)
 	if !ok {
-		return Decision{Reason: ReasonServerRefused}
+		return Decision{Reason: grpcbackoff.ReasonServerRefused}
 	}
 	if hasDeadline && !a.Now.Add(d).Before(a.Deadline) {
-		return Decision{Reason: ReasonDeadline}
+		return Decision{Reason: grpcbackoff.ReasonDeadline}
 	}
-	if adaptive != nil && !adaptive.Allow(a.Now, a.U) {
-		return Decision{Reason: ReasonRejectedLocally}
+	if ad != nil && !ad.Allow(a.Now, a.U) {
+		return Decision{Reason: grpcbackoff.ReasonRejectedLocally}
 	}
 	if budget != nil && !pay(budget, a) {
-		return Decision{Reason: ReasonThrottled}
+		return Decision{Reason: grpcbackoff.ReasonThrottled}
 	}
 	return Decision{Retry: true, Delay: d}
+}
+
+// pay asks budget to pay for the retry of a: from the long-run allowance
+// alone for an attempt that timed out, whose work the server may still be
+// doing; from the reserve first otherwise.
+func pay(budget Budget, a Attempt) bool {
+	if a.TimedOut {
+		return budget.AllowLongRun(a.Now)
+	}
+	return budget.Allow(a.Now)
 }
