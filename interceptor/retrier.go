@@ -67,6 +67,8 @@ type Retrier struct {
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
+	outer func(ctx context.Context, method string, opts []grpc.CallOption) bool // WithOuterRetry; nil: none
+
 	hedge    *hedgeSet                     // hedged methods (hedge.go); nil: none
 	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
 }
@@ -146,6 +148,24 @@ func WithOnRetry(f func(Retry)) Option {
 // no server sends pushback and every allocation counts.
 func WithoutPushback() Option {
 	return func(r *Retrier) error { r.noPushback = true; return nil }
+}
+
+// WithOuterRetry tells the Retrier which calls their caller retries by
+// itself, such as a client library's own retry loop around a call: f
+// reports whether the call of method with ctx and opts is one. Such a call
+// gets a single attempt, neither retried nor hedged, and its error is
+// returned unchanged, so that the caller's attempts never multiply with
+// ours. f runs on every call: it must be fast and safe for concurrent use.
+// gaxretry.ClientOptions uses it for the Google Cloud clients that retry by
+// themselves.
+func WithOuterRetry(f func(ctx context.Context, method string, opts []grpc.CallOption) bool) Option {
+	return func(r *Retrier) error {
+		if f == nil {
+			return errors.New("interceptor: WithOuterRetry(nil): the function is nil")
+		}
+		r.outer = f
+		return nil
+	}
 }
 
 // WithLogger logs, with l, each retry decision at level Info (Warn when

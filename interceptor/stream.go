@@ -86,6 +86,9 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		b.Started()
 	}
 	p, max, err := r.policyFor(method, opts)
+	if err == nil && r.outer != nil && r.outer(ctx, method, opts) {
+		p = nil
+	}
 	if p == nil {
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())

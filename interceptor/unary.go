@@ -81,10 +81,14 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if b := conn.t.budget; b != nil {
 		b.Started()
 	}
-	if hp, n := r.hedgingFor(method, opts); hp != nil {
+	outer := r.outer != nil && r.outer(ctx, method, opts)
+	if hp, n := r.hedgingFor(method, opts); hp != nil && !outer {
 		return r.hedgeUnary(ctx, conn, hp, n, method, req, reply, cc, invoker, opts)
 	}
 	p, max, err := r.policyFor(method, opts)
+	if outer && err == nil {
+		p = nil
+	}
 	if p == nil {
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
