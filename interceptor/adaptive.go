@@ -32,7 +32,8 @@ import (
 // What is counted: each attempt sent counts when it ends, as accepted or not
 // by its code (accepted unless UNAVAILABLE, RESOURCE_EXHAUSTED,
 // DEADLINE_EXCEEDED or CANCELED); each rejection counts as a request
-// not accepted. A stream's attempt counts as accepted when its first
+// not accepted. An attempt ended by the caller (its cancellation or its
+// deadline) is not counted at all: the backend refused nothing. A stream's attempt counts as accepted when its first
 // response message (or its end, io.EOF) arrives, and as not accepted when
 // it fails before that; a stream committed otherwise (headers, Context, a
 // full replay buffer) is not counted.
@@ -64,19 +65,10 @@ var critical grpc.CallOption = &criticalOption{}
 // call that ends an outage. The retry budget still applies.
 func Critical() grpc.CallOption { return critical }
 
-func isCritical(opts []grpc.CallOption) bool {
-	for _, o := range opts {
-		if _, ok := o.(*criticalOption); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// adaptiveFor returns the adaptive state that a call on conn with opts is
-// subject to, nil if none.
-func (r *Retrier) adaptiveFor(conn *connState, opts []grpc.CallOption) *adaptive.State {
-	if a := conn.t.adaptive; a != nil && !isCritical(opts) {
+// adaptiveFor returns the adaptive state that a call on conn with plan p
+// is subject to, nil if none.
+func (r *Retrier) adaptiveFor(conn *connState, p *plan) *adaptive.State {
+	if a := conn.t.adaptive; a != nil && !p.critical {
 		return a
 	}
 	return nil
@@ -87,22 +79,23 @@ func (r *Retrier) adaptiveFor(conn *connState, opts []grpc.CallOption) *adaptive
 var errRejectedLocally = status.Error(codes.Unavailable, "grpcbackoff: call not sent: the backend has been refusing most requests")
 
 // admit decides, before the first attempt, whether adaptive throttling lets
-// a call of method through; it returns the error for the caller if not, and
+// the call p plans through; it returns the error for the caller if not, and
 // tells the observers of the call's end.
-func (r *Retrier) admit(ctx context.Context, conn *connState, method string, cc *grpc.ClientConn, opts []grpc.CallOption) error {
-	a := r.adaptiveFor(conn, opts)
+func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.ClientConn) error {
+	a := r.adaptiveFor(conn, p)
 	if a == nil || a.Allow(time.Now(), rand.Float64()) {
 		return nil
 	}
-	c := call{r: r, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn,
-		reason: grpcbackoff.ReasonRejectedLocally}
+	c := call{r: r, plan: *p, cc: cc, conn: conn, reason: grpcbackoff.ReasonRejectedLocally}
 	return c.end(ctx, &grpcbackoff.Error{Err: errRejectedLocally, Reason: grpcbackoff.ReasonRejectedLocally})
 }
 
-// record counts, for the adaptive throttling of cs's target, an attempt
-// that ended with err.
-func (cs *connState) record(err error) {
-	if a := cs.t.adaptive; a != nil {
+// record counts, for the adaptive throttling of cs's target, an attempt of
+// a call with context ctx that ended with err. An attempt the caller ended
+// (its cancellation, or its deadline) is not counted: the backend refused
+// nothing.
+func (cs *connState) record(ctx context.Context, err error) {
+	if a := cs.t.adaptive; a != nil && ctx.Err() == nil {
 		a.Record(time.Now(), adaptive.Accepted(status.Code(err)))
 	}
 }

@@ -126,7 +126,18 @@ func hedging(attempts int, delay time.Duration, nonFatal ...codes.Code) grpcback
 
 func hedgingInterceptor(t *testing.T, h grpcbackoff.Hedging, opts ...interceptor.Option) grpc.UnaryClientInterceptor {
 	t.Helper()
-	r, err := interceptor.New(exact(), append([]interceptor.Option{interceptor.WithHedging(hedgedMethod, h)}, opts...)...)
+	return hedgingInterceptorMax(t, h, exact().MaxAttempts, opts...)
+}
+
+// hedgingInterceptorMax is hedgingInterceptor whose retry Policy allows max
+// attempts in all. With max equal to h.MaxAttempts, a call has gRFC A6's
+// shape: once every hedge failed, it ends (since issue 20, failures answer
+// to the retry Policy, which would otherwise go on after its backoff).
+func hedgingInterceptorMax(t *testing.T, h grpcbackoff.Hedging, max int, opts ...interceptor.Option) grpc.UnaryClientInterceptor {
+	t.Helper()
+	p := exact()
+	p.MaxAttempts = max
+	r, err := interceptor.New(p, append([]interceptor.Option{interceptor.WithHedging(hedgedMethod, h)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +164,8 @@ func TestHedgeTimings(t *testing.T) {
 		wantCancel  []int
 		wantCode    codes.Code
 		wantReason  grpcbackoff.Reason // for an error after several attempts
+		max         int                // the retry Policy's MaxAttempts; 0: 8
+		retries     int                // attempts sent as retries, not hedges
 	}{
 		{
 			name:  "every Delay until MaxAttempts, first response wins",
@@ -212,6 +225,31 @@ func TestHedgeTimings(t *testing.T) {
 			},
 			wantStarts: []time.Duration{0, 10 * msec, 20 * msec}, wantElapsed: 30 * msec,
 			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonExhausted,
+			max: 3, // as many as the hedges: gRFC A6's shape
+		},
+		{
+			name: "every hedge spent on a non-fatal code: the Policy retries after its backoff",
+			h:    hedging(2, 100*msec, codes.Unavailable),
+			steps: []hedgeStep{
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
+				{latency: 10 * msec},
+			},
+			// A new round 1 s (the first backoff) after the last failure.
+			wantStarts: []time.Duration{0, 10 * msec, 1020 * msec}, wantReply: "a2", wantElapsed: 1030 * msec,
+			retries: 1,
+		},
+		{
+			name: "a retryable fatal code: the Policy retries, the hedge in flight goes on",
+			h:    hedging(2, 100*msec),
+			steps: []hedgeStep{
+				{latency: 150 * msec, err: status.Error(codes.Unavailable, "down")},
+				{latency: time.Second},
+				{latency: 10 * msec},
+			},
+			// Attempt 0 fails at 150 ms; its retry would be due 1 s later,
+			// but the hedge sent at 100 ms answers first, at 1.1 s.
+			wantStarts: []time.Duration{0, 100 * msec}, wantReply: "a1", wantElapsed: 1100 * msec,
 		},
 		{
 			name: "pushback delays the next hedge",
@@ -238,7 +276,11 @@ func TestHedgeTimings(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				obs := &recorder{}
 				s := newHedgeInvoker(tc.steps...)
-				reply, elapsed, err := callHedged(t.Context(), hedgingInterceptor(t, tc.h, interceptor.WithoutThrottle(), interceptor.WithObserver(obs)), s)
+				max := tc.max
+				if max == 0 {
+					max = exact().MaxAttempts
+				}
+				reply, elapsed, err := callHedged(t.Context(), hedgingInterceptorMax(t, tc.h, max, interceptor.WithoutThrottle(), interceptor.WithObserver(obs)), s)
 				if got := status.Code(err); got != tc.wantCode {
 					t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
 				}
@@ -260,8 +302,8 @@ func TestHedgeTimings(t *testing.T) {
 				if len(obs.ends) != 1 {
 					t.Fatalf("%d ends observed, want 1", len(obs.ends))
 				}
-				if e := obs.ends[0]; e.Attempts != len(tc.wantStarts) || e.Hedges != len(tc.wantStarts)-1 || e.Code != tc.wantCode || e.Reason != tc.wantReason {
-					t.Errorf("End = %+v, want %d attempts, %d hedges, code %v, reason %v", e, len(tc.wantStarts), len(tc.wantStarts)-1, tc.wantCode, tc.wantReason)
+				if e := obs.ends[0]; e.Attempts != len(tc.wantStarts) || e.Hedges != len(tc.wantStarts)-1-tc.retries || e.Code != tc.wantCode || e.Reason != tc.wantReason {
+					t.Errorf("End = %+v, want %d attempts, %d hedges, code %v, reason %v", e, len(tc.wantStarts), len(tc.wantStarts)-1-tc.retries, tc.wantCode, tc.wantReason)
 				}
 			})
 		})
@@ -479,7 +521,7 @@ func TestHedgeHeaderTrailerFromWinner(t *testing.T) {
 func TestHedgeErrorsAreOurs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newHedgeInvoker(hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")})
-		_, _, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(2, 100*msec, codes.Unavailable)), s)
+		_, _, err := callHedged(t.Context(), hedgingInterceptorMax(t, hedging(2, 100*msec, codes.Unavailable), 2), s)
 		var e *grpcbackoff.Error
 		if !errors.As(err, &e) || e.Elapsed != 20*msec {
 			t.Errorf("err = %v, want a *grpcbackoff.Error with Elapsed 20ms", err)
@@ -643,7 +685,7 @@ func TestHedgeProperty(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newHedgeInvoker(steps...)
-				reply, elapsed, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(attempts, delay, codes.Unavailable), interceptor.WithoutThrottle()), s)
+				reply, elapsed, err := callHedged(t.Context(), hedgingInterceptorMax(t, hedging(attempts, delay, codes.Unavailable), attempts, interceptor.WithoutThrottle()), s)
 				starts := s.startTimes()
 				if len(starts) > attempts {
 					t.Fatalf("%d attempts sent, MaxAttempts %d", len(starts), attempts)

@@ -266,9 +266,15 @@ func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *
 	s.md = append(s.md, md)
 	s.opts = append(s.opts, slices.Clone(opts))
 	if i < len(s.trailers) {
+		tr := s.trailers[i]
+		if i < len(s.errs) && s.errs[i] != nil {
+			// A failure without headers: grpc-go puts the trailers-only
+			// response's content-type in its trailer.
+			tr = metadata.Join(tr, metadata.Pairs("content-type", "application/grpc"))
+		}
 		for _, o := range opts {
 			if t, ok := o.(grpc.TrailerCallOption); ok {
-				*t.TrailerAddr = s.trailers[i]
+				*t.TrailerAddr = tr
 			}
 		}
 	}

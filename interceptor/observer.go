@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -58,12 +60,10 @@ type End struct {
 	// Delay is the total time the call spent with no attempt in flight:
 	// the sum of its waits between attempts.
 	Delay time.Duration
-	// Hedged says a hedging policy applied to the call (WithHedging): its
-	// attempts after the first are hedges, and a refusal of the retry budget
-	// (ReasonThrottled) refused a hedge.
+	// Hedged says a hedging policy applied to the call (WithHedging).
 	Hedged bool
-	// Hedges is the number of hedged attempts sent (see WithHedging): for a
-	// hedged call, Attempts − 1; 0 for a call that is not hedged.
+	// Hedges is the number of attempts sent as hedges (see WithHedging);
+	// the call's retries are Attempts − 1 − Hedges.
 	Hedges int
 	// Reason says why retrying stopped, for a call that ended with an error
 	// after a retry was asked for; 0 otherwise.
@@ -102,11 +102,8 @@ func (c *call) end(ctx context.Context, err error) error {
 	if len(c.r.observers) == 0 {
 		return err
 	}
-	e := End{Method: c.method, StaticMethod: c.static, Target: c.target, Conn: c.cc, Err: err,
-		Attempts: c.attempts, Hedged: c.hedged, Delay: c.delay, Reason: c.reason}
-	if c.hedged && c.attempts > 1 {
-		e.Hedges = c.attempts - 1
-	}
+	e := End{Method: c.plan.method, StaticMethod: c.plan.static, Target: target(c.cc), Conn: c.cc, Err: err,
+		Attempts: c.attempts, Hedged: c.plan.hedge != nil, Hedges: c.hedges, Delay: c.delay, Reason: c.reason}
 	e.Code = status.Code(err)
 	for _, o := range c.r.observers {
 		o.OnEnd(ctx, e)
@@ -114,25 +111,25 @@ func (c *call) end(ctx context.Context, err error) error {
 	return err
 }
 
-// staticMethod reports whether opts hold grpc.StaticMethod().
-func staticMethod(opts []grpc.CallOption) bool {
-	for _, o := range opts {
-		if _, ok := o.(grpc.StaticMethodCallOption); ok {
-			return true
-		}
-	}
-	return false
+// logObserver is the Observer of WithLogger.
+type logObserver struct {
+	l *slog.Logger
+
+	// hedgeRefused holds, by target, when the last refused hedge was
+	// logged (Unix nanoseconds, *atomic.Int64).
+	hedgeRefused sync.Map
 }
 
-// logObserver is the Observer of WithLogger.
-type logObserver struct{ l *slog.Logger }
-
 // OnRetry logs a retry or a hedge at level Info, a refused one at level
-// Warn.
-func (o logObserver) OnRetry(ctx context.Context, r Retry) {
+// Warn: a refused hedge at most once a second per target, as once the
+// budget is spent every hedged call has one.
+func (o *logObserver) OnRetry(ctx context.Context, r Retry) {
 	level, msg := slog.LevelInfo, "grpcbackoff: retrying"
 	switch {
 	case r.Hedge && r.Throttled:
+		if !o.hedgeRefusedDue(r.Target) {
+			return
+		}
 		level, msg = slog.LevelWarn, "grpcbackoff: hedge throttled"
 	case r.Hedge:
 		msg = "grpcbackoff: hedging"
@@ -144,8 +141,21 @@ func (o logObserver) OnRetry(ctx context.Context, r Retry) {
 		slog.String("code", r.Code.String()), slog.Duration("delay", r.Delay))
 }
 
+// hedgeRefusedDue reports whether a refused hedge to target is to be
+// logged now: none was in the last second.
+func (o *logObserver) hedgeRefusedDue(target string) bool {
+	v, ok := o.hedgeRefused.Load(target)
+	if !ok {
+		v, _ = o.hedgeRefused.LoadOrStore(target, new(atomic.Int64))
+	}
+	last := v.(*atomic.Int64)
+	now := time.Now().UnixNano()
+	prev := last.Load()
+	return now-prev >= int64(time.Second) && last.CompareAndSwap(prev, now)
+}
+
 // OnEnd logs a call that gave up at level Warn, with the reason.
-func (o logObserver) OnEnd(ctx context.Context, e End) {
+func (o *logObserver) OnEnd(ctx context.Context, e End) {
 	if !e.GaveUp() {
 		return
 	}

@@ -26,19 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/adaptive"
-	"github.com/platformkit/grpcbackoff/internal/decide"
 )
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
@@ -55,21 +49,22 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // call until it is closed; a call waiting to retry returns as soon as its
 // ClientConn is closed.
 type Retrier struct {
-	policy        *compiled             // the default Policy; nil: no retry
+	base          entry                 // the default entry: the Policy given to New
+	entries       map[string]*entry     // per-method and per-service entries (methods.go)
 	throttle      *grpcbackoff.Throttle // each target's budget; nil: no throttle
 	targets       targets               // per-ClientConn and per-target state
-	methods       map[string]*compiled  // per-method policies; nil entry: no retry
 	safety        map[string]Safety     // WithSafety, by method or service name
-	known         sync.Map              // method -> knowledge, learnt on its first failure
+	known         sync.Map              // method -> knowledge, learnt on its first need
+	unsafe        func(string) bool     // reports names known not to be idempotent (safety.go)
 	unsafeRetries bool                  // WithNonIdempotentRetries
 	observers     []Observer
 	bufLimit      int
+	hedged        bool // some entry hedges: DialOptions watches response headers
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
 	outer func(ctx context.Context, method string, opts []grpc.CallOption) bool // WithOuterRetry; nil: none
 
-	hedge    *hedgeSet                     // hedged methods (hedge.go); nil: none
 	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
 }
 
@@ -93,7 +88,10 @@ func compile(p grpcbackoff.Policy) (compiled, error) {
 // Policy's backoff and Hint.Delay), unless Throttled, in which case there is
 // none.
 type Retry struct {
-	Method    string
+	Method string
+	// Target is the target of the call's ClientConn (cc.Target()), "" when
+	// the interceptor was called without one.
+	Target    string
 	Attempt   int
 	Code      codes.Code
 	Err       error
@@ -175,7 +173,7 @@ func WithOuterRetry(f func(ctx context.Context, method string, opts []grpc.CallO
 func WithLogger(l *slog.Logger) Option {
 	return func(r *Retrier) error {
 		if l != nil {
-			r.observers = append(r.observers, logObserver{l})
+			r.observers = append(r.observers, &logObserver{l: l})
 		}
 		return nil
 	}
@@ -205,12 +203,13 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	c, err := compile(p)
 	errs := []error{err}
 	throttle := grpcbackoff.DefaultThrottle()
-	r := &Retrier{policy: &c, throttle: &throttle, bufLimit: DefaultBufferLimit}
+	r := &Retrier{throttle: &throttle, bufLimit: DefaultBufferLimit}
+	r.base.setPolicy(&c)
 	for _, o := range opts {
 		errs = append(errs, o(r))
 	}
-	if r.hedge != nil && r.hedge.unsafe == nil {
-		r.hedge.unsafe = r.notIdempotent
+	if r.unsafe == nil {
+		r.unsafe = r.notIdempotent
 	}
 	errs = append(errs, r.checkHedging())
 	if err := errors.Join(errs...); err != nil {
@@ -244,138 +243,16 @@ func DialOptions(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
 // interceptors, chained after any installed before them, and turn off
 // grpc-go's own retry policy (see the function DialOptions).
 func (r *Retrier) DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
+	opts := []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(r.Unary()),
 		grpc.WithChainStreamInterceptor(r.Stream()),
 		grpc.WithDisableRetry(),
 	}
-}
-
-// call follows one call across its attempts, on the slow path only.
-type call struct {
-	r        *Retrier
-	p        *compiled
-	max      int // the call's MaxAttempts
-	method   string
-	static   bool               // the call carried grpc.StaticMethod(), for observers
-	cc       *grpc.ClientConn   // the call's ClientConn, for observers
-	target   string             // the ClientConn's target, for observers
-	conn     *connState         // the ClientConn's state: its target's budget, its closing
-	opts     []grpc.CallOption  // the caller's call options, read again when an attempt fails
-	attempts int                // attempts made so far
-	start    time.Time          // end of the first attempt
-	delay    time.Duration      // time spent waiting between attempts
-	reason   grpcbackoff.Reason // why retrying stopped, once it did
-	hedged   bool               // a hedging policy applies (hedge.go)
-
-	// What the attempt that failed told, for next (which clears both): it
-	// was cut by its own Policy.AttemptTimeout while the caller's context
-	// was live (retried whatever the code), or response headers had
-	// arrived (a unary call then commits and is not retried).
-	cut, headers bool
-
-	adaptive *adaptive.State // the target's adaptive throttling of retries; nil: none
-}
-
-// next is called when attempt c.attempts failed with err (and trailer, for
-// pushback). It returns the delay before the next attempt, or the error to
-// return to the caller.
-func (c *call) next(ctx context.Context, err error, trailer metadata.MD) (time.Duration, error) {
-	now := time.Now()
-	if c.attempts == 1 {
-		c.start = now
+	if r.hedged {
+		// Tells hedged calls of their attempts' response headers as they
+		// arrive (headers.go). Only a Retrier that hedges pays for it: a
+		// stats handler makes grpc-go allocate its events on every call.
+		opts = append(opts, grpc.WithStatsHandler(headerWatch{}))
 	}
-	st := status.Convert(err)
-	cut, headers := c.cut, c.headers
-	c.cut, c.headers = false, false
-	dl, _ := ctx.Deadline()
-	a := decide.Attempt{Number: c.attempts, MaxAttempts: c.max, Code: st.Code(), TimedOut: cut,
-		Final: headers || futile(st) || !c.safeToRetry(st),
-		Hint:  grpcbackoff.ServerHint(st, trailer), Now: now, Deadline: dl, Done: ctx.Err()}
-	var b decide.Budget
-	if tb := c.conn.t.budget; tb != nil {
-		b = tb
-	}
-	if c.adaptive != nil {
-		a.U = rand.Float64()
-	}
-	switch d := decide.Decide(&c.p.Policy, a, b, c.adaptive); {
-	case d.Retry:
-		c.observe(ctx, a.Code, err, a.Hint, d.Delay, false)
-		return d.Delay, nil
-	case d.Reason == 0: // the caller's context ended during the first attempt
-		return 0, err
-	case d.Reason == grpcbackoff.ReasonThrottled:
-		c.observe(ctx, a.Code, err, a.Hint, 0, true)
-		return 0, c.fail(err, now, d.Reason)
-	default:
-		return 0, c.fail(err, now, d.Reason)
-	}
-}
-
-// succeeded tells the budget of cs's target that an attempt succeeded,
-// which feeds its reserve.
-func (cs *connState) succeeded() {
-	if b := cs.t.budget; b != nil {
-		b.Succeeded()
-	}
-}
-
-// fail returns the error for a call that ends after its attempt c.attempts
-// failed with err: err itself if it was the only attempt and simply not
-// retryable, a *grpcbackoff.Error otherwise. (next also returns err itself
-// when the caller's context ended during the first attempt.)
-func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
-	c.reason = why
-	if c.attempts == 1 && why == grpcbackoff.ReasonNotRetryable {
-		return err
-	}
-	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
-}
-
-func (c *call) observe(ctx context.Context, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled bool) {
-	for _, o := range c.r.observers {
-		o.OnRetry(ctx, Retry{Method: c.method, Attempt: c.attempts, Code: code, Err: err, Hint: h, Delay: d,
-			Throttled: throttled, Hedge: c.hedged})
-	}
-}
-
-// wait sleeps for d, or until ctx is done or the call's ClientConn is
-// closed. When ctx ends first, it returns the error for the caller: CANCELED
-// for a cancellation, and for a deadline (which next makes unlikely) the last
-// real error lastErr. When the ClientConn is closed first, it returns at
-// once with what a call on a closed ClientConn gets from grpc-go: CANCELED,
-// "grpc: the client connection is closing" (Reason ReasonCanceled).
-func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	start := time.Now()
-	var closed chan struct{} // nil: never
-	if c.conn != nil {
-		closed = c.conn.closed
-	}
-	select {
-	case <-t.C:
-		c.delay += d
-		return nil
-	case <-ctx.Done():
-	case <-closed:
-	}
-	now := time.Now()
-	c.delay += now.Sub(start)
-	c.reason = grpcbackoff.ReasonDeadline
-	switch {
-	case ctx.Err() == context.Canceled:
-		c.reason, lastErr = grpcbackoff.ReasonCanceled, status.FromContextError(ctx.Err()).Err()
-	case ctx.Err() == nil: // the ClientConn is closing
-		c.reason, lastErr = grpcbackoff.ReasonCanceled, errConnClosing
-	}
-	return &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: c.reason}
-}
-
-// retryContext returns the context for attempt c.attempts+1, which tells the
-// server how many attempts came before it. It always derives from the
-// caller's ctx, so the key is added once.
-func (c *call) retryContext(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.attempts))
+	return opts
 }

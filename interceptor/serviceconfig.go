@@ -102,17 +102,10 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 		}
 
 		for _, e := range entries {
-			switch {
-			case e.h != nil:
-				r.setHedging(e.name, e.h)
-			case e.name != "":
-				r.setMethod(e.name, e.p)
-			case e.p != nil:
-				r.policy = e.p
-				r.unsetHedging("")
-			default:
-				r.policy = nil
-				r.unsetHedging("")
+			if e.h != nil {
+				r.entry(e.name).setHedge(e.h)
+			} else {
+				r.entry(e.name).setPolicy(e.p)
 			}
 		}
 		if sc.Throttle != nil {

@@ -21,55 +21,32 @@ import (
 // duplicating a message. It panics, with Validate's message, if p or an
 // option is invalid; use New for configuration read at run time.
 //
-// A stream is retried, transparently, only until it commits: every message
-// the caller sent is kept, and a new attempt gets them all again, in order,
-// followed by CloseSend if the caller had called it. The stream commits when
-// the caller receives its first response message, when response headers are
-// delivered to the caller (Header), when the caller asks for its Context, or
-// when the kept messages would exceed the buffer limit (WithBufferLimit). From
-// then on no retry happens and errors go to the caller: a retry then would
-// hand the caller duplicates, or lose the messages no longer kept. The kept
-// messages are released at commit, or when the replay to the current attempt
-// ends if one is under way.
+// A stream is retried, transparently, only until it commits (gRFC A6): every
+// message the caller sent is kept, and a new attempt gets them all again, in
+// order, followed by CloseSend if the caller had called it. The stream
+// commits when response headers arrive (whether or not the caller asks for
+// them), when a response message arrives, when the caller asks for its
+// Context, or when the kept messages would exceed the buffer limit
+// (WithBufferLimit). From then on no retry happens and errors go to the
+// caller. While a retry waits for its backoff, SendMsg keeps the caller's
+// messages for the next attempt and returns at once; Header and Context wait
+// for the next attempt. Messages are kept by reference (gRPC forbids changing
+// one after SendMsg) and weigh their proto.Size plus the 5-byte gRPC prefix;
+// a message that is not a proto.Message commits the stream.
 //
-// While a retry waits for its backoff, SendMsg keeps the caller's messages
-// for the next attempt and returns at once. Header and Context wait for the
-// next attempt, and so does a SendMsg whose message would exceed the buffer
-// limit: the stream then commits to that attempt, which gets the kept
-// messages and that one.
+// Policy.AttemptTimeout bounds a silent server, not a slow caller: until the
+// server answers an attempt (its headers or a message arrive), the attempt
+// is cut once the caller has waited AttemptTimeout in one of its operations
+// (SendMsg, RecvMsg, Header, or the opening) without it completing; it is
+// then retried, whatever Policy.Codes says, unless the stream committed (a
+// full buffer, Context). A caller that is not waiting is never the reason for
+// a cut, and an attempt the server answered is never cut. To learn that
+// headers arrived while the caller waits, each attempt has a goroutine
+// waiting for them while AttemptTimeout is set.
 //
-// Messages are kept by reference, as gRPC allows (a message must not be
-// changed after SendMsg), and each weighs what it takes on the wire: its
-// proto.Size plus the 5-byte gRPC message prefix, so that even empty messages
-// count against the limit. A message that is not a proto.Message cannot be
-// measured and commits the stream.
-//
-// Policy.AttemptTimeout bounds the time from the start of an attempt (before
-// it is opened) to the first response message the caller's RecvMsg returns
-// from it. An attempt that reaches it is cut (its context is canceled) and
-// fails with DEADLINE_EXCEEDED. If the stream has not committed, that
-// failure is retried whatever Policy.Codes says (MaxAttempts, the throttle
-// and the caller's deadline still apply); otherwise the stream ends with it.
-// An attempt ended by the caller's deadline is not a cut, and is not
-// retried. An attempt from which the caller has received a message is never
-// cut; one that committed otherwise (Header, Context, buffer limit) still is.
-//
-// So a client stream, whose only response comes after the upload, is cut
-// whenever its upload takes longer than AttemptTimeout. The caller learns of
-// it when it asks for the response; the whole upload is then replayed to a
-// new attempt if it fits in the buffer, and the stream fails with
-// DEADLINE_EXCEEDED if it does not. Give such methods a Policy whose
-// AttemptTimeout is 0, or longer than any upload, with WithMethod (or
-// CallPolicy for one call).
-//
-// The per-method policies (WithMethod, WithoutRetryFor) and the call options
-// (NoRetry, CallMaxAttempts, CallPolicy) apply to streams as to unary calls.
-//
-// As with any gRPC stream, one goroutine may call SendMsg while another calls
-// RecvMsg; Header may be called from either of them, or from a third.
-//
-// Each call to Stream has its own throttle; use DialOptions, or the methods
-// of one Retrier, to share one between the unary and stream interceptors.
+// One goroutine may call SendMsg while another calls RecvMsg; Header may be
+// called from either of them, or from a third. Each call to Stream has its
+// own throttle; use DialOptions, or one Retrier, to share one.
 func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	return mustNew(p, opts).Stream()
 }
@@ -79,32 +56,27 @@ func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	conn := r.conn(cc)
-	if err := r.admit(ctx, conn, method, cc, opts); err != nil {
+	p := r.plan(ctx, method, opts)
+	if p.err != nil {
+		return nil, status.Error(codes.InvalidArgument, p.err.Error())
+	}
+	if err := r.admit(ctx, conn, &p, cc); err != nil {
 		return nil, err
 	}
-	if b := conn.t.budget; b != nil {
-		b.Started()
-	}
-	p, max, err := r.policyFor(method, opts)
-	if err == nil && r.outer != nil && r.outer(ctx, method, opts) {
-		p = nil
-	}
-	if p == nil {
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
+	conn.started()
+	if p.policy == nil {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	s := &retryStream{
-		ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
-		timeout: p.AttemptTimeout,
-		c: call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc), conn: conn, attempts: 1, opts: opts,
-			adaptive: r.adaptiveFor(conn, opts)},
-	}
+	p.hedge = nil // streams are not hedged: their Policy applies
+	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.policy.AttemptTimeout, c: r.newCall(&p, cc, conn)}
+	s.c.attempts = 1
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
 	s.cur = &s.first
-	if err := s.open(ctx, s.cur); err != nil {
+	if ctx, cancel := p.withTimeout(ctx); cancel != nil {
+		s.ctx, s.stopTimeout = ctx, cancel
+	}
+	if err := s.open(s.ctx, s.cur); err != nil {
 		// No other goroutine has s yet; mu is taken for retryLocked's rules.
 		s.mu.Lock()
 		final := s.retryLocked(s.cur, err)
@@ -112,7 +84,9 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		if final != nil {
 			return nil, s.ended(final)
 		}
+		return s, nil
 	}
+	s.watch(s.cur)
 	return s, nil
 }
 
@@ -121,8 +95,8 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 //	open → retrying     a receive (RecvMsg, or Header) saw the current attempt fail
 //	retrying → open     a new attempt opened
 //	retrying → ended    retrying gave up
-//	open → committed    first message received, headers delivered, Context,
-//	                    buffer limit, end of the stream, error made by the client
+//	open → committed    headers or a message arrived, Context, buffer limit,
+//	                    end of the stream, error made by the client
 //
 // and never back from committed or ended.
 type streamState int8
@@ -162,13 +136,12 @@ const (
 // themselves: a retry ends with its backoff or the caller's context, and a
 // receive or a replay with its attempt.
 type retryStream struct {
-	ctx      context.Context
-	desc     *grpc.StreamDesc
-	cc       *grpc.ClientConn
-	method   string
-	streamer grpc.Streamer
-	opts     []grpc.CallOption
-	timeout  time.Duration // Policy.AttemptTimeout; 0: none
+	ctx         context.Context // the caller's, bounded by the plan's timeout
+	stopTimeout context.CancelFunc
+	desc        *grpc.StreamDesc
+	streamer    grpc.Streamer
+	opts        []grpc.CallOption // the caller's
+	timeout     time.Duration     // Policy.AttemptTimeout; 0: none
 
 	mu      sync.Mutex
 	changed sync.Cond // on mu
@@ -179,6 +152,7 @@ type retryStream struct {
 	sent0   [1]any   // sent's first backing array: a server stream sends one
 	size    int      // weight of sent (see sizeOf)
 	closed  bool     // the caller called CloseSend
+	sends   int      // messages the caller sent
 	err     error    // the error the stream ended with, in state streamEnded
 	endSeen bool     // the observers were told of the end
 
@@ -187,38 +161,139 @@ type retryStream struct {
 	c call
 }
 
-// attempt is one attempt of a stream. cs, cancel and timer are set before
-// the attempt becomes current; the flags are guarded by the stream's mu.
+// attempt is one attempt of a stream. cs and cancel are set before the
+// attempt becomes current; the other fields are guarded by the stream's mu.
 type attempt struct {
-	cs     grpc.ClientStream
-	cancel context.CancelFunc // cuts the attempt; set with timer
-	timer  *time.Timer        // the AttemptTimeout; nil without one
+	cs      grpc.ClientStream  // nil once a failed attempt is released
+	trailer metadata.MD        // a released attempt's trailer
+	cancel  context.CancelFunc // ends the attempt; nil without AttemptTimeout
 
+	answered  bool // its response headers or a message arrived: it is never cut
+	counted   bool // its success was counted, for the budget and adaptive throttling
 	receiving bool // a goroutine is in cs.RecvMsg: the caller's RecvMsg, or Header learning how cs ended
 	replaying bool // the replay goroutine is sending the kept messages to cs
 	broken    bool // cs refused a message (it ended): a receive will tell how
-	received  bool // the caller received a message from cs: it is never cut
 	cut       bool // the AttemptTimeout ended cs
 	done      bool // the stream is done with the attempt (see release)
+
+	// With AttemptTimeout, before the commit: since when the caller has
+	// waited in each kind of operation on the attempt (zero: not waiting),
+	// and the timer of the earliest.
+	waiting [numOps]time.Time
+	timer   *time.Timer
 }
 
+// op is a kind of caller operation that AttemptTimeout watches.
+type op int8
+
+const (
+	opOpen op = iota
+	opSend
+	opRecv
+	opHeader
+	numOps
+)
+
 // open opens attempt a on ctx. With an AttemptTimeout, a runs under a
-// context of its own, which its timer cancels. It is called without mu.
+// context of its own, which a cut cancels. It is called without mu.
 func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	if s.timeout > 0 {
 		ctx, a.cancel = context.WithCancel(ctx)
-		a.timer = time.AfterFunc(s.timeout, func() { s.cutAttempt(a) })
+		s.mu.Lock()
+		s.waitLocked(a, opOpen)
+		s.mu.Unlock()
 	}
-	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	cs, err := s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, s.opts...)
 	a.cs = cs
+	if s.timeout > 0 {
+		s.mu.Lock()
+		s.doneWaitingLocked(a, opOpen)
+		s.mu.Unlock()
+	}
 	return err
 }
 
-// cutAttempt is attempt a's AttemptTimeout: it ends a, unless the caller
-// received a message from it or the stream is done with it.
+// watch starts, with an AttemptTimeout, the goroutine that waits for the
+// response headers of a, which has just become the current attempt.
+func (s *retryStream) watch(a *attempt) {
+	if s.timeout > 0 {
+		go s.watchHeaders(a, a.cs)
+	}
+}
+
+// watchHeaders waits for the response headers of attempt a, whose stream is
+// cs, and commits the stream when they arrive: from then on a is never cut.
+func (s *retryStream) watchHeaders(a *attempt, cs grpc.ClientStream) {
+	md, err := cs.Header()
+	if md == nil || err != nil {
+		return // a ended without headers: a receive tells how
+	}
+	s.mu.Lock()
+	if a == s.cur && !a.done {
+		s.answeredLocked(a)
+	}
+	s.mu.Unlock()
+}
+
+// waitLocked notes that the caller started waiting in an operation of kind
+// o on attempt a, and arms a's timer if the server has not answered.
+func (s *retryStream) waitLocked(a *attempt, o op) {
+	if s.timeout <= 0 || a.answered || a.done {
+		return
+	}
+	a.waiting[o] = time.Now()
+	s.armLocked(a)
+}
+
+// doneWaitingLocked notes that the caller's operation of kind o on a
+// ended.
+func (s *retryStream) doneWaitingLocked(a *attempt, o op) {
+	if s.timeout <= 0 {
+		return
+	}
+	a.waiting[o] = time.Time{}
+	s.armLocked(a)
+}
+
+// armLocked sets a's timer to fire AttemptTimeout after the earliest wait
+// under way, or stops it if none is.
+func (s *retryStream) armLocked(a *attempt) {
+	var earliest time.Time
+	for _, t := range a.waiting {
+		if !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
+			earliest = t
+		}
+	}
+	if earliest.IsZero() || a.answered || a.done {
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+		return
+	}
+	d := time.Until(earliest.Add(s.timeout))
+	if a.timer == nil {
+		a.timer = time.AfterFunc(d, func() { s.cutAttempt(a) })
+	} else {
+		a.timer.Reset(d)
+	}
+}
+
+// cutAttempt is attempt a's AttemptTimeout: it ends a if the caller has
+// waited that long in one operation and the server has not answered.
 func (s *retryStream) cutAttempt(a *attempt) {
 	s.mu.Lock()
-	cut := !a.received && !a.done
+	cut := false
+	if !a.done && !a.answered {
+		now := time.Now()
+		for _, t := range a.waiting {
+			if !t.IsZero() && !now.Before(t.Add(s.timeout)) {
+				cut = true
+			}
+		}
+		if !cut {
+			s.armLocked(a) // a wait ended and another began: not yet
+		}
+	}
 	if cut {
 		a.cut = true
 	}
@@ -234,6 +309,8 @@ func (a *attempt) release() {
 	a.done = true
 	if a.timer != nil {
 		a.timer.Stop()
+	}
+	if a.cancel != nil {
 		a.cancel()
 	}
 }
@@ -246,7 +323,18 @@ func (s *retryStream) failureLocked(a *attempt, err error) (_ error, cut bool) {
 		return err, false
 	}
 	return status.Errorf(codes.DeadlineExceeded,
-		"interceptor: attempt cut by its AttemptTimeout (%v) before any response message", s.timeout), true
+		"interceptor: attempt cut by its AttemptTimeout (%v): the caller waited that long for the server", s.timeout), true
+}
+
+// answeredLocked notes that the server answered the current attempt a:
+// its response headers or a message arrived. The stream commits, and a is
+// never cut.
+func (s *retryStream) answeredLocked(a *attempt) {
+	a.answered = true
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	s.commitLocked()
 }
 
 // commitLocked commits the stream if it is open: from now on no retry
@@ -275,22 +363,23 @@ func (s *retryStream) releaseSent() {
 // attempt is current (and gets the kept messages from a replay), and
 // otherwise the error the stream ended with. mu is held on entry and on
 // return, and released while it waits and opens; meanwhile the state is
-// streamRetrying, and this goroutine alone uses s.c.
+// streamRetrying, and this goroutine alone uses s.c. During the wait the
+// failed attempt's stream is let go: only its trailer is kept.
 func (s *retryStream) retryLocked(a *attempt, err error) error {
 	s.state = streamRetrying
 	for {
 		var cut bool
 		err, cut = s.failureLocked(a, err)
-		s.c.conn.record(err)
+		s.c.conn.record(s.ctx, err)
 		var trailer metadata.MD
 		if a.cs != nil {
 			trailer = a.cs.Trailer()
 		}
 		a.release()
+		a.cs, a.trailer = nil, trailer
 		s.mu.Unlock()
 
-		s.c.cut = cut
-		d, final := s.c.next(s.ctx, err, trailer)
+		d, final := s.c.decide(s.ctx, failure{err: err, trailer: trailer, cut: cut})
 		if final == nil {
 			final = s.c.wait(s.ctx, d, err)
 		}
@@ -311,6 +400,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			continue
 		}
 		s.cur, s.state = next, streamOpen
+		s.watch(next)
 		if len(s.sent) > 0 || s.closed {
 			next.replaying = true
 			go s.replay(next)
@@ -335,18 +425,19 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 func (s *retryStream) replay(a *attempt) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	cs := a.cs
 	for i := 0; ; i++ {
 		if i == len(s.sent) {
 			if s.closed {
 				s.mu.Unlock()
-				a.cs.CloseSend()
+				cs.CloseSend()
 				s.mu.Lock()
 			}
 			break
 		}
 		m := s.sent[i]
 		s.mu.Unlock()
-		err := a.cs.SendMsg(m)
+		err := cs.SendMsg(m)
 		s.mu.Lock()
 		if err != nil {
 			a.broken = true
@@ -373,18 +464,30 @@ func (s *retryStream) SendMsg(m any) error {
 			s.mu.Unlock()
 			return io.EOF // the stream is over: RecvMsg says how
 		}
+		if s.closed || !s.desc.ClientStreams && s.sends > 0 {
+			// As grpc-go: the stream commits, and the attempt's own
+			// SendMsg fails it with INTERNAL ("SendMsg called after
+			// CloseSend"); nothing reaches the server.
+			if s.state == streamRetrying {
+				s.changed.Wait()
+				continue
+			}
+			s.commitLocked()
+		}
 		if s.state == streamCommitted {
 			a := s.cur
 			if a.replaying {
 				s.changed.Wait() // m goes after the replayed messages
 				continue
 			}
+			s.sends++
 			s.mu.Unlock()
 			return a.cs.SendMsg(m)
 		}
 		if n, ok := sizeOf(m); ok && s.size+n <= s.c.r.bufLimit {
 			s.sent = append(s.sent, m)
 			s.size += n
+			s.sends++
 			break
 		}
 		// m cannot be kept: the stream commits, to the next attempt if a
@@ -400,14 +503,15 @@ func (s *retryStream) SendMsg(m any) error {
 		s.mu.Unlock()
 		return nil // the next attempt, or the replay, sends m
 	}
+	s.waitLocked(a, opSend)
 	s.mu.Unlock()
 	err := a.cs.SendMsg(m)
-	if err == nil {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.doneWaitingLocked(a, opSend)
 	switch {
+	case err == nil:
+		return nil
 	case err != io.EOF:
 		// Made by the client for m: another attempt would fail the same way.
 		s.commitLocked()
@@ -419,7 +523,7 @@ func (s *retryStream) SendMsg(m any) error {
 		return nil
 	}
 	// The stream committed meanwhile: m is lost with a, as it would be with
-	// a plain stream that ended under it.
+	// a plain stream that ended under it, and io.EOF says so.
 	return io.EOF
 }
 
@@ -448,7 +552,7 @@ func (s *retryStream) CloseSend() error {
 	s.closed = true
 	a := s.cur
 	// While a retry or a replay is under way, it closes the next attempt.
-	direct := s.state != streamRetrying && !a.broken && !a.replaying
+	direct := s.state != streamRetrying && !a.broken && !a.replaying && a.cs != nil
 	s.mu.Unlock()
 	if direct {
 		return a.cs.CloseSend()
@@ -470,9 +574,21 @@ func (s *retryStream) RecvMsg(m any) error {
 		}
 		a := s.cur
 		a.receiving = true
+		s.waitLocked(a, opRecv)
 		s.mu.Unlock()
 		err := a.cs.RecvMsg(m)
+		committed := false
+		if err != nil && err != io.EOF {
+			// Whether response headers came before the failure: if so, the
+			// server has the call, and it commits (gRFC A6).
+			md, _ := a.cs.Header()
+			committed = md != nil
+		}
 		s.mu.Lock()
+		s.doneWaitingLocked(a, opRecv)
+		if committed {
+			s.answeredLocked(a)
+		}
 		if err != nil && err != io.EOF && s.state == streamOpen {
 			// Learn how the replay to a ended before deciding: it may have
 			// committed the stream. a ended, so the replay ends soon.
@@ -485,15 +601,8 @@ func (s *retryStream) RecvMsg(m any) error {
 		a.receiving = false
 		s.changed.Broadcast()
 		if err == nil {
-			if !a.received {
-				a.received = true
-				if a.timer != nil {
-					a.timer.Stop()
-				}
-				s.c.conn.succeeded() // a response: it feeds the budget's reserve
-				s.c.conn.record(nil)
-			}
-			s.commitLocked()
+			s.countLocked(a)
+			s.answeredLocked(a)
 			if s.desc.ServerStreams {
 				s.mu.Unlock()
 				return nil
@@ -513,7 +622,10 @@ func (s *retryStream) RecvMsg(m any) error {
 			}
 			continue
 		}
-		s.commitLocked() // io.EOF: the stream ended well
+		if err == io.EOF && s.state == streamOpen { // the stream ended well
+			s.countLocked(a)
+		}
+		s.commitLocked()
 		err, _ = s.failureLocked(a, err)
 		a.release()
 		s.mu.Unlock()
@@ -521,17 +633,31 @@ func (s *retryStream) RecvMsg(m any) error {
 	}
 }
 
-// ended tells the observers, once, that the stream ended with err (io.EOF:
-// success), and returns err.
-func (s *retryStream) ended(err error) error {
-	if len(s.c.r.observers) == 0 {
-		return err
+// countLocked counts attempt a's first response, or its good end, once: it
+// feeds the budget's reserve and counts as accepted for adaptive
+// throttling.
+func (s *retryStream) countLocked(a *attempt) {
+	if !a.counted {
+		a.counted = true
+		s.c.conn.succeeded()
+		s.c.conn.record(s.ctx, nil)
 	}
+}
+
+// ended tells the observers, once, that the stream ended with err (io.EOF:
+// success), ends the plan's timeout, and returns err.
+func (s *retryStream) ended(err error) error {
 	s.mu.Lock()
 	seen := s.endSeen
 	s.endSeen = true
 	s.mu.Unlock()
-	if !seen {
+	if seen {
+		return err
+	}
+	if s.stopTimeout != nil {
+		defer s.stopTimeout()
+	}
+	if len(s.c.r.observers) > 0 {
 		end := err
 		if end == io.EOF {
 			end = nil
@@ -557,14 +683,16 @@ func (s *retryStream) Header() (metadata.MD, error) {
 			return a.cs.Header()
 		}
 		a := s.cur
+		s.waitLocked(a, opHeader)
 		s.mu.Unlock()
 		md, err := a.cs.Header()
 		s.mu.Lock()
+		s.doneWaitingLocked(a, opHeader)
 		if a != s.cur || s.state == streamRetrying || s.state == streamEnded {
 			continue // a failed meanwhile: its headers are not the stream's
 		}
 		if md != nil || err != nil {
-			s.commitLocked() // the headers are delivered
+			s.answeredLocked(a) // the headers arrived
 			s.mu.Unlock()
 			return md, err
 		}
@@ -607,8 +735,12 @@ func (s *retryStream) headerlessLocked(a *attempt) (done bool) {
 func (s *retryStream) Trailer() metadata.MD {
 	s.mu.Lock()
 	a := s.cur
+	cs, trailer := a.cs, a.trailer
 	s.mu.Unlock()
-	return a.cs.Trailer()
+	if cs == nil {
+		return trailer
+	}
+	return cs.Trailer()
 }
 
 // Context commits the stream, as grpc's own retry does: the context is the

@@ -166,3 +166,28 @@ func (r *Retrier) States() []TargetState {
 	slices.SortFunc(states, func(a, b TargetState) int { return strings.Compare(a.Target, b.Target) })
 	return states
 }
+
+// isClosed reports whether cs's ClientConn has shut down.
+func (cs *connState) isClosed() bool {
+	select {
+	case <-cs.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// started tells the budget of cs's target that a call started.
+func (cs *connState) started() {
+	if b := cs.t.budget; b != nil {
+		b.Started()
+	}
+}
+
+// succeeded tells the budget of cs's target that an attempt succeeded,
+// which feeds its reserve.
+func (cs *connState) succeeded() {
+	if b := cs.t.budget; b != nil {
+		b.Succeeded()
+	}
+}

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +24,13 @@ import (
 // the last one's winning.
 //
 // A call commits, and is not retried, once the server sent response headers
-// (gRFC A6): the server may have acted on it. A trailers-only response (an
-// error sent without headers, the usual form of a failure) does not commit.
-// To know, each attempt carries a grpc.Header option, for which grpc-go
-// copies the response headers even when the call succeeds.
+// (gRFC A6): the server may have acted on it. The interceptor learns it
+// from the attempt's trailer, which it reads for pushback anyway: a
+// trailers-only response (the usual form of a failure) did not commit; one
+// whose trailer came after headers did. A failure of the transport (a lost
+// connection, a reset, GOAWAY) is taken as uncommitted and retried, as a
+// restart's are: Safety keeps writes from being sent twice. With
+// WithoutPushback no trailer is read, and no failure is taken as committed.
 //
 // With Policy.AttemptTimeout, each attempt runs under the earlier of the
 // caller's deadline and its start plus AttemptTimeout; an attempt cut by its
@@ -42,12 +46,20 @@ func Unary(p grpcbackoff.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 // Unary returns r's unary client interceptor.
 func (r *Retrier) Unary() grpc.UnaryClientInterceptor { return r.unary }
 
+// unaryCall is what every attempt of one unary call sends.
+type unaryCall struct {
+	method     string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	opts       []grpc.CallOption // the caller's
+}
+
 // unaryState holds what an attempt needs besides the caller's arguments: the
-// response headers, to know whether the call committed, the trailer, for
-// pushback, and the call options with grpc.Header (and grpc.Trailer) added.
-// It is pooled so that a call that succeeds allocates nothing.
+// trailer, for pushback and to know whether the call committed, and the call
+// options with grpc.Trailer added. It is pooled so that a call that
+// succeeds allocates nothing.
 type unaryState struct {
-	header  metadata.MD
 	trailer metadata.MD
 	opts    []grpc.CallOption
 }
@@ -56,105 +68,131 @@ var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 
 func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
-	if n := len(opts) + 2; cap(s.opts) < n {
-		s.opts = make([]grpc.CallOption, 0, n) // one allocation for both additions
+	if !trailer {
+		s.opts = opts
+		return s
 	}
-	s.opts = append(append(s.opts[:0], opts...), grpc.Header(&s.header))
-	if trailer {
-		s.opts = append(s.opts, grpc.Trailer(&s.trailer))
+	if n := len(opts) + 1; cap(s.opts) < n {
+		s.opts = make([]grpc.CallOption, 0, n)
 	}
+	s.opts = append(append(s.opts[:0], opts...), grpc.Trailer(&s.trailer))
 	return s
 }
 
 // release puts s back in the pool. Its option slice keeps the last call's
 // options until it is reused, as the pool drops it at the next collections.
-func (s *unaryState) release() {
-	s.opts, s.header, s.trailer = s.opts[:0], nil, nil
+func (s *unaryState) release(trailer bool) {
+	if trailer {
+		s.opts = s.opts[:0]
+	} else {
+		s.opts = nil
+	}
+	s.trailer = nil
 	unaryStates.Put(s)
 }
 
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	conn := r.conn(cc)
-	if err := r.admit(ctx, conn, method, cc, opts); err != nil {
+	p := r.plan(ctx, method, opts)
+	if p.err != nil {
+		return status.Error(codes.InvalidArgument, p.err.Error())
+	}
+	if err := r.admit(ctx, conn, &p, cc); err != nil {
 		return err
 	}
-	if b := conn.t.budget; b != nil {
-		b.Started()
+	conn.started()
+	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
+	if p.policy == nil && p.hedge == nil {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		conn.record(ctx, err)
+		return err
 	}
-	outer := r.outer != nil && r.outer(ctx, method, opts)
-	if hp, n := r.hedgingFor(method, opts); hp != nil && !outer {
-		return r.hedgeUnary(ctx, conn, hp, n, method, req, reply, cc, invoker, opts)
+	if ctx, cancel := p.withTimeout(ctx); cancel != nil {
+		defer cancel()
+		return r.unaryCall(ctx, &p, conn, &u)
 	}
-	p, max, err := r.policyFor(method, opts)
-	if outer && err == nil {
-		p = nil
-	}
-	if p == nil {
-		if err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
+	return r.unaryCall(ctx, &p, conn, &u)
+}
+
+// unaryCall carries out the plan p of a unary call that may be retried or
+// hedged.
+func (r *Retrier) unaryCall(ctx context.Context, p *plan, conn *connState, u *unaryCall) error {
+	if p.hedge != nil {
+		if h := r.newHedgeCall(ctx, p, conn, u); h != nil {
+			return h.run()
 		}
-		err = invoker(ctx, method, req, reply, cc, opts...)
-		conn.record(err)
-		return err
+		if p.policy == nil { // a reply hedging cannot copy: one attempt
+			err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
+			conn.record(ctx, err)
+			return err
+		}
 	}
-	trailer, headers, cut, err := r.attemptUnary(ctx, ctx, p, conn, method, req, reply, cc, invoker, opts)
-	if err == nil {
+	f := r.attemptUnary(ctx, ctx, p, conn, u)
+	if f.err == nil {
 		conn.succeeded()
 		if len(r.observers) > 0 {
-			r.endFirst(ctx, method, cc, opts)
+			c := call{r: r, plan: *p, cc: u.cc, attempts: 1}
+			c.end(ctx, nil)
 		}
 		return nil
 	}
-	c := &call{r: r, p: p, max: max, method: method, static: staticMethod(opts), cc: cc, target: target(cc),
-		conn: conn, attempts: 1, opts: opts, adaptive: r.adaptiveFor(conn, opts), headers: headers, cut: cut}
-	return c.end(ctx, r.retryUnary(ctx, c, req, reply, cc, invoker, opts, err, trailer))
+	c := r.newCall(p, u.cc, conn)
+	c.attempts = 1
+	return c.end(ctx, r.retryUnary(ctx, &c, u, f))
 }
 
-// endFirst tells the observers of a call whose first attempt succeeded.
-func (r *Retrier) endFirst(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) {
-	e := End{Method: method, StaticMethod: staticMethod(opts), Target: target(cc), Conn: cc, Attempts: 1}
-	for _, o := range r.observers {
-		o.OnEnd(ctx, e)
-	}
-}
-
-// attemptUnary makes one attempt of a call of method with policy p on conn,
-// with context actx (ctx itself, or ctx with the retry metadata), under the
-// Policy's AttemptTimeout if it has one. For a failed attempt it returns the
-// trailer (nil unless pushback is read), whether response headers had
-// arrived (the call committed, gRFC A6) and whether the attempt's own timeout
-// cut it: its context ended with DEADLINE_EXCEEDED while the caller's ctx is
-// still live.
-func (r *Retrier) attemptUnary(ctx, actx context.Context, p *compiled, conn *connState, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (trailer metadata.MD, headers, cut bool, err error) {
+// attemptUnary makes one attempt of the unary call u with plan p, with
+// context actx (ctx itself, or ctx with the retry metadata), under the
+// Policy's AttemptTimeout if it has one, and tells how it failed.
+func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall) failure {
 	var cancel context.CancelFunc
 	var own bool // the attempt's deadline is its own, not the caller's
 	var adl time.Time
-	if t := p.AttemptTimeout; t > 0 {
+	if t := p.policy.AttemptTimeout; t > 0 {
 		adl = time.Now().Add(t)
-		// The earlier of the caller's deadline and now+t.
 		dl, ok := ctx.Deadline()
-		own = !ok || time.Now().Add(t).Before(dl)
+		own = !ok || adl.Before(dl)
 		actx, cancel = context.WithTimeout(actx, t)
 	}
-	s := getUnaryState(opts, !r.noPushback)
-	err = invoker(actx, method, req, reply, cc, s.opts...)
-	conn.record(err)
+	s := getUnaryState(u.opts, !r.noPushback)
+	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
+	conn.record(ctx, err)
+	var f failure
 	if err != nil {
-		// grpc-go gives nil headers for a trailers-only response, which
-		// carries no headers, and for an attempt that got no response.
-		trailer, headers = s.trailer, s.header != nil
+		f.err, f.trailer = err, s.trailer
 		// Cut by its own timeout, the caller's context live: the attempt's
 		// context has ended, or the server, which was sent the attempt's
 		// deadline, reset the call when that deadline passed a moment
 		// before the client's timer fired.
-		cut = cancel != nil && ctx.Err() == nil &&
-			(actx.Err() == context.DeadlineExceeded || own && status.Code(err) == codes.DeadlineExceeded && !time.Now().Add(p.AttemptTimeout/10).Before(adl))
+		f.cut = cancel != nil && ctx.Err() == nil &&
+			(actx.Err() == context.DeadlineExceeded || own && status.Code(err) == codes.DeadlineExceeded && !time.Now().Add(p.policy.AttemptTimeout/10).Before(adl))
+		f.committed = !f.cut && headersArrived(err, s.trailer)
 	}
-	s.release()
+	s.release(!r.noPushback)
 	if cancel != nil {
 		cancel()
 	}
-	return trailer, headers, cut, err
+	return f
+}
+
+// retryUnary is the slow path: attempt c.attempts failed as f. The trailer
+// of an attempt is not held through the wait that follows it.
+func (r *Retrier) retryUnary(ctx context.Context, c *call, u *unaryCall, f failure) error {
+	for {
+		d, final := c.decide(ctx, f)
+		if final != nil {
+			return final
+		}
+		if final := c.wait(ctx, d, f.err); final != nil {
+			return final
+		}
+		f = r.attemptUnary(ctx, c.retryContext(ctx), &c.plan, c.conn, u)
+		c.attempts++
+		if f.err == nil {
+			c.conn.succeeded()
+			return nil
+		}
+	}
 }
 
 // target returns cc's target, or "" for a call made without a ClientConn.
@@ -165,24 +203,55 @@ func target(cc *grpc.ClientConn) string {
 	return cc.Target()
 }
 
-// retryUnary is the slow path: attempt 1 failed with err, and trailer (if
-// pushback is read). opts are the caller's options. The trailer of an
-// attempt is not held through the wait that follows it.
-func (r *Retrier) retryUnary(ctx context.Context, c *call, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error, trailer metadata.MD) error {
-	for {
-		d, final := c.next(ctx, err, trailer)
-		trailer = nil
-		if final != nil {
-			return final
-		}
-		if final := c.wait(ctx, d, err); final != nil {
-			return final
-		}
-		trailer, c.headers, c.cut, err = r.attemptUnary(ctx, c.retryContext(ctx), c.p, c.conn, c.method, req, reply, cc, invoker, opts)
-		c.attempts++
-		if err == nil {
-			c.conn.succeeded()
-			return nil
+// headersArrived reports whether a unary attempt that failed with err had
+// received response headers, from its trailer (nil when no transport stream
+// was made: nothing was sent). A trailers-only response carries the
+// content-type, which gRPC sends with headers, in its trailer; a trailer
+// after headers does not, and one with metadata shows it came from the
+// server. An empty trailer is what both a server's bare status after headers
+// and a failure of the transport leave: the status tells them apart.
+func headersArrived(err error, trailer metadata.MD) bool {
+	switch {
+	case trailer == nil:
+		return false
+	case trailer["content-type"] != nil:
+		return false
+	case len(trailer) > 0:
+		return true
+	}
+	return !clientMade(status.Convert(err))
+}
+
+// clientMadeMessages are the messages of the statuses grpc-go's client
+// makes, instead of the server, when an attempt fails on the transport (a
+// lost connection, a reset, GOAWAY) or on its context.
+var clientMadeMessages = [...]string{
+	"connection error: desc = ",
+	"closing transport due to: ",
+	"error reading from server: ",
+	"error reading server preface: ",
+	"transport is closing",
+	"keepalive ping failed to receive ACK within timeout",
+	"closing connection since the server is not reading",
+	"stream terminated by RST_STREAM with error code: ",
+	"server is draining the connection",
+	"received goaway",
+	"no active streams left to process while draining",
+	"server closed the stream without sending trailers",
+	"transport: ",
+	"context deadline exceeded",
+	"context canceled",
+	"grpc: the client connection is closing",
+}
+
+// clientMade reports whether st is one grpc-go's client made for a failure
+// of the transport or of the call's context, not one the server sent.
+func clientMade(st *status.Status) bool {
+	msg := st.Message()
+	for _, m := range clientMadeMessages {
+		if strings.Contains(msg, m) {
+			return true
 		}
 	}
+	return false
 }

@@ -22,6 +22,10 @@ type Attempt struct {
 	// Number is the number of attempts made, the failed one included (1 for
 	// the first attempt).
 	Number int
+	// Hedges is how many of the attempts were hedges (interceptor
+	// WithHedging), which the backoff does not count: the next delay is
+	// the backoff of retry Number−1−Hedges.
+	Hedges int
 	// MaxAttempts is the call's limit on attempts (Policy.MaxAttempts
 	// unless a call option changed it).
 	MaxAttempts int
@@ -79,7 +83,7 @@ type Budget interface {
 //  2. the attempt is Final, or its code is not retried and it did not time
 //     out: ReasonNotRetryable;
 //  3. MaxAttempts reached: ReasonExhausted;
-//  4. the delay is p.RetryDelay(Number−1, Hint); a server that refuses gives
+//  4. the delay is p.RetryDelay(Number−1−Hedges, Hint); a server that refuses gives
 //     ReasonServerRefused;
 //  5. the next attempt could not start before the deadline: ReasonDeadline;
 //  6. adaptive throttling, if ad is not nil, rejects the retry
@@ -107,7 +111,7 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State)
 	if a.Number >= a.MaxAttempts {
 		return Decision{Reason: grpcbackoff.ReasonExhausted}
 	}
-	d, ok := p.RetryDelay(a.Number-1, a.Hint)
+	d, ok := p.RetryDelay(a.Number-1-a.Hedges, a.Hint)
 	if !ok {
 		return Decision{Reason: grpcbackoff.ReasonServerRefused}
 	}

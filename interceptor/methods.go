@@ -1,0 +1,169 @@
+package interceptor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// entry is what the Retrier's options say of one name: a method
+// "/pkg.Service/Method", a service "/pkg.Service/", or the default ("").
+// A name has a retry Policy, a Hedging, or no retry; a service config entry
+// may also bound its calls with a timeout.
+type entry struct {
+	set     bool          // a retry setting was given: policy, hedge, or no retry
+	policy  *compiled     // with set and hedge nil: the Policy; nil: no retry
+	hedge   *hedgePolicy  // with set: hedged instead
+	timeout time.Duration // bound on each call of the name; 0: none
+}
+
+// WithMethod gives the methods that name matches their own Policy. name is
+// matched as in a gRPC service config: "/pkg.Service/Method" names one
+// method, "/pkg.Service/" every method of a service. For a call, the method's
+// own entry wins over its service's, which wins over the Policy given to New.
+func WithMethod(name string, p grpcbackoff.Policy) Option {
+	return func(r *Retrier) error {
+		if err := checkMethodName(name); err != nil {
+			return err
+		}
+		c, err := compile(p)
+		if err != nil {
+			return fmt.Errorf("interceptor: WithMethod(%q): %w", name, err)
+		}
+		r.entry(name).setPolicy(&c)
+		return nil
+	}
+}
+
+// WithoutRetryFor turns retrying off for the methods that name matches
+// (matched as in WithMethod): for example a mutation that is not idempotent.
+func WithoutRetryFor(name string) Option {
+	return func(r *Retrier) error {
+		if err := checkMethodName(name); err != nil {
+			return err
+		}
+		r.entry(name).setPolicy(nil)
+		return nil
+	}
+}
+
+// WithHedging hedges the unary calls of the methods that name matches
+// (matched as in WithMethod), as h says: the first attempt is sent at once,
+// another every h.Delay while none has answered, up to h.MaxAttempts; the
+// first response wins and the others are canceled. Hedges answer slowness;
+// failures answer to the retry rules: a failed attempt is retried as the
+// method's Policy would retry it without the hedging (its own or its
+// service's, else the Policy given to New), after its backoff, and the
+// Policy's MaxAttempts (or CallMaxAttempts) bounds every attempt of the call.
+// A failure with a code in h.NonFatalCodes sends the next hedge at once, as
+// gRFC A6 does, while hedges are left. Each attempt is bounded by the
+// Policy's AttemptTimeout.
+//
+// Once an attempt's response headers arrive, the call commits to it: no
+// further hedge is sent, the others are canceled, and its reply, header,
+// trailer and peer are the caller's. (DialOptions sees headers as they
+// arrive; with Unary alone, when the attempt ends.)
+//
+// A name has a retry Policy or a Hedging, not both: the later option for a
+// name wins. Streams of a hedged name are retried by its Policy without the
+// hedging. CallPolicy and NoRetry turn hedging off for one call. New refuses
+// hedging for a name known not to be idempotent (see Safety), and a call
+// hedged by its service's or the default entry is not hedged if its method
+// is. A reply must be a proto.Message or a pointer, or the call is not
+// hedged.
+func WithHedging(name string, h grpcbackoff.Hedging) Option {
+	return func(r *Retrier) error {
+		if err := checkMethodName(name); err != nil {
+			return err
+		}
+		hp, err := compileHedging(h)
+		if err != nil {
+			return fmt.Errorf("interceptor: WithHedging(%q): %w", name, err)
+		}
+		r.entry(name).setHedge(hp)
+		return nil
+	}
+}
+
+// entry returns the entry of name, made on first use. Only options call it,
+// before New returns.
+func (r *Retrier) entry(name string) *entry {
+	if name == "" {
+		return &r.base
+	}
+	if r.entries == nil {
+		r.entries = make(map[string]*entry)
+	}
+	e := r.entries[name]
+	if e == nil {
+		e = &entry{}
+		r.entries[name] = e
+	}
+	return e
+}
+
+func (e *entry) setPolicy(p *compiled) { e.set, e.policy, e.hedge = true, p, nil }
+
+func (e *entry) setHedge(h *hedgePolicy) { e.set, e.policy, e.hedge = true, nil, h }
+
+// checkMethodName accepts "/pkg.Service/Method" and "/pkg.Service/".
+func checkMethodName(name string) error {
+	service, method, ok := strings.Cut(strings.TrimPrefix(name, "/"), "/")
+	if !strings.HasPrefix(name, "/") || !ok || service == "" || strings.Contains(method, "/") {
+		return fmt.Errorf("interceptor: method name %q: want \"/pkg.Service/Method\" or \"/pkg.Service/\"", name)
+	}
+	return nil
+}
+
+// serviceOf returns the service name "/pkg.Service/" of a method
+// "/pkg.Service/Method", or "" if method has no service part.
+func serviceOf(method string) string {
+	if i := strings.LastIndexByte(method, '/'); i > 0 {
+		return method[:i+1]
+	}
+	return ""
+}
+
+// settings is the configuration of one method: its entries resolved, method
+// first, then service, then default.
+type settings struct {
+	policy  *compiled    // the retry Policy; nil: no retry
+	hedge   *hedgePolicy // non-nil: the method is hedged, failures retried by policy
+	timeout time.Duration
+	from    string // the name whose entry decided: the method, its service, or ""
+}
+
+// settingsOf resolves the entries that apply to method. It allocates
+// nothing; without per-method options it reads no map.
+func (r *Retrier) settingsOf(method string) settings {
+	chain := [3]*entry{nil, nil, &r.base}
+	names := [3]string{method, "", ""}
+	if r.entries != nil {
+		chain[0] = r.entries[method]
+		if svc := serviceOf(method); svc != "" {
+			chain[1], names[1] = r.entries[svc], svc
+		}
+	}
+	var s settings
+	decided := false
+	for i, e := range chain {
+		if e == nil || !e.set {
+			continue
+		}
+		if !decided {
+			decided = true
+			s.hedge, s.policy, s.timeout, s.from = e.hedge, e.policy, e.timeout, names[i]
+			if e.hedge == nil {
+				return s
+			}
+			continue
+		}
+		if e.hedge == nil { // the Policy a hedged method's failures answer to
+			s.policy = e.policy
+			return s
+		}
+	}
+	return s
+}

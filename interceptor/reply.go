@@ -1,0 +1,122 @@
+package interceptor
+
+import (
+	"reflect"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// A hedged call's attempts run at once, so each has its own reply, header,
+// trailer and peer; the caller gets those of the attempt that ends the call.
+
+// outputs are one attempt's own targets for what gRPC writes back.
+type outputs struct {
+	reply   any
+	header  metadata.MD
+	trailer metadata.MD
+	peer    peer.Peer
+}
+
+// callerOutputs are the caller's Header, Trailer and Peer targets, taken
+// from its call options.
+type callerOutputs struct {
+	headers  []*metadata.MD
+	trailers []*metadata.MD
+	peers    []*peer.Peer
+}
+
+// attemptOptions returns the caller's options opts with their Header,
+// Trailer and Peer targets replaced by out's, plus a Header and a Trailer
+// option of out's own (the attempt reads both: headers commit the call,
+// the trailer carries pushback).
+func (out *outputs) attemptOptions(opts []grpc.CallOption) []grpc.CallOption {
+	ao := make([]grpc.CallOption, 0, len(opts)+2)
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption:
+		case grpc.PeerCallOption:
+			ao = append(ao, grpc.Peer(&out.peer))
+		default:
+			ao = append(ao, o)
+		}
+	}
+	return append(ao, grpc.Header(&out.header), grpc.Trailer(&out.trailer))
+}
+
+// callerOutputsOf returns the caller's targets in opts.
+func callerOutputsOf(opts []grpc.CallOption) callerOutputs {
+	var c callerOutputs
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			c.headers = append(c.headers, o.HeaderAddr)
+		case grpc.TrailerCallOption:
+			c.trailers = append(c.trailers, o.TrailerAddr)
+		case grpc.PeerCallOption:
+			c.peers = append(c.peers, o.PeerAddr)
+		}
+	}
+	return c
+}
+
+// deliver gives the caller the outputs of the attempt that ended the call;
+// reply is the caller's own.
+func (c callerOutputs) deliver(reply any, out *outputs, ok bool) {
+	if ok && out.reply != reply {
+		copyReply(reply, out.reply)
+	}
+	for _, p := range c.headers {
+		*p = out.header
+	}
+	for _, p := range c.trailers {
+		*p = out.trailer
+	}
+	for _, p := range c.peers {
+		*p = out.peer
+	}
+}
+
+// replyType is the type of a caller's reply, taken before any attempt writes
+// to it, from which the other attempts get their own replies.
+type replyType struct {
+	msg  protoreflect.MessageType // for a proto.Message
+	elem reflect.Type             // else, the pointed-to type of a pointer
+}
+
+// replyTypeOf returns the type of reply, and false if reply is neither a
+// proto.Message nor a non-nil pointer (copyReply cannot copy it).
+func replyTypeOf(reply any) (replyType, bool) {
+	if m, ok := reply.(proto.Message); ok {
+		if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
+			return replyType{}, false
+		}
+		return replyType{msg: m.ProtoReflect().Type()}, true
+	}
+	if v := reflect.ValueOf(reply); v.Kind() == reflect.Pointer && !v.IsNil() {
+		return replyType{elem: v.Type().Elem()}, true
+	}
+	return replyType{}, false
+}
+
+// new returns a new, empty reply of type t.
+func (t replyType) new() any {
+	if t.msg != nil {
+		return t.msg.New().Interface()
+	}
+	return reflect.New(t.elem).Interface()
+}
+
+// copyReply makes dst, the caller's reply, a copy of src, a reply from
+// replyTypeOf(dst).new().
+func copyReply(dst, src any) {
+	if m, ok := dst.(proto.Message); ok {
+		proto.Reset(m)
+		proto.Merge(m, src.(proto.Message))
+		return
+	}
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
+}

@@ -1,0 +1,218 @@
+package interceptor
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// Safety says whether a method may be sent again after a failure that the
+// server may have applied: whether it is idempotent.
+//
+// A method known to be NotIdempotent is not retried after a failure that
+// may have been applied (UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN, INTERNAL,
+// DATA_LOSS), so that a write is never applied twice; it is still retried,
+// as its Policy says, after a failure that proves the request was not
+// applied: RESOURCE_EXHAUSTED, ABORTED and the other refusals, and an
+// UNAVAILABLE from a connection that could not be made (the request never
+// left the client). A method that is Idempotent, or that nothing is known
+// about (SafetyUnknown), is retried on every code of its Policy.
+//
+// What is known of a method comes from, first to last (the first that
+// knows wins):
+//
+//  1. the call's options: CallIdempotent, CallNotIdempotent, or CallPolicy
+//     (a Policy given for one call states that the call may be retried);
+//  2. the Retrier's options for the method itself: WithSafety, then
+//     WithMethod or WithServiceConfig naming the method (not only its
+//     service), which states that the method may be retried;
+//  3. WithSafety for the method's service;
+//  4. the method's descriptor, when its .proto is registered in
+//     protoregistry.GlobalFiles (it is once the generated Go package is
+//     linked in): the option idempotency_level (NO_SIDE_EFFECTS and
+//     IDEMPOTENT are Idempotent), then the google.api.http binding: GET,
+//     PUT, PATCH and DELETE are Idempotent; POST is NotIdempotent unless
+//     its request carries a request_id (AIP-155) or it is a standard
+//     Create with a user-specified ID (AIP-133: CreateInstance with an
+//     instance_id field), and always for a custom method (AIP-136: a path
+//     ending in ":verb", such as ":failover").
+//
+// WithNonIdempotentRetries turns the protection off.
+type Safety int8
+
+const (
+	// SafetyUnknown: nothing is known; the Policy's codes apply.
+	SafetyUnknown Safety = iota
+	// Idempotent: the method may be sent again after any failure.
+	Idempotent
+	// NotIdempotent: the method is not sent again after a failure that may
+	// have been applied.
+	NotIdempotent
+)
+
+func (s Safety) String() string {
+	switch s {
+	case SafetyUnknown:
+		return "safety unknown"
+	case Idempotent:
+		return "idempotent"
+	case NotIdempotent:
+		return "not idempotent"
+	}
+	return fmt.Sprintf("Safety(%d)", int(s))
+}
+
+// safetyOption is the call option of CallIdempotent and CallNotIdempotent.
+// gRPC ignores it (grpc.EmptyCallOption).
+type safetyOption struct {
+	grpc.EmptyCallOption
+	s Safety
+}
+
+var (
+	idempotentOption    = &safetyOption{s: Idempotent}
+	notIdempotentOption = &safetyOption{s: NotIdempotent}
+)
+
+// CallIdempotent states that one call may be sent again after any failure
+// of its Policy's codes, whatever is known of its method. It allocates
+// nothing. For cloud.google.com/go clients, pass it with
+// gax.WithGRPCOptions.
+func CallIdempotent() grpc.CallOption { return idempotentOption }
+
+// CallNotIdempotent states that one call must not be sent again after a
+// failure that may have been applied (see Safety). It allocates nothing.
+func CallNotIdempotent() grpc.CallOption { return notIdempotentOption }
+
+// WithSafety states the Safety of the methods that name matches (matched as
+// in WithMethod: "/pkg.Service/Method" or "/pkg.Service/"), over what their
+// descriptors say. SafetyUnknown makes the Retrier ignore the descriptors
+// for them.
+func WithSafety(name string, s Safety) Option {
+	return func(r *Retrier) error {
+		if err := checkMethodName(name); err != nil {
+			return err
+		}
+		if s < SafetyUnknown || s > NotIdempotent {
+			return fmt.Errorf("interceptor: WithSafety(%q, %d): unknown Safety", name, int(s))
+		}
+		if r.safety == nil {
+			r.safety = make(map[string]Safety)
+		}
+		r.safety[name] = s
+		return nil
+	}
+}
+
+// WithNonIdempotentRetries retries every method on every code of its
+// Policy, even a method known to be NotIdempotent after a failure the server
+// may have applied: a write may then be applied twice. It is the behaviour
+// of versions before Safety; use it only for services whose writes are all
+// idempotent in fact.
+func WithNonIdempotentRetries() Option {
+	return func(r *Retrier) error { r.unsafeRetries = true; return nil }
+}
+
+// knowledge is what is known of a method's Safety, and from where.
+type knowledge struct {
+	s      Safety
+	source string
+}
+
+// safetyOf returns what is known of the Safety of the call p plans, first
+// to last as Safety says. The descriptor's part is learnt once per method.
+func (r *Retrier) safetyOf(p *plan) knowledge {
+	if p.safetyBy != "" {
+		return knowledge{p.safety, "call option " + p.safetyBy}
+	}
+	if k, ok := r.known.Load(p.method); ok {
+		return k.(knowledge)
+	}
+	k := r.learn(p.method)
+	r.known.Store(p.method, k)
+	return k
+}
+
+// safeToRetry reports whether the call p plans may be sent again after an
+// attempt failed with st, whose code its Policy retries.
+func (r *Retrier) safeToRetry(p *plan, st *status.Status) bool {
+	if r.unsafeRetries || !mayHaveApplied(st) {
+		return true
+	}
+	return r.safetyOf(p).s != NotIdempotent
+}
+
+// mayHaveApplied reports whether a failure with st may have been applied by
+// the server.
+func mayHaveApplied(st *status.Status) bool {
+	switch st.Code() {
+	case codes.Unavailable:
+		return !neverSent(st.Message())
+	case codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.DataLoss:
+		return true
+	}
+	return false
+}
+
+// neverSent reports whether the message of an UNAVAILABLE status is grpc-go's
+// for a call that found no connection to send on: the connection could not
+// be made, or the name not resolved.
+func neverSent(msg string) bool {
+	return strings.Contains(msg, "Error while dialing") ||
+		strings.Contains(msg, "name resolver error") ||
+		strings.Contains(msg, "produced zero addresses")
+}
+
+func callOptionName(s Safety) string {
+	if s == Idempotent {
+		return "CallIdempotent"
+	}
+	return "CallNotIdempotent"
+}
+
+// learn finds what the Retrier's options and the method's descriptor say of
+// method.
+func (r *Retrier) learn(method string) knowledge {
+	if s, ok := r.safety[method]; ok {
+		return knowledge{s, "WithSafety(" + method + ")"}
+	}
+	if e := r.entries[method]; e != nil && e.set && e.hedge == nil && e.policy != nil {
+		return knowledge{Idempotent, "its own Policy (WithMethod or WithServiceConfig)"}
+	}
+	if svc := serviceOf(method); svc != "" {
+		if s, ok := r.safety[svc]; ok {
+			return knowledge{s, "WithSafety(" + svc + ")"}
+		}
+	}
+	return describe(method)
+}
+
+func (r *Retrier) notIdempotent(name string) bool {
+	if !strings.HasSuffix(name, "/") {
+		return r.learnt(name).s == NotIdempotent
+	}
+	if s, ok := r.safety[name]; ok {
+		return s == NotIdempotent
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(strings.Trim(name, "/")))
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if err != nil || !ok {
+		return false
+	}
+	for i := range sd.Methods().Len() {
+		if r.notIdempotent(name + string(sd.Methods().Get(i).Name())) {
+			return true
+		}
+	}
+	return false
+}
+
+// learnt is safetyOf for a call of method without call options.
+func (r *Retrier) learnt(method string) knowledge {
+	return r.safetyOf(&plan{method: method})
+}
