@@ -122,8 +122,8 @@ const (
 // delay, up to the plan's hedges per round. Failures answer to the retry
 // rules: a failed attempt is decided on as a retry would be (call.decide:
 // its code, the budget's reserve, the deadline, the Policy's MaxAttempts),
-// and the next round starts after its backoff; a code in NonFatalCodes
-// sends the next hedge of the round at once instead, as gRFC A6 does.
+// and the next round starts after its backoff, no hedge going out
+// meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
 type hedgeCall struct {
 	c        call
 	hp       *hedgePolicy
@@ -309,9 +309,9 @@ func (h *hedgeCall) take(a *hedgeAttempt) {
 }
 
 // arm sets the timer to send the next attempt of kind k after d, if one
-// could start before the deadline and none is due sooner.
+// could start before the deadline. A retry replaces a hedge that was due.
 func (h *hedgeCall) arm(d time.Duration, k timerKind) {
-	if h.stopped || h.committed != nil || h.next == retryNext && h.timerC != nil && k == hedgeNext {
+	if h.stopped || h.committed != nil || h.next == retryNext && k == hedgeNext {
 		return // a retry's backoff is not cut short by a hedge
 	}
 	if k == hedgeNext && (h.round >= h.c.plan.hedges || h.c.attempts >= h.c.plan.max) {
@@ -348,18 +348,17 @@ func (h *hedgeCall) fire() {
 	case retryNext:
 		h.send(false) // paid for when decided
 	case hedgeNext:
-		if h.pay(false) {
+		if h.pay() {
 			h.send(true)
 		}
 	}
 }
 
-// pay asks adaptive throttling and the budget for a hedge: one for
-// slowness is paid from the budget's long-run allowance, as the retry of a
-// cut attempt is (the server may be working on every attempt in flight);
-// one answering a failure (afterFailure) from the reserve first, as a
-// retry. A refused hedge is not sent; the attempts in flight go on.
-func (h *hedgeCall) pay(afterFailure bool) bool {
+// pay asks adaptive throttling and the budget for a hedge, which is paid
+// from the budget's long-run allowance, as the retry of a cut attempt is:
+// the server may be working on every attempt in flight. A refused hedge is
+// not sent; the attempts in flight go on.
+func (h *hedgeCall) pay() bool {
 	c := &h.c
 	now := time.Now()
 	var code codes.Code
@@ -373,11 +372,7 @@ func (h *hedgeCall) pay(afterFailure bool) bool {
 		return false
 	}
 	if b := c.conn.t.budget; b != nil {
-		ok := b.AllowLongRun(now)
-		if afterFailure {
-			ok = b.Allow(now)
-		}
-		if !ok {
+		if !b.AllowLongRun(now) {
 			c.observe(h.ctx, code, err, grpcbackoff.Hint{}, 0, true, true)
 			h.stop(grpcbackoff.ReasonThrottled)
 			return false
@@ -433,49 +428,35 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		}
 		return a, true
 	}
-	st := status.Convert(a.err)
-	nonFatal := h.hp.isNonFatal(st.Code())
-	if !nonFatal && (c.plan.policy == nil || !c.plan.policy.Retryable(st.Code()) && !a.cut) {
-		// A definitive answer (or, without a Policy to retry by, any fatal
-		// code, as in gRFC A6): it ends the call, and the others are
-		// canceled.
+	code := status.Code(a.err)
+	retryable := c.plan.policy != nil && (c.plan.policy.Retryable(code) || a.cut)
+	nonFatal := h.hp.isNonFatal(code)
+	switch {
+	case !retryable && !nonFatal:
+		// A definitive answer: it ends the call, and the others are
+		// canceled (as a fatal code does in gRFC A6).
 		h.why = grpcbackoff.ReasonNotRetryable
 		return a, true
-	}
-	if h.stopped || h.next == retryNext {
+	case !retryable: // non-fatal: the attempts in flight go on
+		h.stop(grpcbackoff.ReasonNotRetryable)
+		return nil, false
+	case h.stopped || h.next == retryNext:
 		return nil, false // a retry is due, or nothing more will be sent
 	}
-	if nonFatal && h.round < c.plan.hedges && c.attempts < c.plan.max {
-		trailer := a.trailer
-		if c.r.noPushback {
-			trailer = nil // RetryInfo only, as WithoutPushback says
-		}
-		switch hint := grpcbackoff.ServerHint(st, trailer); {
-		case hint.Stop:
-			h.stop(grpcbackoff.ReasonServerRefused)
-		case hint.Delay > 0:
-			h.arm(hint.Delay, hedgeNext)
-		case h.pay(true):
-			h.send(true)
-		}
-		return nil, false
+	trailer := a.trailer
+	if c.r.noPushback {
+		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
-	if c.plan.policy == nil {
-		h.stop(grpcbackoff.ReasonExhausted) // every hedge spent
-		return nil, false
-	}
-	d, final := c.decide(h.ctx, failure{err: a.err, trailer: a.trailer, cut: a.cut})
+	d, final := c.decide(h.ctx, failure{err: a.err, trailer: trailer, cut: a.cut})
 	if final != nil {
 		h.stop(c.reason)
-		h.why = c.reason
-		if c.reason == grpcbackoff.ReasonNotRetryable && !nonFatal || len(h.flight) == 0 {
+		if len(h.flight) == 0 {
 			h.final = final
 			return a, true
 		}
 		return nil, false // the attempts in flight may still answer
 	}
-	h.timerC, h.next = nil, noTimer
-	h.arm(d, retryNext)
+	h.arm(d, retryNext) // no hedge until the retry: failures answer to the Policy
 	return nil, false
 }
 

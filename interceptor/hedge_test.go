@@ -196,14 +196,16 @@ func TestHedgeTimings(t *testing.T) {
 			wantCancel: []int{0, 1},
 		},
 		{
-			name: "a non-fatal code sends the next hedge at once, the next one follows after Delay",
+			// Re-derived for issue 20: gRFC A6 sends the next hedge at once
+			// after a non-fatal code; here a failure answers to the Policy.
+			name: "a failure waits for the Policy's backoff; the new round hedges again",
 			h:    hedging(4, 100*msec, codes.Unavailable),
 			steps: []hedgeStep{
 				{latency: 30 * msec, err: status.Error(codes.Unavailable, "down")},
 				{latency: time.Second}, {latency: time.Second}, {latency: 10 * msec},
 			},
-			wantStarts: []time.Duration{0, 30 * msec, 130 * msec, 230 * msec}, wantReply: "a3", wantElapsed: 240 * msec,
-			wantCancel: []int{1, 2},
+			wantStarts: []time.Duration{0, 1030 * msec, 1130 * msec, 1230 * msec}, wantReply: "a3", wantElapsed: 1240 * msec,
+			wantCancel: []int{1, 2}, retries: 1,
 		},
 		{
 			name: "a fatal code ends the call and cancels the others",
@@ -223,21 +225,20 @@ func TestHedgeTimings(t *testing.T) {
 				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
 				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
 			},
-			wantStarts: []time.Duration{0, 10 * msec, 20 * msec}, wantElapsed: 30 * msec,
+			// Re-derived for issue 20: each retry after the Policy's
+			// backoff (1 s, 2 s), not at once as gRFC A6 does.
+			wantStarts: []time.Duration{0, 1010 * msec, 3020 * msec}, wantElapsed: 3030 * msec,
 			wantCode: codes.Unavailable, wantReason: grpcbackoff.ReasonExhausted,
-			max: 3, // as many as the hedges: gRFC A6's shape
+			max: 3, retries: 2,
 		},
 		{
-			name: "every hedge spent on a non-fatal code: the Policy retries after its backoff",
-			h:    hedging(2, 100*msec, codes.Unavailable),
+			name: "a non-fatal code not in the Policy's: the attempts in flight go on",
+			h:    hedging(2, 100*msec, codes.Aborted),
 			steps: []hedgeStep{
-				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")},
-				{latency: 10 * msec},
+				{latency: 300 * msec},
+				{latency: 10 * msec, err: status.Error(codes.Aborted, "contention")},
 			},
-			// A new round 1 s (the first backoff) after the last failure.
-			wantStarts: []time.Duration{0, 10 * msec, 1020 * msec}, wantReply: "a2", wantElapsed: 1030 * msec,
-			retries: 1,
+			wantStarts: []time.Duration{0, 100 * msec}, wantReply: "a0", wantElapsed: 300 * msec,
 		},
 		{
 			name: "a retryable fatal code: the Policy retries, the hedge in flight goes on",
@@ -252,13 +253,15 @@ func TestHedgeTimings(t *testing.T) {
 			wantStarts: []time.Duration{0, 100 * msec}, wantReply: "a1", wantElapsed: 1100 * msec,
 		},
 		{
-			name: "pushback delays the next hedge",
+			// Re-derived for issue 20: the pushback lengthens the retry's
+			// backoff (1 s) to its 3 s, where it delayed the next hedge.
+			name: "pushback delays the next attempt",
 			h:    hedging(3, 100*msec, codes.Unavailable),
 			steps: []hedgeStep{
-				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+				{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "3000")},
 				{latency: 10 * msec},
 			},
-			wantStarts: []time.Duration{0, 510 * msec}, wantReply: "a1", wantElapsed: 520 * msec,
+			wantStarts: []time.Duration{0, 3010 * msec}, wantReply: "a1", wantElapsed: 3020 * msec, retries: 1,
 		},
 		{
 			name: "pushback asking not to retry stops hedging",
@@ -522,9 +525,11 @@ func TestHedgeErrorsAreOurs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newHedgeInvoker(hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")})
 		_, _, err := callHedged(t.Context(), hedgingInterceptorMax(t, hedging(2, 100*msec, codes.Unavailable), 2), s)
+		// Attempt 0 fails at 10 ms, its retry goes 1 s later and fails at
+		// 1.02 s (re-derived for issue 20: the retry was a hedge at once).
 		var e *grpcbackoff.Error
-		if !errors.As(err, &e) || e.Elapsed != 20*msec {
-			t.Errorf("err = %v, want a *grpcbackoff.Error with Elapsed 20ms", err)
+		if !errors.As(err, &e) || e.Elapsed != 1020*msec {
+			t.Errorf("err = %v, want a *grpcbackoff.Error with Elapsed 1.02s", err)
 		}
 	})
 }
@@ -640,15 +645,17 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 func TestHedgeWithoutPushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newHedgeInvoker(
-			hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "500")},
+			hedgeStep{latency: 10 * msec, err: status.Error(codes.Unavailable, "down"), trailer: metadata.Pairs(grpcbackoff.PushbackKey, "3000")},
 			hedgeStep{latency: 10 * msec})
 		var trailer metadata.MD
 		reply, _, err := callHedged(t.Context(), hedgingInterceptor(t, hedging(2, 100*msec, codes.Unavailable), interceptor.WithoutPushback()), s, grpc.Trailer(&trailer))
 		if err != nil || reply != "a1" {
 			t.Fatalf("reply %q, err %v; want a1", reply, err)
 		}
-		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 10 * msec}) {
-			t.Errorf("attempts started at %v, want [0 10ms]: the pushback is not read", got)
+		// The retry after the backoff, 1 s, not the pushback's 3 s
+		// (re-derived for issue 20: the pushback of 500 ms delayed a hedge).
+		if got := s.startTimes(); !slices.Equal(got, []time.Duration{0, 1010 * msec}) {
+			t.Errorf("attempts started at %v, want [0 1.01s]: the pushback is not read", got)
 		}
 		if !slices.Equal(trailer.Get("attempt"), []string{"1"}) {
 			t.Errorf("trailer = %v, want attempt 1's: the caller's Trailer option still works", trailer)

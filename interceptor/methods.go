@@ -53,16 +53,18 @@ func WithoutRetryFor(name string) Option {
 // (matched as in WithMethod), as h says: the first attempt is sent at once,
 // another every h.Delay while none has answered, up to h.MaxAttempts; the
 // first response wins and the others are canceled. Hedges answer slowness;
-// failures answer to the retry rules: a failed attempt is retried as the
-// method's Policy would retry it without the hedging (its own or its
-// service's, else the Policy given to New), after its backoff, and the
-// Policy's MaxAttempts (or CallMaxAttempts) bounds every attempt of the call.
-// A failure with a code in h.NonFatalCodes sends the next hedge at once, as
-// gRFC A6 does, while hedges are left. Each attempt is bounded by the
-// Policy's AttemptTimeout.
+// failures answer to the retry rules of the Policy the method would have
+// without the hedging (its own or its service's, else the Policy given to
+// New): a failure with a code it retries is retried after its backoff (the
+// server's pushback and RetryInfo lengthen it), as a new round of hedges,
+// and the Policy's MaxAttempts bounds every attempt of the call. A failure
+// with any other code ends the call, unless the code is in h.NonFatalCodes:
+// then the attempts in flight go on. Each attempt is bounded by the
+// Policy's AttemptTimeout. CallMaxAttempts(n) makes n both the hedges of a
+// round and the attempts of the call.
 //
 // Once an attempt's response headers arrive, the call commits to it: no
-// further hedge is sent, the others are canceled, and its reply, header,
+// further attempt is sent, the others are canceled, and its reply, header,
 // trailer and peer are the caller's. (DialOptions sees headers as they
 // arrive; with Unary alone, when the attempt ends.)
 //
