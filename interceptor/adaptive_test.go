@@ -219,3 +219,43 @@ func TestAdaptiveThrottleOffByDefault(t *testing.T) {
 		t.Errorf("%d of 1000 calls reached the invoker, want all", len(s.times))
 	}
 }
+
+// TestAdaptiveThrottleIgnoresCallerCancellations: a healthy backend (each
+// call answers after 100 ms) and an application that cancels 70% of its
+// calls first, at 50 ms, with the default AdaptiveThrottle. The backend
+// refused nothing, so no call is rejected locally. Before issue 20 the
+// cancellations counted as refusals: 1931 of 2000 calls were rejected.
+func TestAdaptiveThrottleIgnoresCallerCancellations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := interceptor.New(exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.DefaultAdaptiveThrottle()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			}
+		}
+		rejected, sent := 0, 0
+		for i := range 2000 {
+			ctx, cancel := context.WithCancel(t.Context())
+			if i%10 < 7 {
+				time.AfterFunc(50*time.Millisecond, cancel)
+			}
+			err := r.Unary()(ctx, "/pkg.Svc/Get", "req", new(string), nil, func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+				sent++
+				return slow(ctx, m, req, reply, cc, opts...)
+			})
+			cancel()
+			if _, ok := rejectedLocally(err); ok {
+				rejected++
+			}
+		}
+		if rejected != 0 || sent != 2000 {
+			t.Errorf("%d of 2000 calls rejected locally, %d sent; want none rejected", rejected, sent)
+		}
+	})
+}

@@ -2,8 +2,10 @@ package interceptor_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,6 +28,7 @@ import (
 type hedgeBackend struct {
 	testgrpc.UnimplementedTestServiceServer
 	latency []time.Duration
+	early   bool // send the header at once, not with the response
 
 	mu    sync.Mutex
 	ended map[int]error // attempt -> its context's error when it ended, nil if answered
@@ -38,7 +41,11 @@ func (s *hedgeBackend) UnaryCall(ctx context.Context, req *testgrpc.SimpleReques
 		n, _ = strconv.Atoi(v[0])
 	}
 	tag := metadata.Pairs("attempt", strconv.Itoa(n))
-	_ = grpc.SetHeader(ctx, tag)
+	if s.early {
+		_ = grpc.SendHeader(ctx, tag)
+	} else {
+		_ = grpc.SetHeader(ctx, tag)
+	}
 	grpc.SetTrailer(ctx, tag)
 	t := time.NewTimer(s.latency[n])
 	defer t.Stop()
@@ -145,4 +152,79 @@ func TestHedgeDeadlineOverGRPC(t *testing.T) {
 			t.Errorf("err = %v after %v, want DEADLINE_EXCEEDED after 150ms", err, time.Since(start))
 		}
 	})
+}
+
+// TestHedgeNoHedgeAfterHeaders: an attempt whose server sends its headers at
+// once and answers 200 ms later, hedged every 50 ms. Its headers commit the
+// call to it: no hedge is sent, and its reply and header are the caller's.
+// Before issue 20 a hedge went out at 50 ms, answered first, and the caller
+// got the hedge's reply instead of the committed attempt's.
+func TestHedgeNoHedgeAfterHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, c := newHedgeBackend(t, []time.Duration{200 * msec, 0, 0}, hedging(3, 50*msec))
+		s.early = true
+		var header metadata.MD
+		start := time.Now()
+		resp, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Since(start); got != 200*msec {
+			t.Errorf("call took %v, want 200ms", got)
+		}
+		if body := string(resp.GetPayload().GetBody()); body != "a0" || header.Get("attempt")[0] != "0" {
+			t.Errorf("response %q with header %v, want attempt 0's", body, header)
+		}
+		synctest.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.ended) != 1 {
+			t.Errorf("the server saw attempts %v, want attempt 0 alone", s.ended)
+		}
+	})
+}
+
+// TestHedgeLoadShedding: 30 hedged calls (the README's hedging) against a
+// server shedding load for 2 s, RESOURCE_EXHAUSTED with a 200 ms pushback.
+// Failures answer to the Policy, so every call succeeds, as the same calls
+// unhedged do. Before issue 20 the code, fatal to the hedging, ended all 30.
+func TestHedgeLoadShedding(t *testing.T) {
+	for _, hedged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hedged %v", hedged), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				shed := func(ctx context.Context, _ int) error {
+					if time.Since(start) < 2*time.Second {
+						grpc.SetTrailer(ctx, metadata.Pairs(grpcbackoff.PushbackKey, "200"))
+						return status.Error(codes.ResourceExhausted, "shedding load")
+					}
+					return nil
+				}
+				srv := newFaultyServer(t, shed, 1)
+				var opts []interceptor.Option
+				if hedged {
+					opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * msec}))
+				}
+				r, err := interceptor.New(grpcbackoff.DefaultPolicy(), opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := srv.client(t, r.DialOptions()...)
+				var wg sync.WaitGroup
+				var failed atomic.Int64
+				for range 30 {
+					wg.Go(func() {
+						if _, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+							failed.Add(1)
+							t.Logf("call failed: %v", err)
+						}
+					})
+				}
+				wg.Wait()
+				if n := failed.Load(); n != 0 {
+					t.Errorf("%d of 30 calls failed, want none", n)
+				}
+			})
+		})
+	}
 }

@@ -241,3 +241,29 @@ func TestNotIdempotentRetriedWhenNeverSent(t *testing.T) {
 		t.Errorf("err = %v after %d attempts, want 3 attempts exhausted", err, attempts.Load())
 	}
 }
+
+// TestExplainHedged: Explain of a hedged method is the plan its calls get:
+// the hedging, and the Policy its failures answer to (its service's here).
+// Before issue 20 it said "up to 8 attempts … [the Retrier's Policy]",
+// never mentioning the hedging.
+func TestExplainHedged(t *testing.T) {
+	svc := exact()
+	svc.MaxAttempts = 3
+	r, err := interceptor.New(exact(),
+		interceptor.WithHedging("/pkg.Svc/Get", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * time.Millisecond}),
+		interceptor.WithMethod("/pkg.Svc/", svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Explain("/pkg.Svc/Get")
+	if d.Hedging == nil || d.Hedging.MaxAttempts != 2 || d.Hedging.Delay != 50*time.Millisecond || d.Policy == nil || d.MaxAttempts != 3 {
+		t.Fatalf("Explain = %+v, want the hedging (2, 50ms) and the service's Policy of 3 attempts", d)
+	}
+	want := "/pkg.Svc/Get: hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 3 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/]; safety unknown: no descriptor registered for pkg.Svc"
+	if got := d.String(); got != want {
+		t.Errorf("Explain(Get).String() =\n%s\nwant\n%s", got, want)
+	}
+	if d := r.Explain("/pkg.Svc/Put"); d.Hedging != nil || d.MaxAttempts != 3 {
+		t.Errorf("Explain(Put) = %+v, want the service's Policy, not hedged", d)
+	}
+}

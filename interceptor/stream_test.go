@@ -1414,3 +1414,109 @@ func TestStreamObserverClientStream(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamHeadersCommit: a server that sends response headers and then
+// fails runs its handler once, for every kind of stream, whether or not the
+// caller asks for the headers, and the caller gets its error unchanged, as
+// a unary call does and as grpc-go's own retry does (gRFC A6). Before issue
+// 20 the stream was replayed, up to 8 handlers, unless the caller had
+// received the headers.
+func TestStreamHeadersCommit(t *testing.T) {
+	errs := []error{
+		status.Error(codes.Unavailable, "down after headers"),
+		status.Error(codes.ResourceExhausted, "quota after headers"),
+		status.Error(codes.Aborted, "aborted after headers"),
+	}
+	for _, k := range streamKinds {
+		for _, want := range errs {
+			for _, askHeader := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v/%v/header asked %v", k, status.Code(want), askHeader), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						srv := newScriptedServer(t, scriptOf(step{Header: true, Recv: untilHalfClose, Err: want}, succeed(1)))
+						c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+						r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{Header: askHeader})
+						checkCommittedOnHeaders(t, r, want, srv.attemptsOf(""))
+					})
+				})
+			}
+		}
+	}
+}
+
+// TestStreamHeadersCommitTCP is TestStreamHeadersCommit over loopback TCP.
+func TestStreamHeadersCommitTCP(t *testing.T) {
+	want := status.Error(codes.Unavailable, "down after headers")
+	for _, k := range streamKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			srv := newScriptedServerTCP(t, scriptOf(step{Header: true, Recv: untilHalfClose, Err: want}, succeed(1)))
+			c := srv.client(t, interceptor.DialOptions(fastExact(), interceptor.WithoutThrottle())...)
+			ctx, cancel := context.WithTimeout(callerContext(t), 10*time.Second)
+			defer cancel()
+			r := runCall(ctx, c, k, callerMessages(k), howToRun{})
+			checkCommittedOnHeaders(t, r, want, srv.attemptsOf(""))
+		})
+	}
+}
+
+// checkCommittedOnHeaders checks that a call whose server sent headers and
+// then failed with want made one attempt and got want unchanged.
+func checkCommittedOnHeaders(t *testing.T, r callResult, want error, as []serverAttempt) {
+	t.Helper()
+	if st := status.Convert(r.Err); st.Code() != status.Code(want) || st.Message() != status.Convert(want).Message() || len(r.Got) != 0 {
+		t.Errorf("received %q, then %v; want nothing, then the server's error unchanged: %v", r.Got, r.Err, want)
+	}
+	if len(as) != 1 {
+		t.Errorf("the handler ran %d times, want once: headers commit the stream", len(as))
+	}
+}
+
+// TestStreamSendAfterCloseSend: a Send after CloseSend, while a retry waits
+// for its backoff, fails as on a plain grpc-go stream and never reaches a
+// server. Before issue 20 it was kept and replayed: the server read m0 m1 m2.
+func TestStreamSendAfterCloseSend(t *testing.T) {
+	run := func(t *testing.T, opts []grpc.DialOption) (sendErr error, seen [][]string) {
+		var err error
+		synctest.Test(t, func(t *testing.T) {
+			srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}, succeed(1)))
+			c := srv.client(t, opts...)
+			s, e := c.FullDuplexCall(callerContext(t))
+			if e != nil {
+				t.Fatal(e)
+			}
+			for _, m := range messages(2) {
+				if e := s.Send(outputRequest(m)); e != nil {
+					t.Fatalf("Send(%s): %v", m, e)
+				}
+			}
+			if e := s.CloseSend(); e != nil {
+				t.Fatal(e)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					if _, e := s.Recv(); e != nil {
+						return
+					}
+				}
+			}()
+			synctest.Wait() // attempt 1 failed; a retry (if any) waits for its backoff
+			err = s.Send(outputRequest("m2"))
+			<-done
+			for _, a := range srv.attemptsOf("") {
+				seen = append(seen, a.Msgs)
+			}
+		})
+		return err, seen
+	}
+	plainErr, _ := run(t, nil)
+	ourErr, seen := run(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle()))
+	if st, plain := status.Convert(ourErr), status.Convert(plainErr); st.Code() != plain.Code() || st.Message() != plain.Message() {
+		t.Errorf("Send after CloseSend = %v, want grpc-go's own %v", ourErr, plainErr)
+	}
+	for i, msgs := range seen {
+		if slices.Contains(msgs, "m2") {
+			t.Errorf("attempt %d received %q: the message sent after CloseSend reached the server", i+1, msgs)
+		}
+	}
+}

@@ -7,6 +7,7 @@ package interceptor_test
 import (
 	"context"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -54,6 +55,10 @@ type step struct {
 	// Hang, instead of Err, waits after reading and sending until the client
 	// ends the attempt.
 	Hang bool
+	// Pause waits, after reading, before sending responses.
+	Pause time.Duration
+	// RecvEvery waits before reading each message: a slow reader.
+	RecvEvery time.Duration
 }
 
 // succeed is the step of an attempt that reads everything and answers with n
@@ -79,7 +84,7 @@ type scriptedServer struct {
 	testgrpc.UnimplementedTestServiceServer
 
 	script func(stream string, attempt int) step
-	lis    *bufconn.Listener
+	dial   func(context.Context) (net.Conn, error)
 	srv    *grpc.Server
 
 	mu       sync.Mutex
@@ -95,21 +100,37 @@ func scriptOf(steps ...step) func(string, int) step {
 // newScriptedServer starts a scripted server on a private bufconn listener. It
 // stops the server, after the connections dialled with client, when the test
 // ends (inside the synctest bubble when called in one).
-func newScriptedServer(tb testing.TB, script func(stream string, attempt int) step) *scriptedServer {
+func newScriptedServer(tb testing.TB, script func(stream string, attempt int) step, opts ...grpc.ServerOption) *scriptedServer {
+	lis := bufconn.Listen(1 << 20)
+	return startScripted(tb, script, lis, lis.DialContext, opts)
+}
+
+// newScriptedServerTCP is newScriptedServer on a loopback TCP port.
+func newScriptedServerTCP(tb testing.TB, script func(stream string, attempt int) step, opts ...grpc.ServerOption) *scriptedServer {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var d net.Dialer
+	dial := func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", lis.Addr().String()) }
+	return startScripted(tb, script, lis, dial, opts)
+}
+
+func startScripted(tb testing.TB, script func(string, int) step, lis net.Listener, dial func(context.Context) (net.Conn, error), opts []grpc.ServerOption) *scriptedServer {
 	s := &scriptedServer{
 		script:   script,
-		lis:      bufconn.Listen(1 << 20),
-		srv:      grpc.NewServer(grpc.WaitForHandlers(true)),
+		dial:     dial,
+		srv:      grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...),
 		attempts: make(map[string][]*serverAttempt),
 	}
 	testgrpc.RegisterTestServiceServer(s.srv, s)
-	bufconntest.Serve(tb, s.srv, s.lis)
+	bufconntest.Serve(tb, s.srv, lis)
 	return s
 }
 
 // client dials s with opts; the connection is closed when the test ends.
 func (s *scriptedServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
-	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
+	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.dial, opts...))
 }
 
 // attemptsOf returns a copy of what the server saw of stream id's attempts.
@@ -187,6 +208,9 @@ func (s *scriptedServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRe
 			return err
 		}
 	}
+	if err := pause(ss.Context(), step.Pause); err != nil {
+		return err
+	}
 	for range step.Send {
 		if err := s.respond(ss, a, nil); err != nil {
 			return err
@@ -198,11 +222,30 @@ func (s *scriptedServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRe
 	return step.Err
 }
 
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
 // recv reads up to limit messages (untilHalfClose: up to the half-close),
 // echoing each if echo (with its body if mirror). It returns io.EOF at the
 // half-close.
-func (s *scriptedServer) recv(ss grpc.ServerStream, a *serverAttempt, limit int, echo, mirror bool, m interface{ GetPayload() *testgrpc.Payload }) error {
+func (s *scriptedServer) recv(ss grpc.ServerStream, a *serverAttempt, st step, limit int, m interface{ GetPayload() *testgrpc.Payload }) error {
+	echo, mirror := st.Echo, st.Mirror
 	for i := 0; limit == untilHalfClose || i < limit; i++ {
+		if err := pause(ss.Context(), st.RecvEvery); err != nil {
+			return err
+		}
 		if err := ss.RecvMsg(m); err == io.EOF {
 			s.halfClosed(a)
 			return io.EOF
@@ -231,7 +274,7 @@ func (s *scriptedServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgr
 			return err
 		}
 	}
-	err := s.recv(ss, a, step.Recv, false, false, new(testgrpc.StreamingInputCallRequest))
+	err := s.recv(ss, a, step, step.Recv, new(testgrpc.StreamingInputCallRequest))
 	if err != nil && err != io.EOF {
 		return err
 	}
@@ -242,9 +285,12 @@ func (s *scriptedServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgr
 		return step.Err
 	}
 	if err == nil {
-		if err := s.recv(ss, a, untilHalfClose, false, false, new(testgrpc.StreamingInputCallRequest)); err != io.EOF {
+		if err := s.recv(ss, a, step, untilHalfClose, new(testgrpc.StreamingInputCallRequest)); err != io.EOF {
 			return err
 		}
+	}
+	if err := pause(ss.Context(), step.Pause); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	got := len(a.Msgs)
@@ -261,8 +307,11 @@ func (s *scriptedServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Str
 			return err
 		}
 	}
-	err := s.recv(ss, a, step.Recv, step.Echo, step.Mirror, new(testgrpc.StreamingOutputCallRequest))
+	err := s.recv(ss, a, step, step.Recv, new(testgrpc.StreamingOutputCallRequest))
 	if err != nil && err != io.EOF {
+		return err
+	}
+	if err := pause(ss.Context(), step.Pause); err != nil {
 		return err
 	}
 	for range step.Send {
@@ -277,7 +326,7 @@ func (s *scriptedServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.Str
 		return step.Err
 	}
 	if err == nil {
-		if err := s.recv(ss, a, untilHalfClose, step.Echo, step.Mirror, new(testgrpc.StreamingOutputCallRequest)); err != io.EOF {
+		if err := s.recv(ss, a, step, untilHalfClose, new(testgrpc.StreamingOutputCallRequest)); err != io.EOF {
 			return err
 		}
 	}

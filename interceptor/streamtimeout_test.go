@@ -3,13 +3,16 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
@@ -247,4 +250,122 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestStreamAttemptTimeoutAnsweredByHeaders: AttemptTimeout 1 s, a server that
+// sends its headers at once and its message at 3 s. The headers are the
+// server's answer: the attempt is never cut, its handler runs once, and the
+// caller gets the message. Before issue 20 the attempt was cut at 1 s and
+// replayed to 8 handlers, and the caller never got the message.
+func TestStreamAttemptTimeoutAnsweredByHeaders(t *testing.T) {
+	p := exact()
+	p.AttemptTimeout = time.Second
+	for _, k := range []callKind{serverStream, bidi} {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newScriptedServer(t, scriptOf(step{Header: true, Recv: untilHalfClose, Pause: 3 * time.Second, Send: 1}))
+				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+				start := time.Now()
+				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
+				if r.Err != nil || !slices.Equal(r.Got, []string{"r0"}) {
+					t.Errorf("received %q, then %v; want r0 and a clean end", r.Got, r.Err)
+				}
+				if got := r.End.Sub(start); got != 3*time.Second {
+					t.Errorf("stream ended after %v, want 3s", got)
+				}
+				if n := len(srv.attemptsOf("")); n != 1 {
+					t.Errorf("the handler ran %d times, want once", n)
+				}
+			})
+		})
+	}
+}
+
+// TestStreamAttemptTimeoutCallerPace: AttemptTimeout 1 s, an echo server that
+// answers at once, and a caller that sends 5 messages 600 ms apart and only
+// then reads. The caller's pace is never the reason for a cut: one attempt,
+// every message delivered, every echo received. Before issue 20 the attempt
+// was cut at 1 s: two echoes, then DEADLINE_EXCEEDED, and messages 2–4,
+// accepted by Send, reached no server.
+func TestStreamAttemptTimeoutCallerPace(t *testing.T) {
+	p := exact()
+	p.AttemptTimeout = time.Second
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Echo: true}))
+		c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		s, err := c.FullDuplexCall(callerContext(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := messages(5)
+		for _, m := range msgs {
+			if err := s.Send(outputRequest(m)); err != nil {
+				t.Fatalf("Send(%s): %v", m, err)
+			}
+			time.Sleep(600 * time.Millisecond) // the caller's own pace
+		}
+		if err := s.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			m, err := s.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Recv after %q: %v", got, err)
+			}
+			got = append(got, string(m.GetPayload().GetBody()))
+		}
+		if want := responses(len(msgs)); !slices.Equal(got, want) {
+			t.Errorf("received %q, want %q", got, want)
+		}
+		as := srv.attemptsOf("")
+		if len(as) != 1 || !slices.Equal(as[0].Msgs, msgs) {
+			t.Errorf("attempts %+v, want one that received %q", as, msgs)
+		}
+	})
+}
+
+// TestStreamAttemptTimeoutSlowUpload: a slow but healthy upload, 1 MiB in 64
+// KiB messages to a server that reads one a second (flow control holds each
+// Send until the server reads), with AttemptTimeout 5 s. Each Send completes
+// as the server reads, so the upload is never cut, however long it takes.
+// Before issue 20 it was cut at 5 s, with 0 bytes counted.
+func TestStreamAttemptTimeoutSlowUpload(t *testing.T) {
+	const n, size = 16, 64 << 10
+	p := exact()
+	p.AttemptTimeout = 5 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		// A fixed 64 KiB window (which also turns off the server's dynamic
+		// window), so that the client can be at most a message ahead.
+		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, RecvEvery: time.Second}),
+			grpc.InitialWindowSize(size), grpc.InitialConnWindowSize(size))
+		c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		start := time.Now()
+		s, err := c.StreamingInputCall(callerContext(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := strings.Repeat("x", size-16)
+		for i := range n {
+			if err := s.Send(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: []byte(body)}}); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
+			}
+		}
+		resp, err := s.CloseAndRecv()
+		if err != nil {
+			t.Fatalf("CloseAndRecv after %v: %v", time.Since(start), err)
+		}
+		if got := resp.GetAggregatedPayloadSize(); got != n {
+			t.Errorf("the server counted %d messages, want %d", got, n)
+		}
+		if took := time.Since(start); took < n*time.Second {
+			t.Errorf("the upload took %v, want at least %v: the server did not read slowly", took, n*time.Second)
+		}
+		if a := srv.attemptsOf(""); len(a) != 1 {
+			t.Errorf("attempts = %d, want 1", len(a))
+		}
+	})
 }

@@ -230,3 +230,45 @@ func TestStatesWithoutConnOrThrottle(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseEndsAttemptInFlight: cc.Close() ends a call while its retried
+// attempt, or a hedge, is in flight; the call reports ReasonCanceled, as one
+// Close finds waiting does. Before issue 20 it reported "code not
+// retryable", a give-up.
+func TestCloseEndsAttemptInFlight(t *testing.T) {
+	hang := func(ctx context.Context, n int) error {
+		if n == 0 {
+			return status.Error(codes.Unavailable, "down")
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	cases := []struct {
+		name     string
+		opts     []interceptor.Option
+		act      func(context.Context, int) error
+		attempts int
+	}{
+		{"retried attempt", nil, hang, 2},
+		{"hedge", []interceptor.Option{interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second})},
+			func(ctx context.Context, _ int) error { <-ctx.Done(); return ctx.Err() }, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newFaultyServer(t, tc.act, 1)
+				rec := &recorder{}
+				cc := bufconntest.Dial(t, srv.lis.DialContext, interceptor.DialOptions(exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
+				time.AfterFunc(5*time.Second, func() { cc.Close() })
+				_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+				var ge *grpcbackoff.Error
+				if !errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonCanceled || ge.Attempts != tc.attempts || status.Code(err) != codes.Canceled {
+					t.Errorf("err = %v, want a *grpcbackoff.Error of %d attempts, CANCELED, ReasonCanceled", err, tc.attempts)
+				}
+				if len(rec.ends) != 1 || rec.ends[0].Reason != grpcbackoff.ReasonCanceled {
+					t.Errorf("ends = %+v, want one, ReasonCanceled", rec.ends)
+				}
+			})
+		})
+	}
+}

@@ -6,10 +6,15 @@ import (
 	"testing/synctest"
 	"time"
 
+	redis "cloud.google.com/go/redis/apiv1"
+	"cloud.google.com/go/redis/apiv1/redispb"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/redistest"
 )
 
@@ -79,4 +84,61 @@ func TestRedisClientFrozenServer(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestRedisClientFrozenServerHedged: the same freeze, with the README's
+// hedging of ListInstances (2 attempts, 50 ms apart) on the README's
+// DialOptions. Each hedged attempt is bounded by AttemptTimeout too, and the
+// failures of a round answer to the Policy: cut, backoff, a new round. The
+// call is answered within 60 s; before issue 20, the hedges dropped the
+// AttemptTimeout and the call held the client's whole 600 s.
+func TestRedisClientFrozenServerHedged(t *testing.T) {
+	const thaw = 30 * time.Second
+	for range 10 { // fresh jitter each time
+		synctest.Test(t, func(t *testing.T) {
+			p := grpcbackoff.DefaultPolicy()
+			p.AttemptTimeout = 10 * time.Second
+			r, err := interceptor.New(p, interceptor.WithHedging(redistest.MethodListInstances,
+				grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * time.Millisecond}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := redistest.NewServer()
+			t.Cleanup(srv.Close)
+			opts := srv.ClientOptions()
+			for _, o := range r.DialOptions() {
+				opts = append(opts, option.WithGRPCDialOption(o))
+			}
+			c, err := redis.NewCloudRedisClient(t.Context(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			srv.Freeze()
+			time.AfterFunc(thaw, srv.Thaw)
+			start := time.Now()
+			it := c.ListInstances(t.Context(), &redispb.ListInstancesRequest{Parent: parent})
+			if _, err := it.Next(); err != iterator.Done {
+				t.Fatalf("ListInstances: %v, want an empty list once the server answers", err)
+			}
+			took := time.Since(start)
+			as := srv.AttemptsFor(redistest.MethodListInstances)
+			var starts []time.Duration
+			for _, a := range as {
+				starts = append(starts, a.Time.Sub(start))
+			}
+			t.Logf("attempts started at %v; answered after %v", starts, took)
+			if took >= 60*time.Second {
+				t.Errorf("the call took %v, want less than 60s", took)
+			}
+			if len(as) > p.MaxAttempts {
+				t.Errorf("%d attempts, more than MaxAttempts %d", len(as), p.MaxAttempts)
+			}
+			for i, a := range as {
+				if at := a.Time.Sub(start); at < thaw && a.Answered.Sub(a.Time) != 10*time.Second {
+					t.Errorf("attempt %d started at %v and ended %v later, want it cut after exactly 10s", i+1, at, a.Answered.Sub(a.Time))
+				}
+			}
+		})
+	}
 }
