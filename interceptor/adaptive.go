@@ -80,7 +80,8 @@ var errRejectedLocally = status.Error(codes.Unavailable, "grpcbackoff: call not 
 
 // admit decides, before the first attempt, whether adaptive throttling lets
 // the call p plans through; it returns the error for the caller if not, and
-// tells the observers of the call's end.
+// tells the observers of the call's end. Only calls to a target with
+// adaptive throttling need it.
 func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.ClientConn) error {
 	a := r.adaptiveFor(conn, p)
 	if a == nil || a.Allow(time.Now(), rand.Float64()) {

@@ -108,7 +108,8 @@ func codeList(cs []codes.Code) string {
 // from, what is known of the method's Safety and where from, and so which
 // codes are retried.
 func (r *Retrier) Explain(fullMethod string) Decision {
-	p := r.plan(context.Background(), fullMethod, nil)
+	var p plan
+	r.plan(&p, context.Background(), fullMethod, nil)
 	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, OuterRetry: r.outer != nil}
 	if p.hedge != nil {
 		h := p.hedge.Hedging
@@ -139,7 +140,7 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 
 // policySource says where the Policy of p comes from.
 func (r *Retrier) policySource(p *plan) string {
-	name := p.from
+	name := [...]string{fromDefault: "", fromService: serviceOf(p.method), fromMethod: p.method}[p.from]
 	if p.hedge != nil {
 		name = r.retryFrom(p.method)
 	}

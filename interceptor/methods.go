@@ -128,44 +128,37 @@ func serviceOf(method string) string {
 	return ""
 }
 
-// settings is the configuration of one method: its entries resolved, method
-// first, then service, then default.
-type settings struct {
-	policy  *compiled    // the retry Policy; nil: no retry
-	hedge   *hedgePolicy // non-nil: the method is hedged, failures retried by policy
-	timeout time.Duration
-	from    string // the name whose entry decided: the method, its service, or ""
-}
-
-// settingsOf resolves the entries that apply to method. It allocates
-// nothing; without per-method options it reads no map.
-func (r *Retrier) settingsOf(method string) settings {
-	chain := [3]*entry{nil, nil, &r.base}
-	names := [3]string{method, "", ""}
-	if r.entries != nil {
-		chain[0] = r.entries[method]
-		if svc := serviceOf(method); svc != "" {
-			chain[1], names[1] = r.entries[svc], svc
-		}
+// resolve fills in the settings of p.method from the entries that apply:
+// its own, its service's, then the default, the first that has a setting
+// deciding; a hedged method's failures answer to the Policy of the next
+// entry that has one. It allocates nothing; without per-method options it
+// reads no map.
+func (r *Retrier) resolve(p *plan) {
+	if r.entries == nil {
+		p.policy, p.hedge, p.timeout, p.from = r.base.policy, r.base.hedge, r.base.timeout, fromDefault
+		return
 	}
-	var s settings
 	decided := false
-	for i, e := range chain {
+	take := func(e *entry, l level) (done bool) {
 		if e == nil || !e.set {
-			continue
+			return false
 		}
 		if !decided {
 			decided = true
-			s.hedge, s.policy, s.timeout, s.from = e.hedge, e.policy, e.timeout, names[i]
-			if e.hedge == nil {
-				return s
-			}
-			continue
+			p.policy, p.hedge, p.timeout, p.from = e.policy, e.hedge, e.timeout, l
+			return e.hedge == nil
 		}
 		if e.hedge == nil { // the Policy a hedged method's failures answer to
-			s.policy = e.policy
-			return s
+			p.policy = e.policy
+			return true
 		}
+		return false
 	}
-	return s
+	if take(r.entries[p.method], fromMethod) {
+		return
+	}
+	if svc := serviceOf(p.method); svc != "" && take(r.entries[svc], fromService) {
+		return
+	}
+	take(&r.base, fromDefault)
 }

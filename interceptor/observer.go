@@ -105,10 +105,15 @@ func (c *call) end(ctx context.Context, err error) error {
 	e := End{Method: c.plan.method, StaticMethod: c.plan.static, Target: target(c.cc), Conn: c.cc, Err: err,
 		Attempts: c.attempts, Hedged: c.plan.hedge != nil, Hedges: c.hedges, Delay: c.delay, Reason: c.reason}
 	e.Code = status.Code(err)
-	for _, o := range c.r.observers {
+	c.r.tellEnd(ctx, e)
+	return err
+}
+
+// tellEnd tells every observer of the end e of a call.
+func (r *Retrier) tellEnd(ctx context.Context, e End) {
+	for _, o := range r.observers {
 		o.OnEnd(ctx, e)
 	}
-	return err
 }
 
 // logObserver is the Observer of WithLogger.

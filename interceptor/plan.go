@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 )
@@ -11,23 +12,50 @@ import (
 // Explain puts the plan of a call without options into words.
 type plan struct {
 	method   string
-	settings           // the method's, before call options
-	max      int       // the call's MaxAttempts (0 without a policy)
-	hedges   int       // attempts of a hedged round (0: not hedged)
-	safety   Safety    // stated by a call option; SafetyUnknown: see safetyOf
-	safetyBy string    // the call option that stated it
-	critical bool      // Critical: exempt from adaptive throttling
-	static   bool      // grpc.StaticMethod: Method is a fixed name, for observers
-	outer    bool      // WithOuterRetry: the caller retries the call itself
-	err      error     // a call option built from bad input
-	callPol  *compiled // CallPolicy
+	policy   *compiled     // the retry Policy (for a hedged call, its failures'); nil: one attempt
+	hedge    *hedgePolicy  // non-nil: the call is hedged
+	timeout  time.Duration // bound on the whole call; 0: none
+	err      error         // a call option built from bad input
+	max      int           // the call's MaxAttempts (0 without a policy)
+	hedges   int           // attempts of a hedged round (0: not hedged)
+	from     level         // whose entry gave the policy or hedging
+	safety   Safety        // stated by a call option (see stated)
+	stated   stated        // which call option stated safety, if one did
+	critical bool          // Critical: exempt from adaptive throttling
+	static   bool          // grpc.StaticMethod: Method is a fixed name, for observers
+	outer    bool          // WithOuterRetry: the caller retries the call itself
 }
 
-// plan resolves the plan of a call of method with ctx and opts. It
-// allocates nothing.
-func (r *Retrier) plan(ctx context.Context, method string, opts []grpc.CallOption) plan {
-	p := plan{method: method, settings: r.settingsOf(method)}
+// level is where a method's settings come from.
+type level int8
+
+const (
+	fromDefault level = iota // the Policy given to New, or a default service config entry
+	fromService              // an entry for "/pkg.Service/"
+	fromMethod               // an entry for the method itself
+)
+
+// stated says which call option stated a call's Safety.
+type stated int8
+
+const (
+	byNone stated = iota
+	byCallIdempotent
+	byCallNotIdempotent
+	byCallPolicy
+)
+
+func (s stated) String() string {
+	return [...]string{"", "CallIdempotent", "CallNotIdempotent", "CallPolicy"}[s]
+}
+
+// plan resolves into p, a zero plan, the plan of a call of method with ctx
+// and opts. It allocates nothing.
+func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.CallOption) {
+	p.method = method
+	r.resolve(p)
 	noRetry, maxAttempts := false, 0
+	var callPolicy *compiled
 	for _, o := range opts {
 		switch o := o.(type) {
 		case grpc.StaticMethodCallOption:
@@ -35,16 +63,19 @@ func (r *Retrier) plan(ctx context.Context, method string, opts []grpc.CallOptio
 		case *criticalOption:
 			p.critical = true
 		case *safetyOption:
-			p.safety, p.safetyBy = o.s, callOptionName(o.s)
+			p.safety, p.stated = o.s, byCallIdempotent
+			if o.s == NotIdempotent {
+				p.stated = byCallNotIdempotent
+			}
 		case *callOption:
 			switch {
 			case o.err != nil:
 				p.err = o.err
 			case o.noRetry:
-				noRetry, p.callPol, maxAttempts = true, nil, 0
+				noRetry, callPolicy, maxAttempts = true, nil, 0
 			case o.policy != nil:
-				noRetry, p.callPol, maxAttempts = false, o.policy, 0
-				p.safety, p.safetyBy = Idempotent, "call option CallPolicy"
+				noRetry, callPolicy, maxAttempts = false, o.policy, 0
+				p.safety, p.stated = Idempotent, byCallPolicy
 			case o.maxAttempts > 0:
 				maxAttempts = o.maxAttempts
 			}
@@ -56,10 +87,10 @@ func (r *Retrier) plan(ctx context.Context, method string, opts []grpc.CallOptio
 	switch {
 	case noRetry:
 		p.policy, p.hedge = nil, nil
-	case p.callPol != nil:
-		p.policy, p.hedge = p.callPol, nil
+	case callPolicy != nil:
+		p.policy, p.hedge = callPolicy, nil
 	}
-	if p.hedge != nil && (p.safety == NotIdempotent || p.from != method && r.unsafe(method)) {
+	if p.hedge != nil && (p.safety == NotIdempotent || p.from != fromMethod && r.unsafe(method)) {
 		p.hedge = nil // never sent twice: its failures follow its Policy
 	}
 	if p.policy != nil {
@@ -81,5 +112,4 @@ func (r *Retrier) plan(ctx context.Context, method string, opts []grpc.CallOptio
 			p.hedge, p.hedges = nil, 0
 		}
 	}
-	return p
 }

@@ -127,8 +127,8 @@ type knowledge struct {
 // safetyOf returns what is known of the Safety of the call p plans, first
 // to last as Safety says. The descriptor's part is learnt once per method.
 func (r *Retrier) safetyOf(p *plan) knowledge {
-	if p.safetyBy != "" {
-		return knowledge{p.safety, "call option " + p.safetyBy}
+	if p.stated != byNone {
+		return knowledge{p.safety, "call option " + p.stated.String()}
 	}
 	if k, ok := r.known.Load(p.method); ok {
 		return k.(knowledge)
@@ -166,13 +166,6 @@ func neverSent(msg string) bool {
 	return strings.Contains(msg, "Error while dialing") ||
 		strings.Contains(msg, "name resolver error") ||
 		strings.Contains(msg, "produced zero addresses")
-}
-
-func callOptionName(s Safety) string {
-	if s == Idempotent {
-		return "CallIdempotent"
-	}
-	return "CallNotIdempotent"
 }
 
 // learn finds what the Retrier's options and the method's descriptor say of

@@ -56,12 +56,15 @@ func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	conn := r.conn(cc)
-	p := r.plan(ctx, method, opts)
+	var p plan
+	r.plan(&p, ctx, method, opts)
 	if p.err != nil {
 		return nil, status.Error(codes.InvalidArgument, p.err.Error())
 	}
-	if err := r.admit(ctx, conn, &p, cc); err != nil {
-		return nil, err
+	if conn.t.adaptive != nil {
+		if err := r.admit(ctx, conn, &p, cc); err != nil {
+			return nil, err
+		}
 	}
 	conn.started()
 	if p.policy == nil {

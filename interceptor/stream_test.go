@@ -1474,7 +1474,7 @@ func checkCommittedOnHeaders(t *testing.T, r callResult, want error, as []server
 // for its backoff, fails as on a plain grpc-go stream and never reaches a
 // server. Before issue 20 it was kept and replayed: the server read m0 m1 m2.
 func TestStreamSendAfterCloseSend(t *testing.T) {
-	run := func(t *testing.T, opts []grpc.DialOption) (sendErr error, seen [][]string) {
+	run := func(t *testing.T, opts []grpc.DialOption) (seen [][]string, sendErr error) {
 		var err error
 		synctest.Test(t, func(t *testing.T) {
 			srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}, succeed(1)))
@@ -1507,10 +1507,10 @@ func TestStreamSendAfterCloseSend(t *testing.T) {
 				seen = append(seen, a.Msgs)
 			}
 		})
-		return err, seen
+		return seen, err
 	}
-	plainErr, _ := run(t, nil)
-	ourErr, seen := run(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle()))
+	_, plainErr := run(t, nil)
+	seen, ourErr := run(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle()))
 	if st, plain := status.Convert(ourErr), status.Convert(plainErr); st.Code() != plain.Code() || st.Message() != plain.Message() {
 		t.Errorf("Send after CloseSend = %v, want grpc-go's own %v", ourErr, plainErr)
 	}

@@ -66,12 +66,8 @@ type unaryState struct {
 
 var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 
-func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
+func getUnaryState(opts []grpc.CallOption) *unaryState {
 	s := unaryStates.Get().(*unaryState)
-	if !trailer {
-		s.opts = opts
-		return s
-	}
 	if n := len(opts) + 1; cap(s.opts) < n {
 		s.opts = make([]grpc.CallOption, 0, n)
 	}
@@ -81,42 +77,53 @@ func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
 
 // release puts s back in the pool. Its option slice keeps the last call's
 // options until it is reused, as the pool drops it at the next collections.
-func (s *unaryState) release(trailer bool) {
-	if trailer {
-		s.opts = s.opts[:0]
-	} else {
-		s.opts = nil
-	}
-	s.trailer = nil
+func (s *unaryState) release() {
+	s.opts, s.trailer = s.opts[:0], nil
 	unaryStates.Put(s)
 }
 
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	conn := r.conn(cc)
-	p := r.plan(ctx, method, opts)
+	var p plan
+	r.plan(&p, ctx, method, opts)
 	if p.err != nil {
 		return status.Error(codes.InvalidArgument, p.err.Error())
 	}
-	if err := r.admit(ctx, conn, &p, cc); err != nil {
-		return err
+	if conn.t.adaptive != nil {
+		if err := r.admit(ctx, conn, &p, cc); err != nil {
+			return err
+		}
 	}
 	conn.started()
-	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
 	if p.policy == nil && p.hedge == nil {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		conn.record(ctx, err)
 		return err
 	}
-	if ctx, cancel := p.withTimeout(ctx); cancel != nil {
-		defer cancel()
+	// Field by field: a composite literal would be built aside and copied.
+	var u unaryCall
+	u.method, u.req, u.reply, u.cc, u.invoker, u.opts = method, req, reply, cc, invoker, opts
+	if p.hedge != nil || p.timeout > 0 {
 		return r.unaryCall(ctx, &p, conn, &u)
 	}
-	return r.unaryCall(ctx, &p, conn, &u)
+	f := r.attemptUnary(ctx, ctx, &p, conn, &u)
+	if f.err != nil {
+		return r.failedUnary(ctx, &p, conn, &u, f)
+	}
+	conn.succeeded()
+	if len(r.observers) > 0 {
+		r.endFirst(ctx, &p, cc)
+	}
+	return nil
 }
 
-// unaryCall carries out the plan p of a unary call that may be retried or
-// hedged.
+// unaryCall carries out the plan p of a unary call that is hedged or
+// bounded by a timeout.
 func (r *Retrier) unaryCall(ctx context.Context, p *plan, conn *connState, u *unaryCall) error {
+	if ctx2, cancel := p.withTimeout(ctx); cancel != nil {
+		defer cancel()
+		ctx = ctx2
+	}
 	if p.hedge != nil {
 		if h := r.newHedgeCall(ctx, p, conn, u); h != nil {
 			return h.run()
@@ -128,50 +135,68 @@ func (r *Retrier) unaryCall(ctx context.Context, p *plan, conn *connState, u *un
 		}
 	}
 	f := r.attemptUnary(ctx, ctx, p, conn, u)
-	if f.err == nil {
-		conn.succeeded()
-		if len(r.observers) > 0 {
-			c := call{r: r, plan: *p, cc: u.cc, attempts: 1}
-			c.end(ctx, nil)
-		}
-		return nil
+	if f.err != nil {
+		return r.failedUnary(ctx, p, conn, u, f)
 	}
+	conn.succeeded()
+	if len(r.observers) > 0 {
+		r.endFirst(ctx, p, u.cc)
+	}
+	return nil
+}
+
+// failedUnary goes on with a unary call whose first attempt failed as f.
+func (r *Retrier) failedUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f failure) error {
 	c := r.newCall(p, u.cc, conn)
 	c.attempts = 1
 	return c.end(ctx, r.retryUnary(ctx, &c, u, f))
+}
+
+// endFirst tells the observers of a call whose first attempt succeeded.
+func (r *Retrier) endFirst(ctx context.Context, p *plan, cc *grpc.ClientConn) {
+	r.tellEnd(ctx, End{Method: p.method, StaticMethod: p.static, Target: target(cc), Conn: cc, Attempts: 1, Hedged: p.hedge != nil})
 }
 
 // attemptUnary makes one attempt of the unary call u with plan p, with
 // context actx (ctx itself, or ctx with the retry metadata), under the
 // Policy's AttemptTimeout if it has one, and tells how it failed.
 func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall) failure {
-	var cancel context.CancelFunc
-	var own bool // the attempt's deadline is its own, not the caller's
-	var adl time.Time
-	if t := p.policy.AttemptTimeout; t > 0 {
-		adl = time.Now().Add(t)
-		dl, ok := ctx.Deadline()
-		own = !ok || adl.Before(dl)
-		actx, cancel = context.WithTimeout(actx, t)
+	t := p.policy.AttemptTimeout
+	if t <= 0 {
+		return r.invokeUnary(ctx, actx, conn, u)
 	}
-	s := getUnaryState(u.opts, !r.noPushback)
+	adl := time.Now().Add(t)
+	dl, ok := ctx.Deadline()
+	own := !ok || adl.Before(dl) // the attempt's deadline is its own, not the caller's
+	actx, cancel := context.WithTimeout(actx, t)
+	defer cancel()
+	f := r.invokeUnary(ctx, actx, conn, u)
+	// Cut by its own timeout, the caller's context live: the attempt's
+	// context has ended, or the server, which was sent the attempt's
+	// deadline, reset the call when that deadline passed a moment before
+	// the client's timer fired.
+	if f.err != nil && ctx.Err() == nil &&
+		(actx.Err() == context.DeadlineExceeded || own && status.Code(f.err) == codes.DeadlineExceeded && !time.Now().Add(t/10).Before(adl)) {
+		f.cut, f.committed = true, false
+	}
+	return f
+}
+
+// invokeUnary sends one attempt of u on actx and tells how it failed.
+func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall) failure {
+	if r.noPushback {
+		err := u.invoker(actx, u.method, u.req, u.reply, u.cc, u.opts...)
+		conn.record(ctx, err)
+		return failure{err: err}
+	}
+	s := getUnaryState(u.opts)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
 	conn.record(ctx, err)
 	var f failure
 	if err != nil {
-		f.err, f.trailer = err, s.trailer
-		// Cut by its own timeout, the caller's context live: the attempt's
-		// context has ended, or the server, which was sent the attempt's
-		// deadline, reset the call when that deadline passed a moment
-		// before the client's timer fired.
-		f.cut = cancel != nil && ctx.Err() == nil &&
-			(actx.Err() == context.DeadlineExceeded || own && status.Code(err) == codes.DeadlineExceeded && !time.Now().Add(p.policy.AttemptTimeout/10).Before(adl))
-		f.committed = !f.cut && headersArrived(err, s.trailer)
+		f = failure{err: err, trailer: s.trailer, committed: headersArrived(err, s.trailer)}
 	}
-	s.release(!r.noPushback)
-	if cancel != nil {
-		cancel()
-	}
+	s.release()
 	return f
 }
 
