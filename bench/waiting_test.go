@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,21 +16,21 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 )
 
-// waitingCalls is how many calls BenchmarkWaiting keeps waiting at once.
-const waitingCalls = 10_000
+// waitingN is how many calls BenchmarkWaiting keeps waiting at once.
+var waitingN = flag.Int("waiting.n", 10_000, "calls BenchmarkWaiting keeps waiting at once")
 
 // replayPayload is the payload of the message each waiting stream keeps for
-// replay: a typical small request.
-const replayPayload = 1 << 10
+// replay: by default a typical small request.
+var replayPayload = flag.Int("waiting.payload", 1<<10, "bytes of the message each waiting stream keeps for replay")
 
 // BenchmarkWaiting measures the memory that calls hold while they wait in
-// backoff: waitingCalls calls (or streams) fail their first attempt on a
+// backoff: -waiting.n calls (or streams) fail their first attempt on a
 // server that is down, and wait an hour for their second. It reports, per
 // waiting call, the live heap (B/wait, after a GC) and the goroutine stack
 // (stack-B/wait) they hold beyond what the idle connection holds; the
 // caller's goroutine, which any blocking call has, is in the stack figure.
 //
-// Each stream first sends one message of replayPayload bytes, made for it,
+// Each stream first sends one message of -waiting.payload bytes, made for it,
 // which a mechanism keeps for replay (the caller keeps no reference).
 //
 // The measurement is the same whatever b.N is: run it with -benchtime 1x;
@@ -46,7 +47,7 @@ func BenchmarkWaiting(b *testing.B) {
 		// gax retries only the opening of a stream, which does not fail.
 		{"serverstream", []string{ours, grpcRetry, middleware}, func(ctx context.Context, m *mech) error {
 			req := outputRequest(1)
-			req.Payload = newPayload(replayPayload)
+			req.Payload = newPayload(*replayPayload)
 			st, err := m.serverStream(ctx, req)
 			if err == nil {
 				_, err = st.Recv()
@@ -59,7 +60,7 @@ func BenchmarkWaiting(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			st.Send(&testgrpc.StreamingInputCallRequest{Payload: newPayload(replayPayload)})
+			st.Send(&testgrpc.StreamingInputCallRequest{Payload: newPayload(*replayPayload)})
 			_, err = st.CloseAndRecv()
 			return err
 		}},
@@ -81,7 +82,7 @@ func BenchmarkWaiting(b *testing.B) {
 	}
 }
 
-// measureWaiting starts waitingCalls calls of m, waits until they all wait in
+// measureWaiting starts -waiting.n calls of m, waits until they all wait in
 // backoff, and returns the heap and stack bytes each holds. With profile, it
 // writes a heap profile if BENCH_HEAPPROFILE names a directory.
 func measureWaiting(b *testing.B, m *mech, call func(context.Context, *mech) error, profile bool) (heap, stack float64) {
@@ -93,6 +94,7 @@ func measureWaiting(b *testing.B, m *mech, call func(context.Context, *mech) err
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	waitingCalls := int64(*waitingN)
 	for range waitingCalls {
 		wg.Go(func() {
 			if err := call(ctx, m); ctx.Err() == nil {
@@ -124,8 +126,8 @@ func measureWaiting(b *testing.B, m *mech, call func(context.Context, *mech) err
 	}
 	cancel()
 	wg.Wait()
-	heap = float64(int64(during.HeapAlloc)-int64(before.HeapAlloc)) / waitingCalls
-	stack = float64(int64(during.StackInuse)-int64(before.StackInuse)) / waitingCalls
+	heap = float64(int64(during.HeapAlloc)-int64(before.HeapAlloc)) / float64(waitingCalls)
+	stack = float64(int64(during.StackInuse)-int64(before.StackInuse)) / float64(waitingCalls)
 	return heap, stack
 }
 
