@@ -9,42 +9,24 @@ import (
 
 // Throttle is a retry budget: it lets the calls that share it retry as much
 // as the traffic can bear. A retry the budget cannot pay for is not sent, and
-// the call returns its last error at once.
+// the call returns its last error at once (ReasonThrottled).
 //
-// It has two parts, and a retry is paid from the reserve first:
+// A retry is paid from the reserve first, then from the long-run allowance:
 //
-//   - a reserve sized to the recent traffic, for short outages and restarts:
-//     Reserve retries per successful call of the last Window (each earning
-//     lasts a Window; the oldest are spent first), plus MinReserve retries
-//     per Window while calls succeed (or the budget is younger than the
-//     Window);
-//   - a long-run allowance, for a quiet client and for long outages: Ratio
-//     retries per call started plus PerSecond retries per second, with up to
-//     Burst saved up (an idle client starts with Burst, so a lone call can
-//     use every attempt of its Policy).
+//   - the reserve, for short outages and restarts: Reserve retries per call
+//     that succeeded in the last Window, plus MinReserve per Window while
+//     calls succeed (or the budget is younger than the Window);
+//   - the long-run allowance, for quiet clients and long outages: Ratio
+//     retries per call started plus PerSecond per second, up to Burst saved
+//     (a new budget starts with Burst).
 //
-// Only successes feed the reserve, so it lasts one Window into a total
-// outage: during a total outage of T seconds in which calls start at rate R,
-// at most
-//
-//	MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T
-//
-// retries are sent, S being the calls that succeeded in the Window before
-// it. With DefaultThrottle and 100 successful calls per second before the
-// outage, that is 100 + 200 + 10 + (0.1·R + 0.5)·T. Meanwhile a restart or
-// an outage of a couple of seconds, which the reserve covers, costs no call.
-//
-// The reserve pays only for retries of attempts that failed with an answer
-// (a status from the server or the transport, as in a restart). The retry of
-// an attempt cut by its Policy.AttemptTimeout, whose work a hung or
-// overloaded server may still be doing, draws on the long-run allowance
-// alone, so that the budget never piles retries onto a server that is
-// already behind.
-//
-// A budget, rather than gRFC A6's success/failure token bucket, because it
-// bounds what matters in a storm (retries as a share of the traffic) whatever
-// the failure rate. With Reserve, MinReserve and Window zero, a Throttle is
-// the long-run allowance alone.
+// The retry of an attempt cut by its Policy.AttemptTimeout (and a hedge) is
+// paid from the long-run allowance alone: the server may still be working on
+// it. During a total outage of T seconds with calls starting at rate R, at
+// most MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T retries are
+// sent, S being the calls that succeeded in the Window before it. With
+// Reserve, MinReserve and Window zero, a Throttle is the long-run allowance
+// alone. The zero Throttle is invalid; start from DefaultThrottle.
 type Throttle struct {
 	// Ratio is the number of retries each call started earns, between 0
 	// and 1 (a share of the traffic). Default 0.1.

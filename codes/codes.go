@@ -80,11 +80,9 @@ func ToHTTP(c grpccodes.Code) int {
 }
 
 // FromHTTP returns the gRPC code that Google APIs assign to an HTTP status,
-// for example when a Google client library turns an HTTP/JSON error response
-// into a gRPC status. Use it for responses from Google-style REST APIs. For
-// a non-gRPC response seen by a gRPC client, use [FromTransportHTTP].
-//
-// These statuses have a code of their own:
+// as Google's client libraries turn an HTTP/JSON error response into a gRPC
+// status. For a non-gRPC response seen by a gRPC client, use
+// [FromTransportHTTP]. These statuses have a code of their own:
 //
 //	200 OK                   416 OUT_OF_RANGE
 //	400 INVALID_ARGUMENT     429 RESOURCE_EXHAUSTED
@@ -94,23 +92,10 @@ func ToHTTP(c grpccodes.Code) int {
 //	409 ABORTED              503 UNAVAILABLE
 //	412 FAILED_PRECONDITION  504 DEADLINE_EXCEEDED
 //
-// Other statuses get the code for their class, the same fallback as the
-// canonical map in github.com/googleapis/gax-go/v2/apierror: other 2xx give
-// OK, other 4xx give FAILED_PRECONDITION (the request cannot succeed as
-// sent, but it is not known to be malformed), and other 5xx (502, 505 and
-// so on) give INTERNAL. 1xx and 3xx are not errors and carry no outcome, and
-// a status below 100 or above 599 is not a valid HTTP status; all of these
-// give UNKNOWN.
-//
-// Where code.proto maps several codes to one status, FromHTTP picks one:
-// 400 gives INVALID_ARGUMENT (not FAILED_PRECONDITION or OUT_OF_RANGE), 409
-// gives ABORTED (not ALREADY_EXISTS), and 500 gives INTERNAL (not UNKNOWN or
-// DATA_LOSS). The exact statuses 412 and 416 give FAILED_PRECONDITION and
-// OUT_OF_RANGE, even though [ToHTTP] sends those codes to 400.
-//
-// gax-go v2.27.0 does not list 499, so it gives FAILED_PRECONDITION for it.
-// FromHTTP gives CANCELLED instead, the inverse of code.proto's mapping, as
-// Google's Java client library support (gax-java's HttpJsonStatusCode) does.
+// Other statuses get the code of their class: other 2xx OK, other 4xx
+// FAILED_PRECONDITION, other 5xx INTERNAL. 1xx, 3xx and statuses outside
+// 100–599 give UNKNOWN. The package documentation says where the table
+// comes from and where it differs from gax-go's.
 func FromHTTP(status int) grpccodes.Code {
 	switch status {
 	case http.StatusOK:
@@ -157,34 +142,19 @@ func FromHTTP(status int) grpccodes.Code {
 }
 
 // FromTransportHTTP returns the gRPC code that a grpc-go client reports when
-// the server answers with HTTP status and no grpc-status, which is what
-// happens when a proxy, load balancer or web server that does not speak gRPC
-// answers the request:
+// the server answers with HTTP status and no grpc-status, as a proxy, load
+// balancer or web server that does not speak gRPC does:
 //
 //	400 INTERNAL             429 UNAVAILABLE
 //	401 UNAUTHENTICATED      502 UNAVAILABLE
 //	403 PERMISSION_DENIED    503 UNAVAILABLE
 //	404 UNIMPLEMENTED        504 UNAVAILABLE
 //
-// Every other status gives UNKNOWN. This includes 200: a real success
-// carries grpc-status 0, so a 200 response without one has no known outcome.
-// It also includes statuses outside 100-599.
-//
-// The table is grpc-go's (HTTPStatusConvTab in
-// google.golang.org/grpc/internal/transport, checked against v1.85.0), which
-// follows grpc/doc/http-grpc-status-mapping.md with one difference: the spec
-// and grpc-java map 431 (Request Header Fields Too Large) to INTERNAL, but
-// grpc-go does not list it, so FromTransportHTTP returns UNKNOWN for 431,
-// the code a grpc-go client reports.
-//
-// grpc-go never reports a code for a 1xx status: it skips interim 1xx
-// headers and waits for the final response. FromTransportHTTP returns UNKNOWN
-// for 1xx. A response without a usable :status gives INTERNAL in grpc-go,
-// which an int argument cannot represent.
-//
-// If the response carries grpc-status, that code is final and this table
-// does not apply. The spec also forbids servers from using it to choose an
-// HTTP status, because it is neither symmetric nor one-to-one.
+// Every other status gives UNKNOWN, 200 included (a real success carries
+// grpc-status 0), as do 1xx (grpc-go waits for the final response) and
+// statuses outside 100–599. A response that carries grpc-status has that
+// code, and this table does not apply. The package documentation says where
+// the table comes from.
 func FromTransportHTTP(status int) grpccodes.Code {
 	switch status {
 	case http.StatusBadRequest:

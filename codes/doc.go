@@ -88,4 +88,29 @@
 // Callers who know that an operation is idempotent and that a failure is
 // transient can still add codes to the policy's retryable set (Policy.Codes)
 // themselves.
+//
+// # Where the tables come from
+//
+// [FromHTTP] follows the canonical map of
+// github.com/googleapis/gax-go/v2/apierror for the statuses it lists, and
+// its fallback by class: other 4xx give FAILED_PRECONDITION (the request
+// cannot succeed as sent, but it is not known to be malformed), other 5xx
+// (502, 505 and so on) INTERNAL. Where code.proto maps several codes to one
+// status, it picks one: 400 gives INVALID_ARGUMENT (not FAILED_PRECONDITION
+// or OUT_OF_RANGE), 409 ABORTED (not ALREADY_EXISTS), 500 INTERNAL (not
+// UNKNOWN or DATA_LOSS); the exact statuses 412 and 416 give
+// FAILED_PRECONDITION and OUT_OF_RANGE, though [ToHTTP] sends those codes to
+// 400. gax-go v2.27.0 does not list 499, so it gives FAILED_PRECONDITION for
+// it; FromHTTP gives CANCELLED, the inverse of code.proto's mapping, as
+// gax-java's HttpJsonStatusCode does.
+//
+// [FromTransportHTTP] is grpc-go's table (HTTPStatusConvTab in
+// google.golang.org/grpc/internal/transport, checked against v1.85.0), which
+// follows grpc/doc/http-grpc-status-mapping.md with one difference: the spec
+// and grpc-java map 431 (Request Header Fields Too Large) to INTERNAL, but
+// grpc-go does not list it, so FromTransportHTTP returns UNKNOWN for 431.
+// grpc-go skips interim 1xx headers, and gives INTERNAL to a response
+// without a usable :status, which an int argument cannot represent. The
+// spec forbids servers from choosing an HTTP status by this table, which is
+// neither symmetric nor one-to-one.
 package codes

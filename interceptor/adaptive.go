@@ -14,36 +14,23 @@ import (
 )
 
 // WithAdaptiveThrottle turns on adaptive client-side throttling
-// (grpcbackoff.AdaptiveThrottle) for every call through the Retrier: once
-// the backend has refused, or failed to answer, more than 1/K of the recent
-// requests, calls are rejected locally with the probability the
-// AdaptiveThrottle describes, before reaching the network.
+// (grpcbackoff.AdaptiveThrottle) for every call through the Retrier, each
+// backend target with a state of its own: once the backend has refused, or
+// failed to answer, more than 1/K of the recent requests, calls are
+// rejected locally with the probability AdaptiveThrottle gives.
 //
 // A call rejected locally fails at once with UNAVAILABLE, as a
-// *grpcbackoff.Error with Attempts 0 and Reason
-// grpcbackoff.ReasonRejectedLocally, and is never retried. Retries are
-// subject to it too: each retry is one more request to an overloaded
-// backend, so a retry is asked of the adaptive throttle (then of the retry
-// budget) and, if rejected, the call ends with its last error and
-// ReasonRejectedLocally. Hedges are asked too, and a rejected one is not
-// sent. A call made with the Critical option is exempt,
-// its retries included, though its outcomes are counted.
+// *grpcbackoff.Error with Attempts 0 and ReasonRejectedLocally, and is not
+// retried. Retries and hedges are asked too: a rejected retry ends the call
+// with its last error and ReasonRejectedLocally; a rejected hedge is not
+// sent. Calls with the Critical option are exempt, though counted.
 //
-// What is counted: each attempt sent counts when it ends, as accepted or not
-// by its code (accepted unless UNAVAILABLE, RESOURCE_EXHAUSTED,
-// DEADLINE_EXCEEDED or CANCELED); each rejection counts as a request
-// not accepted. An attempt ended by the caller (its cancellation or its
-// deadline) is not counted at all: the backend refused nothing. A stream's attempt counts as accepted when its first
-// response message (or its end, io.EOF) arrives, and as not accepted when
-// it fails before that; a stream committed otherwise (headers, Context, a
-// full replay buffer) is not counted.
-//
-// Each backend target has a state of its own, as it has a retry budget of
-// its own (see Retrier): a backend that refuses work is throttled, another
-// one reached through the same options is not. Off by default: measured with cmd/fleetsim, it
-// rejects calls of clients that make few calls, and keeps rejecting for
-// minutes after a long outage, with no gain over the retry budget
-// (cmd/fleetsim/README.md has the figures).
+// Each attempt counts when it ends: as accepted unless its code is
+// UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED or CANCELED. An
+// attempt the caller ended (its cancellation or deadline) does not count;
+// a rejection counts as a request not accepted. A stream's attempt counts
+// when its first message or its end arrives, or when it fails before that.
+// It is off unless this option is given.
 func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 	return func(r *Retrier) error {
 		if err := a.Validate(); err != nil {

@@ -54,27 +54,22 @@ func WithoutRetryFor(name string) Option {
 // another every h.Delay while none has answered, up to h.MaxAttempts; the
 // first response wins and the others are canceled. Hedges answer slowness;
 // failures answer to the retry rules of the Policy the method would have
-// without the hedging (its own or its service's, else the Policy given to
-// New): a failure with a code it retries is retried after its backoff (the
-// server's pushback and RetryInfo lengthen it), as a new round of hedges,
-// and the Policy's MaxAttempts bounds every attempt of the call. A failure
-// with any other code ends the call, unless the code is in h.NonFatalCodes:
-// then the attempts in flight go on. Each attempt is bounded by the
-// Policy's AttemptTimeout. CallMaxAttempts(n) makes n both the hedges of a
-// round and the attempts of the call.
+// without the hedging (its own or its service's, else New's): a code it
+// retries is retried after its backoff, lengthened by pushback or RetryInfo,
+// as a new round of hedges, and its MaxAttempts bounds every attempt of the
+// call. Any other code ends the call, unless it is in h.NonFatalCodes: then
+// the attempts in flight go on. Each attempt is bounded by AttemptTimeout;
+// CallMaxAttempts(n) makes n the hedges of a round and the call's attempts.
 //
 // Once an attempt's response headers arrive, the call commits to it: no
 // further attempt is sent, the others are canceled, and its reply, header,
-// trailer and peer are the caller's. (DialOptions sees headers as they
-// arrive; with Unary alone, when the attempt ends.)
-//
-// A name has a retry Policy or a Hedging, not both: the later option for a
-// name wins. Streams of a hedged name are retried by its Policy without the
-// hedging. CallPolicy and NoRetry turn hedging off for one call. New refuses
-// hedging for a name known not to be idempotent (see Safety), and a call
-// hedged by its service's or the default entry is not hedged if its method
-// is. A reply must be a proto.Message or a pointer, or the call is not
-// hedged.
+// trailer and peer are the caller's (DialOptions sees headers as they
+// arrive; Unary alone, when the attempt ends). A name has a retry Policy or
+// a Hedging, the later option winning. Streams of a hedged name are retried
+// by its Policy. CallPolicy and NoRetry turn hedging off for one call. New
+// refuses hedging for a name known not to be idempotent (see Safety); a
+// call hedged by its service's or the default entry is not hedged if its
+// method is. A reply must be a proto.Message or a pointer to be hedged.
 func WithHedging(name string, h grpcbackoff.Hedging) Option {
 	return func(r *Retrier) error {
 		if err := checkMethodName(name); err != nil {

@@ -7,38 +7,26 @@ import (
 	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
-// WithServiceConfig applies the retry configuration of a gRPC service config,
-// as read by serviceconfig.Parse, so that a client moving from
-// grpc-go's built-in retry keeps its configuration:
-//
-//	sc, err := serviceconfig.Parse(doc)
-//	...
-//	r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithServiceConfig(sc))
-//
-// Each entry's names get its Policy, as WithMethod would give them, its
-// Hedging, as WithHedging would, or no retry, as WithoutRetryFor would,
-// when the entry has neither. A default entry with a Hedging hedges every
-// method that no other entry names. The
-// default entry (name "") replaces the Policy given to New; without one,
-// methods that no entry names keep that Policy, whereas grpc-go does not
-// retry them: add a default entry without a retryPolicy ({"name": [{}]})
-// to keep grpc-go's behaviour exactly. A Throttle replaces the retry
-// throttle, as WithThrottle would; without one, the Retrier keeps its
-// throttle (by default grpcbackoff.DefaultThrottle), whereas grpc-go has
-// none.
+// WithServiceConfig applies the retry configuration of a gRPC service
+// config, as serviceconfig.Parse reads it, so that a client moving from
+// grpc-go's built-in retry keeps its configuration. Each entry's names get
+// its Policy (as WithMethod gives one), its Hedging (as WithHedging), or no
+// retry (as WithoutRetryFor) when it has neither; its Timeout bounds each
+// call of its names, as grpc-go bounds it. The default entry (name "")
+// replaces the Policy given to New; without one, methods no entry names keep
+// that Policy, where grpc-go does not retry them (add {"name": [{}]} to do
+// as grpc-go). A Throttle replaces the retry throttle, as WithThrottle does;
+// without one the Retrier keeps its own, where grpc-go has none.
 //
 // Options apply in order: a later WithMethod, WithoutRetryFor or
-// WithThrottle for the same name or throttle wins over the service config,
-// and the service config wins over earlier ones.
+// WithThrottle for the same name wins over the service config, which wins
+// over earlier ones. grpc-go's own retry must stay off on the connection
+// (DialOptions turns it off; with Unary or Stream alone, add
+// grpc.WithDisableRetry), or attempts multiply.
 //
-// grpc-go's own retry must stay off on the same connection, or every attempt
-// of ours becomes up to maxAttempts of grpc-go's when the service config also
-// reaches grpc-go (from the resolver or grpc.WithDefaultServiceConfig):
-// DialOptions turns it off (grpc.WithDisableRetry); with Unary or Stream
-// alone, add grpc.WithDisableRetry yourself. WithServiceConfig returns an error naming the
-// entry for a name that is malformed or listed twice, an invalid Policy or
-// an invalid Throttle, which can only happen for a ServiceConfig built by
-// hand.
+// It returns an error naming the entry for a name that is malformed or
+// listed twice, an invalid Policy or an invalid Throttle: which only a
+// Config built by hand can have.
 func WithServiceConfig(sc serviceconfig.Config) Option {
 	return func(r *Retrier) error {
 		type named struct {

@@ -17,36 +17,29 @@ import (
 )
 
 // Stream returns a stream client interceptor that retries streams of every
-// kind (server, client and bidirectional) as p says, without losing or
-// duplicating a message. It panics, with Validate's message, if p or an
-// option is invalid; use New for configuration read at run time.
+// kind as p says, without losing or duplicating a message. It panics, with
+// Validate's message, if p or an option is invalid; use New for
+// configuration read at run time, and DialOptions or one Retrier to share a
+// budget between unary calls and streams.
 //
-// A stream is retried, transparently, only until it commits (gRFC A6): every
-// message the caller sent is kept, and a new attempt gets them all again, in
-// order, followed by CloseSend if the caller had called it. The stream
-// commits when response headers arrive (whether or not the caller asks for
-// them), when a response message arrives, when the caller asks for its
-// Context, or when the kept messages would exceed the buffer limit
-// (WithBufferLimit). From then on no retry happens and errors go to the
-// caller. While a retry waits for its backoff, SendMsg keeps the caller's
-// messages for the next attempt and returns at once; Header and Context wait
-// for the next attempt. Messages are kept by reference (gRPC forbids changing
-// one after SendMsg) and weigh their proto.Size plus the 5-byte gRPC prefix;
-// a message that is not a proto.Message commits the stream.
+// A stream is retried, transparently, until it commits (gRFC A6): when
+// response headers or a message arrive, when the caller asks for Context,
+// or when the messages it sent would exceed the buffer limit
+// (WithBufferLimit). Until then every message sent is kept (by reference,
+// weighing its proto.Size plus 5 bytes; one that is not a proto.Message
+// commits the stream), and a new attempt gets them all again, in order,
+// then CloseSend if the caller called it. While a retry waits for its
+// backoff, SendMsg keeps its message and returns at once; Header and
+// Context wait for the next attempt. After the commit, errors go to the
+// caller.
 //
 // Policy.AttemptTimeout bounds a silent server, not a slow caller: until the
-// server answers an attempt (its headers or a message arrive), the attempt
-// is cut once the caller has waited AttemptTimeout in one of its operations
-// (SendMsg, RecvMsg, Header, or the opening) without it completing; it is
-// then retried, whatever Policy.Codes says, unless the stream committed (a
-// full buffer, Context). A caller that is not waiting is never the reason for
-// a cut, and an attempt the server answered is never cut. To learn that
-// headers arrived while the caller waits, each attempt has a goroutine
-// waiting for them while AttemptTimeout is set.
-//
-// One goroutine may call SendMsg while another calls RecvMsg; Header may be
-// called from either of them, or from a third. Each call to Stream has its
-// own throttle; use DialOptions, or one Retrier, to share one.
+// server answers an attempt, the attempt is cut once the caller has waited
+// that long in one operation (SendMsg, RecvMsg, Header, the opening), and
+// retried unless the stream committed; a caller that is not waiting never
+// causes a cut. With AttemptTimeout, a goroutine per attempt waits for its
+// headers. One goroutine may call SendMsg while another calls RecvMsg, and
+// Header may be called from any of them.
 func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	return mustNew(p, opts).Stream()
 }
