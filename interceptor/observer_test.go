@@ -185,3 +185,47 @@ func TestStreamGiveUpIsObserved(t *testing.T) {
 		}
 	})
 }
+
+// TestLoggerRateLimitsRefusedHedges: once the budget is spent, every hedged
+// call has its hedge refused; WithLogger logs that at most once a second
+// per target, while observers are still told of each. Before issue 20 each
+// hedged call logged a Warn line.
+func TestLoggerRateLimitsRefusedHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &logCapture{}
+		rec := &recorder{}
+		r, err := interceptor.New(exact(), interceptor.WithLogger(slog.New(h)), interceptor.WithObserver(rec),
+			interceptor.WithHedging("/pkg.Svc/Get", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 10 * time.Millisecond}),
+			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			<-time.After(20 * time.Millisecond)
+			return nil
+		}
+		// 100 hedged calls over 2.5 s: the first spends the one saved retry,
+		// the 99 others have their hedge refused.
+		for range 100 {
+			if err := r.Unary()(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, slow); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		refused := 0
+		for _, x := range rec.retries {
+			if x.Hedge && x.Throttled {
+				refused++
+			}
+		}
+		logged := 0
+		for _, l := range h.lines {
+			if strings.Contains(l, "hedge throttled") {
+				logged++
+			}
+		}
+		if refused != 99 || logged != 3 {
+			t.Errorf("%d refused hedges told to observers, %d logged; want 99 and 3 (at 0, 1 and 2 s)", refused, logged)
+		}
+	})
+}
