@@ -61,7 +61,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	}
 	conn.started()
 	if p.policy == nil {
-		return streamer(ctx, desc, cc, method, opts...)
+		return plainStream(ctx, &p, desc, cc, method, streamer, opts)
 	}
 	p.hedge = nil // streams are not hedged: their Policy applies
 	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.policy.AttemptTimeout, c: r.newCall(&p, cc, conn)}
@@ -751,4 +751,35 @@ func (s *retryStream) Context() context.Context {
 	a := s.cur
 	s.mu.Unlock()
 	return a.cs.Context()
+}
+
+// plainStream opens a stream that is not retried, bounded by the plan's
+// timeout if it has one.
+func plainStream(ctx context.Context, p *plan, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	ctx, cancel := p.withTimeout(ctx)
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if cancel == nil {
+		return cs, err
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &timedStream{ClientStream: cs, serverStreams: desc.ServerStreams, cancel: cancel}, nil
+}
+
+// timedStream is a stream bounded by a timeout, whose context it releases
+// when the stream ends.
+type timedStream struct {
+	grpc.ClientStream
+	serverStreams bool
+	cancel        context.CancelFunc
+}
+
+func (s *timedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil || !s.serverStreams { // the end, or a client stream's only response
+		s.cancel()
+	}
+	return err
 }

@@ -96,6 +96,10 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	}
 	conn.started()
 	if p.policy == nil && p.hedge == nil {
+		if ctx2, cancel := p.withTimeout(ctx); cancel != nil {
+			defer cancel()
+			ctx = ctx2
+		}
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		conn.record(ctx, err)
 		return err
