@@ -28,16 +28,18 @@ import (
 //
 // Started and Succeeded are on every call's path. Started writes no shared
 // memory while the long-run pool is known to be full and is otherwise a
-// single atomic addition; Succeeded is a single atomic addition. Both are
-// allocation-free. The counts are
-// turned into tokens under a mutex by Allow and Tokens, the slow path.
+// single atomic addition; Succeeded is a single atomic addition, and every
+// datingEvery successes it reads the clock to date those since the last
+// dating. Both are allocation-free. The counts are turned into tokens under
+// a mutex by Allow and Tokens, the slow path.
 type Budget struct {
 	t grpcbackoff.Throttle
 
 	full    atomic.Bool  // the long-run pool holds Burst; set and cleared under mu
 	started atomic.Int64 // calls started while the long-run pool was not full
 
-	succeeded atomic.Int64 // successful calls, turned into deposits by Allow and Tokens
+	succeeded atomic.Int64 // successful calls, turned into deposits when dated
+	clock     func() time.Time
 
 	mu       sync.Mutex
 	tokens   float64   // the long-run pool, at most Burst
@@ -68,13 +70,19 @@ type bucket struct {
 // waiting for the next Allow.
 const creditEvery = 64
 
+// datingEvery is how many successes make Succeeded date them: a success is
+// dated at the latest datingEvery successes (or an Allow or Tokens) after
+// it, so that a burst of traffic after a quiet spell is counted in the
+// Window it fell in, at the cost of one clock read every datingEvery calls.
+const datingEvery = 64
+
 // New returns a budget for t that starts at now, with its long-run pool
 // full, or t's validation error.
 func New(t grpcbackoff.Throttle, now time.Time) (*Budget, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Budget{t: t, tokens: float64(t.Burst), created: now, last: now, seen: now,
+	b := &Budget{t: t, tokens: float64(t.Burst), created: now, last: now, seen: now, clock: time.Now,
 		width: max(t.Window/nBuckets, 1)} // 1 ns: no reserve, the buckets are unused
 	b.full.Store(true)
 	return b, nil
@@ -97,14 +105,19 @@ func (b *Budget) Started() {
 	}
 }
 
-// Succeeded records that a call succeeded, which feeds the reserve. It is
-// attributed to the time of the next Allow or Tokens, spread evenly over the
-// time since the one before (see Budget).
+// Succeeded records that a call succeeded, which feeds the reserve. The
+// successes since the last dating are spread evenly over the time since it:
+// a dating happens every datingEvery successes, and at every Allow and
+// Tokens, so at most datingEvery successes are dated earlier than they
+// happened (after a quiet spell).
 func (b *Budget) Succeeded() {
 	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
 		return
 	}
-	b.succeeded.Add(1)
+	if b.succeeded.Add(1)%datingEvery == 0 && b.mu.TryLock() {
+		b.observe(b.advance(b.clock()))
+		b.mu.Unlock()
+	}
 }
 
 // Allow reports whether a retry may be sent at time now, and if so pays for

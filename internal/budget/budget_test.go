@@ -201,8 +201,10 @@ func TestBudget(t *testing.T) {
 // runSteps runs steps on b, failing the test at the first wrong answer.
 func runSteps(t *testing.T, b *budget.Budget, steps []step) {
 	t.Helper()
+	var now time.Time
+	budget.SetClock(b, func() time.Time { return now })
 	for i, s := range steps {
-		now := t0.Add(s.at)
+		now = t0.Add(s.at)
 		switch s.op {
 		case "started":
 			for range s.n {
@@ -305,8 +307,24 @@ func TestReserve(t *testing.T) {
 			allow(s, false, 1),
 		}},
 		{"successes before a long quiet spell spread over it", reserveOnly(0.5, 0), []step{
-			succeeded(100),     // at unknown times over (0, 20 s]
-			tokens(20*s, 23.5), // the window [11 s, 21 s) holds 9/20 of them: 45, and 1 long-run
+			succeeded(60),      // at unknown times over (0, 20 s]: fewer than datingEvery
+			tokens(20*s, 14.5), // the window [11 s, 21 s) holds 9/20 of them: 27, and 1 long-run
+		}},
+		// Re-derived for issue 20: every datingEvery successes are dated
+		// when they happen, so a burst after a quiet spell is not spread
+		// over it (before, the 100 successes of this step were).
+		{"a burst after a quiet spell is dated when it happens", reserveOnly(0.5, 0), []step{
+			tokens(0, 1),
+			// At 20 s, after 20 quiet seconds: the first 64 are spread over
+			// (0, 20 s] when the 64th is dated (9/20 of them in the window),
+			// the next 64 are dated at 20 s.
+			{op: "succeeded", at: 20 * s, n: 128},
+			tokens(20*s, 1+0.5*(64*9.0/20+64)),
+		}},
+		{"at most datingEvery successes are dated early", reserveOnly(0.5, 0), []step{
+			tokens(0, 1),
+			{op: "succeeded", at: 20 * s, n: 64 + 63}, // 64 dated at 20 s; 63 not yet
+			tokens(30*s, 1+0.5*63*9/10),               // the 63 spread over (20 s, 30 s]: 9/10 in the window
 		}},
 		{"time going backwards neither earns nor expires", reserveOnly(1, 0), []step{
 			succeeded(4),
@@ -574,7 +592,10 @@ func TestReserveTotalOutage(t *testing.T) {
 			calls, succeeded := 0, 0
 			var successes []time.Time
 			tick := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second / ticksPerSecond) }
+			var now time.Time
+			budget.SetClock(b, func() time.Time { return now })
 			for i := range tt.healthy * ticksPerSecond {
+				now = tick(i)
 				for ; calls < tt.rate*(i+1)/ticksPerSecond; calls++ {
 					b.Started()
 					b.Succeeded()
@@ -624,6 +645,7 @@ func TestReserveTotalOutage(t *testing.T) {
 func TestSucceededConcurrent(t *testing.T) {
 	th := grpcbackoff.Throttle{Burst: 1, Reserve: 0.5, Window: time.Hour}
 	b := newBudget(th)
+	budget.SetClock(b, func() time.Time { return t0.Add(time.Second) })
 	const goroutines, calls = 8, 1000
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
