@@ -3,6 +3,7 @@ package interceptor
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
@@ -30,9 +31,10 @@ import (
 func WithServiceConfig(sc serviceconfig.Config) Option {
 	return func(r *Retrier) error {
 		type named struct {
-			name string
-			p    *compiled    // nil: no retry
-			h    *hedgePolicy // non-nil: hedged instead
+			name    string
+			p       *compiled    // nil: no retry
+			h       *hedgePolicy // non-nil: hedged instead
+			timeout time.Duration
 		}
 		var (
 			errs    []error
@@ -77,7 +79,7 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 						continue
 					}
 				}
-				entries = append(entries, named{name, c, h})
+				entries = append(entries, named{name, c, h, m.Timeout})
 			}
 		}
 		if sc.Throttle != nil {
@@ -90,11 +92,13 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 		}
 
 		for _, e := range entries {
+			en := r.entry(e.name)
 			if e.h != nil {
-				r.entry(e.name).setHedge(e.h)
+				en.setHedge(e.h)
 			} else {
-				r.entry(e.name).setPolicy(e.p)
+				en.setPolicy(e.p)
 			}
+			en.timeout = e.timeout
 		}
 		if sc.Throttle != nil {
 			t := *sc.Throttle

@@ -18,7 +18,7 @@
 //   - grpc.client.call.retries ({retry}; buckets 1, 2, 3, 4, 5): the retries
 //     of a call that made at least one.
 //   - grpc.client.call.hedges ({hedge}; buckets 1, 2, 3, 4, 5): the hedges of
-//     a call that made at least one (none yet: the interceptors do not hedge).
+//     a call that made at least one (interceptor.WithHedging).
 //   - grpc.client.call.retry_delay (s; the A66 latency buckets): the time the
 //     call spent with no attempt in flight (interceptor.End.Delay), for a call
 //     that retried, hedged or waited. A call with a single attempt and no wait

@@ -2,8 +2,12 @@ package serviceconfig_test
 
 import (
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,10 +82,14 @@ func scString(sc serviceconfig.Config) string {
 	for _, m := range sc.Methods {
 		fmt.Fprintf(&b, "%q:", m.Names)
 		if m.Policy == nil {
-			b.WriteString("no retry; ")
+			b.WriteString("no retry")
 		} else {
-			fmt.Fprintf(&b, "%+v; ", *m.Policy)
+			fmt.Fprintf(&b, "%+v", *m.Policy)
 		}
+		if m.Timeout != 0 {
+			fmt.Fprintf(&b, " timeout %v", m.Timeout)
+		}
+		b.WriteString("; ")
 	}
 	if sc.Throttle != nil {
 		fmt.Fprintf(&b, "throttle %+v", *sc.Throttle)
@@ -110,8 +118,8 @@ func scValidCases() []scCase {
 		{"grpc docs style", scGRPCDoc, serviceconfig.Config{
 			Methods: []mc{
 				{Names: []string{redis + "GetInstance", redis + "ListInstances"},
-					Policy: scPolicy(100*time.Millisecond, time.Second, 2, 4, un, re)},
-				{Names: []string{redis + "CreateInstance"}},
+					Policy: scPolicy(100*time.Millisecond, time.Second, 2, 4, un, re), Timeout: 30 * time.Second},
+				{Names: []string{redis + "CreateInstance"}, Timeout: 600 * time.Second},
 				{Names: []string{"/google.longrunning.Operations/"},
 					Policy: scPolicy(2*time.Second, 64*time.Second, 2, 8, un)},
 				{Names: []string{""},
@@ -147,6 +155,16 @@ func scValidCases() []scCase {
 			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 1, Burst: 1, Reserve: 1, Window: 10 * time.Second}}},
 		{"throttling at the limits", `{"retryThrottling": {"maxTokens": 1000, "tokenRatio": 0.001}}`,
 			serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 0.001, Burst: 500, Reserve: 0.001, Window: 10 * time.Second}}},
+		// grpc-go's reading of null, which Parse refused before issue 20.
+		{"a null document is no configuration", `null`, serviceconfig.Config{}},
+		{"a null entry is skipped", `{"methodConfig": [null, {"name": [{"service": "s.S"}]}]}`,
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}}}}},
+		{"a null name is the default", `{"methodConfig": [{"name": [null]}]}`,
+			serviceconfig.Config{Methods: []mc{{Names: []string{""}}}}},
+		{"a null code is none", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "1s", "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE", null]`),
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/s.S/"}, Policy: scPolicy(time.Second, time.Second, 1, 2, un)}}}},
+		{"timeout", `{"methodConfig": [{"name": [{"service": "a.A"}], "timeout": "1.5s"}, {"name": [{"service": "b.B"}], "timeout": "-1s"}, {"name": [{"service": "c.C"}], "timeout": null}]}`,
+			serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/"}, Timeout: 1500 * time.Millisecond}, {Names: []string{"/b.B/"}}, {Names: []string{"/c.C/"}}}}},
 	}
 }
 
@@ -212,6 +230,20 @@ func scInvalidCases() []scBadCase {
 	}
 	const path = "serviceconfig: methodConfig[0].retryPolicy."
 	return []scBadCase{
+		// Refused by grpc-go too; Parse accepted the last three before
+		// issue 20.
+		{"timeout not a duration", `{"methodConfig": [{"name": [{}], "timeout": "x"}]}`,
+			[]string{`serviceconfig: methodConfig[0].timeout: "x" is not a duration like "0.1s"`}},
+		{"timeout a number", `{"methodConfig": [{"name": [{}], "timeout": 5}]}`,
+			[]string{`serviceconfig: methodConfig[0].timeout: 5 is not a duration like "0.1s"`}},
+		{"a key twice, the first copy of the wrong type", `{"methodConfig": [{"name": [{}], "retryPolicy": {"maxAttempts": "x"}, "retryPolicy": {` + strings.Join([]string{`"maxAttempts": 2`, `"initialBackoff": "0.1s"`, `"maxBackoff": "1s"`, `"backoffMultiplier": 2`, `"retryableStatusCodes": ["UNAVAILABLE"]`}, ", ") + `}}]}`,
+			[]string{"serviceconfig: service config: json: cannot unmarshal string into Go struct field"}},
+		{"waitForReady not a bool", `{"methodConfig": [{"name": [{}], "waitForReady": "yes"}]}`,
+			[]string{"serviceconfig: service config: json: cannot unmarshal string into Go struct field"}},
+		{"a field Parse does not read, of the wrong type", `{"loadBalancingPolicy": 3}`,
+			[]string{"serviceconfig: service config: json: cannot unmarshal number into Go struct field"}},
+		// Documented differences (see the package documentation).
+		{"duration with a negative fraction", with("initialBackoff", `"1.-5s"`), []string{path + `initialBackoff: "1.-5s" is not a duration like "0.1s"`}},
 		{"perAttemptRecvTimeout zero", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"], "perAttemptRecvTimeout": "0s"`),
 			[]string{path + `perAttemptRecvTimeout: "0s" must be positive`}},
 		{"perAttemptRecvTimeout not a duration", rp(`"maxAttempts": 2, "initialBackoff": "1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"], "perAttemptRecvTimeout": 10`),
@@ -324,10 +356,11 @@ func TestParseErrors(t *testing.T) {
 // it refuses, except for the differences ParseServiceConfig documents.
 func TestServiceConfigAgreesWithGRPC(t *testing.T) {
 	grpcAccepts := map[string]bool{
-		"service with a slash": true, // grpc-go makes "/a/b/" of it, which names no method
-		"duration with a sign": true, // strconv.ParseInt takes "+1"; protobuf JSON does not
-		"multiplier below 1":   true, // documented: a Policy cannot shrink delays
-		"code OK":              true, // documented: OK is never an error
+		"service with a slash":              true, // grpc-go makes "/a/b/" of it, which names no method
+		"duration with a negative fraction": true, // grpc-go reads "1.-5s" as 0.5 s
+		"duration with a sign":              true, // strconv.ParseInt takes "+1"; protobuf JSON does not
+		"multiplier below 1":                true, // documented: a Policy cannot shrink delays
+		"code OK":                           true, // documented: OK is never an error
 		// grpc-go reads perAttemptRecvTimeout only from xDS.
 		"perAttemptRecvTimeout zero":           true,
 		"perAttemptRecvTimeout not a duration": true,
@@ -514,4 +547,126 @@ func ExampleParse() {
 	// serviceconfig: methodConfig[0].retryPolicy.maxAttempts: 1 must be at least 2
 	// serviceconfig: methodConfig[0].retryPolicy.initialBackoff: "100ms" is not a duration like "0.1s"
 	// serviceconfig: methodConfig[0].retryPolicy.retryableStatusCodes[0]: "UNAVAILABLEX" is not a status code name like "UNAVAILABLE"
+}
+
+// googleConfigs returns the paths of Google's published service configs
+// (googleapis' *_grpc_service_config.json), read from the directory
+// $GOOGLEAPIS_SERVICE_CONFIGS or ../../shared/data/googleapis-service-configs;
+// the test is skipped without them. No copy of them is kept here.
+func googleConfigs(t *testing.T) []string {
+	t.Helper()
+	dir := os.Getenv("GOOGLEAPIS_SERVICE_CONFIGS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "data", "googleapis-service-configs")
+	}
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	if err != nil || len(paths) == 0 {
+		t.Skipf("no service configs in %s (set GOOGLEAPIS_SERVICE_CONFIGS): %v", dir, err)
+	}
+	return paths
+}
+
+// grpcVerdict is grpc-go's verdict on a service config document: nil if a
+// client accepts it (grpc.WithDefaultServiceConfig parses without
+// connecting).
+func grpcVerdict(doc []byte) error {
+	cc, err := grpc.NewClient("passthrough:///sc.test",
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultServiceConfig(string(doc)))
+	if err == nil {
+		cc.Close()
+	}
+	return err
+}
+
+// TestGoogleServiceConfigs: Parse gives every one of Google's published
+// service configs grpc-go's verdict (of 467, both accept 350 and refuse 117,
+// whose retryPolicy has no maxAttempts), and reads their timeouts.
+func TestGoogleServiceConfigs(t *testing.T) {
+	accepted, refused, withTimeout := 0, 0, 0
+	for _, p := range googleConfigs(t) {
+		doc, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, ours := serviceconfig.Parse(doc)
+		theirs := grpcVerdict(doc)
+		if (ours == nil) != (theirs == nil) {
+			t.Errorf("%s: Parse: %v; grpc-go: %v", p, ours, theirs)
+		}
+		if ours == nil {
+			accepted++
+		} else {
+			refused++
+		}
+		for _, m := range sc.Methods {
+			if m.Timeout > 0 {
+				withTimeout++
+				break
+			}
+		}
+	}
+	t.Logf("%d service configs accepted by both, %d refused by both; %d give a timeout", accepted, refused, withTimeout)
+	if accepted == 0 || withTimeout == 0 {
+		t.Errorf("%d accepted, %d with a timeout: the configs are not what this test expects", accepted, withTimeout)
+	}
+}
+
+// TestFuzzCorpusAgreesWithGRPC: on the seed corpus of FuzzParse, Parse
+// accepts exactly the documents grpc-go accepts, but where the package
+// documentation lists a difference.
+func TestFuzzCorpusAgreesWithGRPC(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzParse", "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus: %v", err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, ok := corpusBytes(raw)
+		if !ok {
+			t.Fatalf("%s: not a corpus file of one []byte", f)
+		}
+		_, ours := serviceconfig.Parse(doc)
+		theirs := grpcVerdict(doc)
+		if (ours == nil) != (theirs == nil) && !documentedDifference(ours) {
+			t.Errorf("%s (%.80q): Parse: %v; grpc-go: %v", filepath.Base(f), doc, ours, theirs)
+		}
+	}
+}
+
+// documentedDifference reports whether err, Parse's refusal of a document
+// grpc-go accepts, is one of the differences the package documentation
+// lists.
+func documentedDifference(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, d := range []string{"must be at least 2", "is less than 1", "is not an error", `contains "/"`, "is not a duration", "perAttemptRecvTimeout", "more than 9 fractional digits", "is out of range", "retryThrottling"} {
+		if strings.Contains(err.Error(), d) {
+			return true
+		}
+	}
+	return false
+}
+
+// corpusBytes reads a "go test fuzz v1" file of one []byte value.
+func corpusBytes(raw []byte) ([]byte, bool) {
+	lines := strings.SplitN(string(raw), "\n", 3)
+	if len(lines) < 2 || lines[0] != "go test fuzz v1" {
+		return nil, false
+	}
+	lit, ok := strings.CutPrefix(strings.TrimSpace(lines[1]), "[]byte(")
+	if !ok {
+		return nil, false
+	}
+	s, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+	return []byte(s), err == nil
 }
