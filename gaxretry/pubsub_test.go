@@ -1,0 +1,195 @@
+package gaxretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/gaxretry"
+)
+
+const (
+	topic        = "projects/proj/topics/t"
+	subscription = "projects/proj/subscriptions/s"
+)
+
+// pubsubFake is pstest behind a faultProxy, with a topic and a subscription.
+func pubsubFake(t *testing.T) (*pstest.Server, *faultProxy) {
+	t.Helper()
+	srv := pstest.NewServer()
+	t.Cleanup(func() { srv.Close() })
+	ctx := t.Context()
+	if _, err := srv.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.GServer.CreateSubscription(ctx, &pubsubpb.Subscription{Name: subscription, Topic: topic, AckDeadlineSeconds: 10}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, newFaultProxy(t, srv.Addr)
+}
+
+// pubsubClient returns a Pub/Sub client of the fake at addr with the
+// platform's options; with the standard options it adopts both admin
+// clients' CallOptions, as the README shows.
+func pubsubClient(t *testing.T, platform []option.ClientOption, addr string) *pubsub.Client {
+	t.Helper()
+	c, err := pubsub.NewClient(t.Context(), "proj", with(platform, addr)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if platform != nil {
+		if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
+			t.Fatal(err)
+		}
+		if err := gaxretry.Adopt(c.SubscriptionAdminClient.CallOptions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// TestPubSubPublish: the publisher's main path, Publish meeting UNAVAILABLE
+// once. The publisher retries Publish itself (Google's configuration
+// retries it on UNAVAILABLE and six other codes), with the standard options
+// as alone: 2 attempts, the message published once. Before issue 21 the
+// README's recipe crashed the process here (the nil Retryer of Adopt), and
+// then nobody retried Publish.
+func TestPubSubPublish(t *testing.T) {
+	run := func(platform []option.ClientOption) (int, error, int) {
+		srv, proxy := pubsubFake(t)
+		proxy.failWith(unavailableFirst("/Publish", 1))
+		c := pubsubClient(t, platform, proxy.Addr)
+		p := c.Publisher(topic)
+		defer p.Stop()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		_, err := p.Publish(ctx, &pubsub.Message{Data: []byte("m")}).Get(ctx)
+		return proxy.of("/Publish"), err, len(srv.Messages())
+	}
+	alone, errAlone, storedAlone := run(nil)
+	std, errStd, storedStd := run(standard(t))
+	if errAlone != nil || errStd != nil || storedAlone != 1 || storedStd != 1 {
+		t.Errorf("Publish: alone %v (%d stored), standard options %v (%d stored); want success and the message stored once", errAlone, storedAlone, errStd, storedStd)
+	}
+	if alone != 2 || std != 2 {
+		t.Errorf("Publish: %d attempts alone, %d with the standard options; want 2 and 2", alone, std)
+	}
+}
+
+// TestPubSubSubscriber: the subscriber's main path, its StreamingPull
+// failing 3 times before it opens. The subscriber reopens the stream itself,
+// so the standard options add no attempt: 4 opens either way (before issue
+// 21, 17–25 opens for 4 alone in a 1.5 s outage), and every message is
+// delivered, once, as alone.
+func TestPubSubSubscriber(t *testing.T) {
+	const messages = 10
+	run := func(platform []option.ClientOption) (opens int, got map[string]int) {
+		srv, proxy := pubsubFake(t)
+		for i := range messages {
+			srv.Publish(topic, fmt.Appendf(nil, "m%d", i), nil)
+		}
+		proxy.failWith(unavailableFirst("/StreamingPull", 3))
+		c := pubsubClient(t, platform, proxy.Addr)
+		s := c.Subscriber(subscription)
+		s.ReceiveSettings.NumGoroutines = 1
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		var mu sync.Mutex
+		got = make(map[string]int)
+		err := s.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+			m.Ack()
+			mu.Lock()
+			defer mu.Unlock()
+			got[string(m.Data)]++
+			if len(got) == messages {
+				cancel()
+			}
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Receive: %v", err)
+		}
+		return proxy.of("/StreamingPull"), got
+	}
+	alone, gotAlone := run(nil)
+	std, gotStd := run(standard(t))
+	checkOneLayer(t, "StreamingPull opens", alone, std)
+	for _, got := range []map[string]int{gotAlone, gotStd} {
+		if len(got) != messages {
+			t.Errorf("received %d distinct messages, want %d: %v", len(got), messages, got)
+		}
+	}
+	if fmt.Sprint(gotAlone) != fmt.Sprint(gotStd) {
+		t.Errorf("delivered %v with the standard options, %v alone", gotStd, gotAlone)
+	}
+}
+
+// TestPubSubAdmin: an admin call, GetTopic, failing twice, then answered.
+// Adopted, the interceptor retries it (the Policy's delays, its budget);
+// not adopted, the client's own retry is the only layer; alone, the same.
+// 3 attempts each time.
+func TestPubSubAdmin(t *testing.T) {
+	run := func(platform []option.ClientOption, adopt bool) (int, error) {
+		_, proxy := pubsubFake(t)
+		proxy.failWith(unavailableFirst("/GetTopic", 2))
+		c, err := pubsub.NewClient(t.Context(), "proj", with(platform, proxy.Addr)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if adopt {
+			if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err = c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
+		return proxy.of("/GetTopic"), err
+	}
+	for _, tc := range []struct {
+		name     string
+		platform []option.ClientOption
+		adopt    bool
+	}{{"alone", nil, false}, {"standard, not adopted", standard(t), false}, {"standard, adopted", standard(t), true}} {
+		n, err := run(tc.platform, tc.adopt)
+		if n != 3 || err != nil {
+			t.Errorf("%s: %d attempts, err %v; want 3 and success", tc.name, n, err)
+		}
+	}
+}
+
+// TestPubSubAdoptOneRetryLayer: GetTopic always UNAVAILABLE for 3 s. Adopted,
+// the interceptor makes exactly MaxAttempts attempts and returns its
+// *grpcbackoff.Error, which the client does not retry again.
+func TestPubSubAdoptOneRetryLayer(t *testing.T) {
+	_, proxy := pubsubFake(t)
+	proxy.failWith(func(method string, _ int) error {
+		if method == "/google.pubsub.v1.Publisher/GetTopic" {
+			return status.Error(codes.Unavailable, "fake outage")
+		}
+		return nil
+	})
+	c := pubsubClient(t, standard(t), proxy.Addr)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	_, err := c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
+	var ge *grpcbackoff.Error
+	if !errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonExhausted || status.Code(err) != codes.Unavailable {
+		t.Errorf("GetTopic: err = %v (%T), want a *grpcbackoff.Error, attempts exhausted", err, err)
+	}
+	if n := proxy.of("/GetTopic"); n != quick().MaxAttempts {
+		t.Errorf("GetTopic: %d attempts, want exactly MaxAttempts = %d", n, quick().MaxAttempts)
+	}
+}
