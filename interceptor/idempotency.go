@@ -45,16 +45,72 @@ func describe(method string) knowledge {
 	if f := in.ByName("request_id"); f != nil && f.Kind() == protoreflect.StringKind {
 		return knowledge{Idempotent, binding + " with a request_id (AIP-155)"}
 	}
-	if v := customVerb(path); v != "" {
-		return knowledge{NotIdempotent, binding + ": custom method :" + v + " (AIP-136)"}
-	}
 	if resource, ok := strings.CutPrefix(name, "Create"); ok && resource != "" {
 		id := snake(resource) + "_id"
 		if f := in.ByName(protoreflect.Name(id)); f != nil && f.Kind() == protoreflect.StringKind {
 			return knowledge{Idempotent, binding + ": Create with a user-specified " + id + " (AIP-133)"}
 		}
 	}
-	return knowledge{NotIdempotent, binding + " without a request_id or user-specified ID"}
+	words := camelWords(name)
+	if setsState[words[0]] {
+		return knowledge{Idempotent, binding + ": " + name + " sets a state (" + words[0] + ")"}
+	}
+	if read, change := wordOf(words, reads), wordOf(words, changes); read != "" && change == "" {
+		return knowledge{Idempotent, binding + ": " + name + " reads (" + read + ")"}
+	}
+	return knowledge{NotIdempotent, binding + ": " + name + " neither reads nor sets a state"}
+}
+
+// The words of a POST method's name (AIP-136 names custom methods verb
+// first: ReadRows, GetIamPolicy, CheckAndMutateRow) that make it safe to
+// send again. A method reads when its name has a word of reading and no
+// word of change: ReadRows and ExecuteQuery read, ReadModifyWriteRow does
+// not. A method sets a state when its name starts with a verb whose second
+// application leaves what the first left: SetIamPolicy, Acknowledge,
+// ModifyAckDeadline, CancelOperation. Every other POST, Publish, Commit,
+// MutateRow or FailoverInstance, may apply twice.
+var (
+	reads = map[string]bool{
+		"Get": true, "List": true, "Read": true, "Search": true, "Lookup": true,
+		"Find": true, "Describe": true, "Check": true, "Test": true, "Validate": true,
+		"Sample": true, "Query": true, "Fetch": true, "Watch": true, "Ping": true,
+		"Generate": true,
+		"Pull":     true, // leases messages; those of a lost answer are delivered again
+	}
+	changes = map[string]bool{
+		"Write": true, "Mutate": true, "Modify": true, "Update": true, "Set": true,
+		"Create": true, "Delete": true, "Insert": true, "Add": true, "Remove": true,
+		"Append": true, "Increment": true, "Commit": true, "Publish": true,
+		"Apply": true, "Dml": true,
+	}
+	setsState = map[string]bool{
+		"Set": true, "Modify": true, "Acknowledge": true, "Cancel": true,
+		"Rollback": true, "Seek": true, "Detach": true, "Undelete": true,
+	}
+)
+
+// wordOf returns the first of words that set holds, or "".
+func wordOf(words []string, set map[string]bool) string {
+	for _, w := range words {
+		if set[w] {
+			return w
+		}
+	}
+	return ""
+}
+
+// camelWords splits "GetIamPolicy" into "Get", "Iam", "Policy". It returns
+// at least one word.
+func camelWords(name string) []string {
+	var words []string
+	start := 0
+	for i, c := range name {
+		if i > start && unicode.IsUpper(c) {
+			words = append(words, name[start:i])
+			start = i
+		}
+	}
+	return append(words, name[start:])
 }
 
 // httpBinding returns the verb ("get", "post", ..., or a custom kind) and the
@@ -84,17 +140,6 @@ func httpBinding(opts *descriptorpb.MethodOptions) (verb, path string, ok bool) 
 		}
 	}
 	return "", "", false
-}
-
-// customVerb returns the verb of an HTTP path that ends in ":verb" after its
-// last segment or variable ("/v1/{name=projects/*/instances/*}:failover"),
-// or "".
-func customVerb(path string) string {
-	i := strings.LastIndexByte(path, ':')
-	if i < 0 || strings.ContainsAny(path[i:], "/}") {
-		return ""
-	}
-	return path[i+1:]
 }
 
 // snake turns "InstanceConfig" into "instance_config".

@@ -14,33 +14,25 @@ import (
 // Safety says whether a method may be sent again after a failure that the
 // server may have applied: whether it is idempotent.
 //
-// A method known to be NotIdempotent is not retried after a failure that
-// may have been applied (UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN, INTERNAL,
-// DATA_LOSS), so that a write is never applied twice; it is still retried,
-// as its Policy says, after a failure that proves the request was not
-// applied: RESOURCE_EXHAUSTED, ABORTED and the other refusals, and an
-// UNAVAILABLE from a connection that could not be made (the request never
-// left the client). A method that is Idempotent, or that nothing is known
-// about (SafetyUnknown), is retried on every code of its Policy.
+// A NotIdempotent method is not resent after a failure that may have been
+// applied (UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN, INTERNAL, DATA_LOSS); it
+// is still retried after one that proves it was not: RESOURCE_EXHAUSTED,
+// ABORTED, and UNAVAILABLE from a connection that could not be made. Other
+// methods are retried on every code of their Policy.
 //
-// What is known of a method comes from, first to last (the first that
-// knows wins):
-//
-//  1. the call's options: CallIdempotent, CallNotIdempotent, or CallPolicy
-//     (a Policy given for one call states that the call may be retried);
-//  2. the Retrier's options for the method itself: WithSafety, then
-//     WithMethod or WithServiceConfig naming the method (not only its
-//     service), which states that the method may be retried;
-//  3. WithSafety for the method's service;
-//  4. the method's descriptor, when its .proto is registered in
-//     protoregistry.GlobalFiles (it is once the generated Go package is
-//     linked in): the option idempotency_level (NO_SIDE_EFFECTS and
-//     IDEMPOTENT are Idempotent), then the google.api.http binding: GET,
-//     PUT, PATCH and DELETE are Idempotent; POST is NotIdempotent unless
-//     its request carries a request_id (AIP-155) or it is a standard
-//     Create with a user-specified ID (AIP-133: CreateInstance with an
-//     instance_id field), and always for a custom method (AIP-136: a path
-//     ending in ":verb", such as ":failover").
+// What is known of a method comes from, the first that knows winning: the
+// call's options (CallIdempotent, CallNotIdempotent, CallPolicy); the
+// Retrier's options for the method (WithSafety, then WithMethod or
+// WithServiceConfig naming it); WithSafety for its service; and its
+// descriptor, once its generated package is linked in. In the descriptor,
+// idempotency_level NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http
+// verbs GET, PUT, PATCH and DELETE, are Idempotent. A POST is Idempotent when
+// its request has a request_id (AIP-155), when it creates with a
+// user-specified ID (AIP-133), when its name starts with a verb that sets a
+// state (SetIamPolicy, Acknowledge, ModifyAckDeadline, CancelOperation), or
+// when its name reads (ReadRows, GetIamPolicy, ExecuteQuery) with no word of
+// change (ReadModifyWriteRow); any other POST is NotIdempotent (Publish,
+// Commit, MutateRow, FailoverInstance). Explain says which rule decided.
 //
 // WithNonIdempotentRetries turns the protection off.
 type Safety int8

@@ -25,7 +25,7 @@ func TestServiceExplainsEveryMethod(t *testing.T) {
 	}
 	failover := lineOf(out, "/google.cloud.redis.v1.CloudRedis/FailoverInstance: ")
 	if !strings.Contains(failover, "up to 5 attempts on RESOURCE_EXHAUSTED (UNAVAILABLE only when the connection could not be made)") ||
-		!strings.Contains(failover, "not idempotent: google.api.http POST") || !strings.Contains(failover, "custom method :failover (AIP-136)") {
+		!strings.Contains(failover, "not idempotent: google.api.http POST") || !strings.Contains(failover, "FailoverInstance neither reads nor sets a state") {
 		t.Errorf("FailoverInstance line = %q", failover)
 	}
 	get := lineOf(out, "/google.cloud.redis.v1.CloudRedis/GetInstance: ")
