@@ -7,6 +7,9 @@ package gaxretry_test
 // in-process fake behind a faultProxy, and compare what reaches the wire.
 
 import (
+	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +53,41 @@ func standard(t *testing.T, opts ...interceptor.Option) []option.ClientOption {
 	return cos
 }
 
+// counted returns the platform's options, and what their Retrier retried.
+func counted(t *testing.T) ([]option.ClientOption, *retried) {
+	r := &retried{n: make(map[string]int)}
+	return standard(t, interceptor.WithObserver(r)), r
+}
+
+// retried counts the retries a Retrier decided, by method.
+type retried struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *retried) OnRetry(_ context.Context, e interceptor.Retry) {
+	if !e.Throttled {
+		r.mu.Lock()
+		r.n[e.Method]++
+		r.mu.Unlock()
+	}
+}
+
+func (r *retried) OnEnd(context.Context, interceptor.End) {}
+
+// of returns the retries of the methods whose name ends with suffix.
+func (r *retried) of(suffix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for m, c := range r.n {
+		if strings.HasSuffix(m, suffix) {
+			n += c
+		}
+	}
+	return n
+}
+
 // with returns the options of a client of the fake at addr: the platform's
 // options (none for the client alone) and the fake's endpoint.
 func with(platform []option.ClientOption, addr string) []option.ClientOption {
@@ -60,10 +98,42 @@ func with(platform []option.ClientOption, addr string) []option.ClientOption {
 // with suffix with UNAVAILABLE.
 func unavailableFirst(suffix string, n int) func(string, int) error {
 	return func(method string, i int) error {
-		if len(method) >= len(suffix) && method[len(method)-len(suffix):] == suffix && i <= n {
+		if strings.HasSuffix(method, suffix) && i <= n {
 			return status.Error(codes.Unavailable, "fake outage")
 		}
 		return nil
+	}
+}
+
+// unavailableFor fails the attempts of the methods whose name ends with
+// suffix with UNAVAILABLE for d from now: an outage. The attempts a client
+// makes in it depend on its backoff's jitter; what the standard options must
+// not change is who retries (see checkClientOnly).
+func unavailableFor(suffix string, d time.Duration) func(string, int) error {
+	return failFor(suffix, d, codes.Unavailable)
+}
+
+// failFor fails the attempts of the methods whose name ends with suffix with
+// code for d from now.
+func failFor(suffix string, d time.Duration, code codes.Code) func(string, int) error {
+	end := time.Now().Add(d)
+	return func(method string, _ int) error {
+		if strings.HasSuffix(method, suffix) && time.Now().Before(end) {
+			return status.Error(code, "fake outage")
+		}
+		return nil
+	}
+}
+
+// checkClientOnly checks that a Google client that retries a method in its
+// own code stays its only retry layer with the standard options: their
+// Retrier retried none of its calls, so each of the client's attempts is
+// one attempt on the wire, as alone. It logs the attempts on the wire.
+func checkClientOnly(t *testing.T, what, suffix string, r *retried, alone, standard int) {
+	t.Helper()
+	t.Logf("%s: %d attempts alone, %d with the standard options", what, alone, standard)
+	if n := r.of(suffix); n != 0 {
+		t.Errorf("%s: the standard options retried %d times under the client's own retries (%d attempts on the wire, %d alone)", what, n, standard, alone)
 	}
 }
 

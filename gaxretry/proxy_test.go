@@ -30,16 +30,16 @@ type faultProxy struct {
 	fault    func(method string, n int) error // n: the attempt's number for method, from 1
 }
 
-// newFaultProxy starts a proxy to the server at backend; it stops when the
-// test ends.
-func newFaultProxy(t *testing.T, backend string) *faultProxy {
+// newFaultProxy starts a proxy to the server at backend, dialled with opts
+// (a bufconn dialer); it stops when the test ends.
+func newFaultProxy(t *testing.T, backend string, opts ...grpc.DialOption) *faultProxy {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := grpc.NewClient("passthrough:///"+backend, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+	cc, err := grpc.NewClient("passthrough:///"+backend, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,15 +61,16 @@ func pubsubClient(t *testing.T, platform []option.ClientOption, addr string) *pu
 }
 
 // TestPubSubPublish: the publisher's main path, Publish meeting UNAVAILABLE
-// once. The publisher retries Publish itself (Google's configuration
-// retries it on UNAVAILABLE and six other codes), with the standard options
-// as alone: 2 attempts, the message published once. Before issue 21 the
-// README's recipe crashed the process here (the nil Retryer of Adopt), and
-// then nobody retried Publish.
+// once, then a 1 s outage. The publisher retries Publish itself (Google's
+// configuration retries it on UNAVAILABLE and six other codes); with the
+// standard options it is the only layer, and each message is stored once.
+// Before issue 21 the README's recipe crashed the process here (the nil
+// Retryer of Adopt), and then nobody retried Publish.
 func TestPubSubPublish(t *testing.T) {
-	run := func(platform []option.ClientOption) (int, error, int) {
+	t.Parallel()
+	run := func(platform []option.ClientOption, fault func(string, int) error) (int, error, int) {
 		srv, proxy := pubsubFake(t)
-		proxy.failWith(unavailableFirst("/Publish", 1))
+		proxy.failWith(fault)
 		c := pubsubClient(t, platform, proxy.Addr)
 		p := c.Publisher(topic)
 		defer p.Stop()
@@ -78,29 +79,37 @@ func TestPubSubPublish(t *testing.T) {
 		_, err := p.Publish(ctx, &pubsub.Message{Data: []byte("m")}).Get(ctx)
 		return proxy.of("/Publish"), err, len(srv.Messages())
 	}
-	alone, errAlone, storedAlone := run(nil)
-	std, errStd, storedStd := run(standard(t))
+	alone, errAlone, storedAlone := run(nil, unavailableFirst("/Publish", 1))
+	platform, r := counted(t)
+	std, errStd, storedStd := run(platform, unavailableFirst("/Publish", 1))
 	if errAlone != nil || errStd != nil || storedAlone != 1 || storedStd != 1 {
 		t.Errorf("Publish: alone %v (%d stored), standard options %v (%d stored); want success and the message stored once", errAlone, storedAlone, errStd, storedStd)
 	}
 	if alone != 2 || std != 2 {
 		t.Errorf("Publish: %d attempts alone, %d with the standard options; want 2 and 2", alone, std)
 	}
+
+	alone, errAlone, storedAlone = run(nil, unavailableFor("/Publish", time.Second))
+	std, errStd, storedStd = run(platform, unavailableFor("/Publish", time.Second))
+	if errAlone != nil || errStd != nil || storedAlone != 1 || storedStd != 1 {
+		t.Errorf("Publish in an outage: alone %v (%d stored), standard options %v (%d stored); want success and the message stored once", errAlone, storedAlone, errStd, storedStd)
+	}
+	checkClientOnly(t, "Publish, UNAVAILABLE once then a 1 s outage", "/Publish", r, alone, std)
 }
 
-// TestPubSubSubscriber: the subscriber's main path, its StreamingPull
-// failing 3 times before it opens. The subscriber reopens the stream itself,
-// so the standard options add no attempt: 4 opens either way (before issue
-// 21, 17–25 opens for 4 alone in a 1.5 s outage), and every message is
-// delivered, once, as alone.
+// TestPubSubSubscriber: the subscriber's main path, its StreamingPull in a
+// 1.5 s outage. The subscriber reopens the stream itself; with the standard
+// options it is the only layer (before issue 21, 17–25 opens for 4 alone),
+// and every message is delivered, once, as alone.
 func TestPubSubSubscriber(t *testing.T) {
+	t.Parallel()
 	const messages = 10
 	run := func(platform []option.ClientOption) (opens int, got map[string]int) {
 		srv, proxy := pubsubFake(t)
 		for i := range messages {
 			srv.Publish(topic, fmt.Appendf(nil, "m%d", i), nil)
 		}
-		proxy.failWith(unavailableFirst("/StreamingPull", 3))
+		proxy.failWith(unavailableFor("/StreamingPull", 1500*time.Millisecond))
 		c := pubsubClient(t, platform, proxy.Addr)
 		s := c.Subscriber(subscription)
 		s.ReceiveSettings.NumGoroutines = 1
@@ -123,8 +132,9 @@ func TestPubSubSubscriber(t *testing.T) {
 		return proxy.of("/StreamingPull"), got
 	}
 	alone, gotAlone := run(nil)
-	std, gotStd := run(standard(t))
-	checkOneLayer(t, "StreamingPull opens", alone, std)
+	platform, r := counted(t)
+	std, gotStd := run(platform)
+	checkClientOnly(t, "StreamingPull opens in a 1.5 s outage", "/StreamingPull", r, alone, std)
 	for _, got := range []map[string]int{gotAlone, gotStd} {
 		if len(got) != messages {
 			t.Errorf("received %d distinct messages, want %d: %v", len(got), messages, got)
@@ -132,6 +142,9 @@ func TestPubSubSubscriber(t *testing.T) {
 	}
 	if fmt.Sprint(gotAlone) != fmt.Sprint(gotStd) {
 		t.Errorf("delivered %v with the standard options, %v alone", gotStd, gotAlone)
+	}
+	if n := r.of("/Acknowledge") + r.of("/ModifyAckDeadline"); n != 0 {
+		t.Errorf("the standard options retried %d acks under the subscriber's own retries", n)
 	}
 }
 
