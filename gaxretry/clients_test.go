@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	gax "github.com/googleapis/gax-go/v2"
 	btadmin "cloud.google.com/go/bigtable/admin/apiv2"
+	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -134,17 +134,6 @@ func checkClientOnly(t *testing.T, what, suffix string, r *retried, alone, stand
 	t.Logf("%s: %d attempts alone, %d with the standard options", what, alone, standard)
 	if n := r.of(suffix); n != 0 {
 		t.Errorf("%s: the standard options retried %d times under the client's own retries (%d attempts on the wire, %d alone)", what, n, standard, alone)
-	}
-}
-
-// checkOneLayer checks the target of issue 21 for a logical call: with the
-// standard options, at most max(what the client alone makes, MaxAttempts)
-// attempts reach the wire.
-func checkOneLayer(t *testing.T, what string, alone, standard int) {
-	t.Helper()
-	t.Logf("%s: %d attempts alone, %d with the standard options", what, alone, standard)
-	if bound := max(alone, quick().MaxAttempts); standard > bound {
-		t.Errorf("%s: %d attempts with the standard options, want at most max(%d alone, MaxAttempts %d)", what, standard, alone, quick().MaxAttempts)
 	}
 }
 

@@ -68,7 +68,7 @@ func pubsubClient(t *testing.T, platform []option.ClientOption, addr string) *pu
 // Retryer of Adopt), and then nobody retried Publish.
 func TestPubSubPublish(t *testing.T) {
 	t.Parallel()
-	run := func(platform []option.ClientOption, fault func(string, int) error) (int, error, int) {
+	run := func(platform []option.ClientOption, fault func(string, int) error) (int, int, error) {
 		srv, proxy := pubsubFake(t)
 		proxy.failWith(fault)
 		c := pubsubClient(t, platform, proxy.Addr)
@@ -77,11 +77,11 @@ func TestPubSubPublish(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		_, err := p.Publish(ctx, &pubsub.Message{Data: []byte("m")}).Get(ctx)
-		return proxy.of("/Publish"), err, len(srv.Messages())
+		return proxy.of("/Publish"), len(srv.Messages()), err
 	}
-	alone, errAlone, storedAlone := run(nil, unavailableFirst("/Publish", 1))
+	alone, storedAlone, errAlone := run(nil, unavailableFirst("/Publish", 1))
 	platform, r := counted(t)
-	std, errStd, storedStd := run(platform, unavailableFirst("/Publish", 1))
+	std, storedStd, errStd := run(platform, unavailableFirst("/Publish", 1))
 	if errAlone != nil || errStd != nil || storedAlone != 1 || storedStd != 1 {
 		t.Errorf("Publish: alone %v (%d stored), standard options %v (%d stored); want success and the message stored once", errAlone, storedAlone, errStd, storedStd)
 	}
@@ -89,8 +89,8 @@ func TestPubSubPublish(t *testing.T) {
 		t.Errorf("Publish: %d attempts alone, %d with the standard options; want 2 and 2", alone, std)
 	}
 
-	alone, errAlone, storedAlone = run(nil, unavailableFor("/Publish", time.Second))
-	std, errStd, storedStd = run(platform, unavailableFor("/Publish", time.Second))
+	alone, storedAlone, errAlone = run(nil, unavailableFor("/Publish", time.Second))
+	std, storedStd, errStd = run(platform, unavailableFor("/Publish", time.Second))
 	if errAlone != nil || errStd != nil || storedAlone != 1 || storedStd != 1 {
 		t.Errorf("Publish in an outage: alone %v (%d stored), standard options %v (%d stored); want success and the message stored once", errAlone, storedAlone, errStd, storedStd)
 	}

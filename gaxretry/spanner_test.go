@@ -42,9 +42,7 @@ func spannerFake(t *testing.T) *faultProxy {
 // options, its metrics off (they would be sent to Cloud Monitoring).
 func spannerClient(t *testing.T, platform []option.ClientOption, addr string) *spanner.Client {
 	t.Helper()
-	c, err := spanner.NewClientWithConfig(t.Context(), database, spanner.ClientConfig{
-		SessionPoolConfig: spanner.DefaultSessionPoolConfig, DisableNativeMetrics: true,
-	}, with(platform, addr)...)
+	c, err := spanner.NewClientWithConfig(t.Context(), database, spanner.ClientConfig{DisableNativeMetrics: true}, with(platform, addr)...)
 	if err != nil {
 		t.Fatal(err)
 	}
