@@ -66,11 +66,13 @@ func bigtableFake(t *testing.T, cut grpc.StreamServerInterceptor, unary grpc.Una
 
 // bigtableClient is a Bigtable data client of the fake at addr with the
 // platform's options, its metrics off (they would be sent to Cloud
-// Monitoring).
+// Monitoring) and without its session data plane, which bttest does not
+// serve and whose Direct Access probe reaches for Google's metadata server
+// by name (metadata.google.internal) whatever GCE_METADATA_HOST says.
 func bigtableClient(t *testing.T, platform []option.ClientOption, addr string) *bigtable.Client {
 	t.Helper()
 	c, err := bigtable.NewClientWithConfig(t.Context(), "p", "i",
-		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}, DisableDirectAccess: true},
+		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}, DisableDirectAccess: true, DisableSession: true},
 		with(platform, addr)...)
 	if err != nil {
 		t.Fatal(err)

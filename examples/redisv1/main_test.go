@@ -14,8 +14,12 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/offline"
 	"github.com/platformkit/grpcbackoff/redistest"
 )
+
+// TestMain keeps every test on the machine: see package offline.
+func TestMain(m *testing.M) { offline.Main(m) }
 
 // TestStory runs the story against the fake inside a synctest bubble, so its
 // waits take no real time and the times it prints are exact. Jitter stays
