@@ -47,31 +47,28 @@ func RetrierClientOptions(r *interceptor.Retrier) []option.ClientOption {
 }
 
 // WithClientRetries is the interceptor option that keeps the Retrier out of
-// the way of the Google Cloud clients that retry by themselves: a call that
-// one of them makes (its outgoing metadata carries x-goog-api-client) of a
-// service it retries in its own code gets a single attempt from the
-// Retrier (interceptor.WithOuterRetry), unless Adopt handed the call's
-// retries over. The services are those of Pub/Sub, Bigtable (data and
-// admin), Spanner, and long-running operations, whose clients retry in
-// code that no CallOptions reach (the Pub/Sub publisher and subscriber,
-// Bigtable's and Spanner's own layers, the polling of op.Wait).
+// the way of the retries of cloud.google.com/go clients. A call a Google
+// Cloud client makes (its outgoing metadata carries x-goog-api-client) gets
+// a single attempt from the Retrier (interceptor.WithOuterRetry): the client
+// may retry it in its CallOptions or in its own code (the Pub/Sub publisher
+// and subscriber, Bigtable, Spanner, the polling of op.Wait), and it stays
+// the only layer, as alone. Two kinds of calls are retried by the Retrier:
+// those of the clients known to retry nothing by themselves, Cloud Redis
+// and Redis Cluster, and those whose retries Adopt handed over. Calls of
+// generated stubs on a connection of your own carry no x-goog-api-client
+// and are retried as the Retrier's Policy says.
 func WithClientRetries() interceptor.Option {
 	return interceptor.WithOuterRetry(clientRetries)
 }
 
-// retriedByClient are the services whose Google Cloud Go clients retry
-// their calls in their own code.
-var retriedByClient = map[string]bool{
-	"/google.longrunning.Operations/":                  true, // the LRO client of every client with long-running operations
-	"/google.pubsub.v1.Publisher/":                     true, // the publisher, and the topic admin client
-	"/google.pubsub.v1.Subscriber/":                    true, // the subscriber's stream and acks, and the subscription admin client
-	"/google.pubsub.v1.SchemaService/":                 true,
-	"/google.bigtable.v2.Bigtable/":                    true, // the data client
-	"/google.bigtable.admin.v2.BigtableTableAdmin/":    true, // bigtable.AdminClient
-	"/google.bigtable.admin.v2.BigtableInstanceAdmin/": true, // bigtable.InstanceAdminClient
-	"/google.spanner.v1.Spanner/":                      true, // the spanner client's sessions and transactions
-	"/google.spanner.admin.database.v1.DatabaseAdmin/": true,
-	"/google.spanner.admin.instance.v1.InstanceAdmin/": true,
+// retryNothing are the services whose Google Cloud Go clients retry none of
+// their calls (their CallOptions and Google's service configs have no retry
+// policy); the Retrier retries those calls.
+var retryNothing = map[string]bool{
+	"/google.cloud.redis.v1.CloudRedis/":                     true,
+	"/google.cloud.redis.v1beta1.CloudRedis/":                true,
+	"/google.cloud.redis.cluster.v1.CloudRedisCluster/":      true,
+	"/google.cloud.redis.cluster.v1beta1.CloudRedisCluster/": true,
 }
 
 // googleClientHeader is the metadata key of the Google Cloud clients, which
@@ -79,10 +76,9 @@ var retriedByClient = map[string]bool{
 const googleClientHeader = "x-goog-api-client"
 
 // clientRetries reports whether a call of method is one a Google Cloud
-// client retries by itself: see WithClientRetries.
+// client may retry by itself: see WithClientRetries.
 func clientRetries(ctx context.Context, method string, opts []grpc.CallOption) bool {
-	i := strings.LastIndexByte(method, '/')
-	if i <= 0 || !retriedByClient[method[:i+1]] {
+	if i := strings.LastIndexByte(method, '/'); i > 0 && retryNothing[method[:i+1]] {
 		return false
 	}
 	for _, o := range opts {
@@ -108,16 +104,16 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 //	c, err := pubsub.NewClient(ctx, project, opts...) // opts from ClientOptions
 //	err = gaxretry.Adopt(c.TopicAdminClient.CallOptions)
 //
-// For each method the client retries, Adopt marks its calls as handed over
-// and wraps the client's gax Retryer: when the interceptor retried a call
-// (its error is a *grpcbackoff.Error), gax does not; otherwise, as when the
-// interceptor does not resend a write that may have been applied, the
-// client's own Retryer decides, as it would alone. If code inside the client
-// drops the mark (the Pub/Sub publisher replaces the gRPC options of
-// Publish), WithClientRetries keeps the Retrier out of its way. Methods the
-// client does not retry are left as they are: the interceptor decides from
-// what it knows of them. The gRPC options a method has are kept. Call Adopt
-// before the client is used; calling it again changes nothing.
+// Adopt marks the calls of every method as handed over, so that the
+// Retrier retries them (WithClientRetries would otherwise leave them to the
+// client), and wraps the client's gax Retryer: when the interceptor retried
+// a call (its error is a *grpcbackoff.Error), gax does not; otherwise, as
+// when the interceptor does not resend a write that may have been applied,
+// the client's own Retryer decides, as it would alone. If code inside the
+// client drops the mark (the Pub/Sub publisher replaces the gRPC options of
+// Publish), the client keeps its own retries. The gRPC options a method has
+// are kept. Call Adopt before the client is used; calling it again changes
+// nothing.
 //
 // It returns an error naming the type for anything but a non-nil pointer to
 // such a struct, and then changes nothing.
@@ -143,15 +139,11 @@ func Adopt(callOptions any) error {
 		for _, o := range opts {
 			o.Resolve(&settings)
 		}
-		if settings.Retry == nil {
-			continue // the client does not retry this method
-		}
 		own := settings.Retry
-		switch own().(type) {
-		case nil:
-			continue // no retry either
-		case *handOver:
-			continue // adopted already
+		if own != nil {
+			if _, ok := own().(*handOver); ok {
+				continue // adopted already
+			}
 		}
 		// WithGRPCOptions replaces the gRPC options before it: keep them.
 		grpcOpts := append(append([]grpc.CallOption(nil), settings.GRPC...), handedOver{})

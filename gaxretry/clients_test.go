@@ -157,12 +157,12 @@ func TestAdoptBadInput(t *testing.T) {
 }
 
 // TestAdoptFields: Adopt keeps each field's gRPC options and marks the calls
-// of a method the client retries as handed over; its gax Retryer then
-// leaves a call the interceptor retried alone and asks the client's own
-// Retryer otherwise. A method the client does not retry is left as it is;
-// a second Adopt changes nothing. (Re-derived for issue 21: Adopt turned the
-// client's retry off, marked calls CallIdempotent, and added NoRetry to the
-// methods the client does not retry.)
+// of every method as handed over; its gax Retryer then leaves a call the
+// interceptor retried alone and asks the client's own Retryer otherwise (a
+// method the client does not retry has none to ask). A second Adopt changes
+// nothing. (Re-derived for issue 21: Adopt turned the client's retry off,
+// marked calls CallIdempotent, and added NoRetry to the methods the client
+// does not retry.)
 func TestAdoptFields(t *testing.T) {
 	type callOptions struct {
 		Get    []gax.CallOption
@@ -186,8 +186,8 @@ func TestAdoptFields(t *testing.T) {
 		return s
 	}
 	get, mutate := resolve(co.Get), resolve(co.Mutate)
-	if len(co.Get) != 4 || get.Retry == nil || get.Retry() == nil {
-		t.Fatalf("Get: %d options, Retryer set %t; want 2 added once, and a Retryer", len(co.Get), get.Retry != nil)
+	if len(co.Get) != 4 || len(co.Mutate) != 3 || get.Retry == nil || get.Retry() == nil || mutate.Retry == nil || mutate.Retry() == nil {
+		t.Fatalf("Get: %d options, Mutate: %d; want 2 added once to each, and a Retryer", len(co.Get), len(co.Mutate))
 	}
 	down := status.Error(codes.Unavailable, "down")
 	if _, ok := get.Retry().Retry(down); !ok {
@@ -196,10 +196,10 @@ func TestAdoptFields(t *testing.T) {
 	if d, ok := get.Retry().Retry(&grpcbackoff.Error{Err: down, Attempts: 5, Reason: grpcbackoff.ReasonExhausted}); ok {
 		t.Errorf("Get: Retry(a *grpcbackoff.Error) = %v, true: the client retries what the interceptor retried", d)
 	}
-	if len(get.GRPC) != 2 || get.GRPC[0] != keep {
-		t.Errorf("Get: gRPC options %v, want the field's own, then the mark", get.GRPC)
+	if d, ok := mutate.Retry().Retry(down); ok {
+		t.Errorf("Mutate: Retry(UNAVAILABLE) = %v, true: the client did not retry it", d)
 	}
-	if len(co.Mutate) != 1 || mutate.Retry != nil {
-		t.Errorf("Mutate: %d options, want the field's one: the client does not retry it", len(co.Mutate))
+	if len(get.GRPC) != 2 || get.GRPC[0] != keep || len(mutate.GRPC) != 1 {
+		t.Errorf("gRPC options: Get %v, Mutate %v; want the field's own, then the mark", get.GRPC, mutate.GRPC)
 	}
 }

@@ -1,52 +1,57 @@
-// Package gaxretry carries out a grpcbackoff.Policy as a gax-go Retryer, for
-// code that configures retries with gax CallOptions: the per-method
-// CallOptions of cloud.google.com/go clients, or gax.Invoke.
+// Package gaxretry gives the Retrier of package interceptor to the gRPC
+// clients of cloud.google.com/go: one set of options for every client of a
+// process, and never two retry layers on one call.
 //
-//	co := gaxretry.MustCallOption(grpcbackoff.DefaultPolicy())
-//	c.CallOptions.GetInstance = append(c.CallOptions.GetInstance, co)
-//
-// The Retryer uses the Policy as the interceptor package does: the delay
-// before retry n is Policy.RetryDelay(n, hint) (the Memorystore formula,
-// lengthened by a google.rpc.RetryInfo detail, and no retry when the server
-// asks for more than grpcbackoff.MaxHintDelay and Policy.MaxBackoff), only
-// Policy.Codes are retried, and
-// MaxAttempts counts every attempt, the first one included.
-//
-// # Which one to use
-//
-// Use the interceptor package for new code and for every gRPC client:
-// retrying below gax is where more is known. The interceptors see the
-// caller's deadline and return the last error at once when the next retry
-// could not start before it, where gax.Invoke, which sleeps with gax.Sleep,
-// sleeps until the deadline and returns context.DeadlineExceeded (a Retryer
-// is never shown the context). They also honour the grpc-retry-pushback-ms
-// trailer, which gax cannot see, share a retry throttle between calls, record
-// metrics, retry streams, and return a *grpcbackoff.Error that counts the
-// attempts; gax returns the last attempt's error as it is.
-//
-// Use gaxretry where a codebase already sets per-method gax CallOptions and
-// should keep doing so, and for clients with no gRPC connection to
-// intercept, such as the REST clients of cloud.google.com/go (HTTP errors
-// get their code from codes.FromHTTP of this module).
-//
-// # Every client of a platform
-//
-// ClientOptions gives the interceptor to any gRPC client of
-// cloud.google.com/go, one slice for all of them (a retry budget per
-// backend). For a client that retries by itself in its CallOptions (Pub/Sub,
-// Spanner, the Bigtable admin client...), Adopt hands those retries over to
-// the interceptor, keeping the client's view of which methods may be
-// retried:
-//
-//	opts, err := gaxretry.ClientOptions(grpcbackoff.DefaultPolicy())
+//	opts, err := gaxretry.ClientOptions(grpcbackoff.DefaultPolicy()) // once per process
+//	rc, err := redis.NewCloudRedisClient(ctx, opts...)               // nothing more
 //	ps, err := pubsub.NewClient(ctx, project, opts...)
-//	err = gaxretry.Adopt(ps.TopicAdminClient.CallOptions)
+//	err = gaxretry.Adopt(ps.TopicAdminClient.CallOptions)            // optional
+//	err = gaxretry.Adopt(ps.SubscriptionAdminClient.CallOptions)
 //
-// Never both on the same call: each attempt gax makes goes through the
-// interceptor, which makes its own attempts, so a Policy of 3 attempts in
-// each makes 9. The same goes for grpc-go's built-in retry (a retryPolicy in
-// the service config) under either of them: turn it off with
-// grpc.WithDisableRetry.
+// # Who retries what
+//
+// Every call goes through the Retrier; what it does depends on who else
+// retries the call (WithClientRetries):
+//
+//   - Calls of clients that retry nothing by themselves, Cloud Redis and
+//     Redis Cluster, and of generated stubs on a connection of your own:
+//     the Retrier retries them, as its Policy and what it knows of the method
+//     say (interceptor.Safety: a write that may apply twice is not resent
+//     after a failure the server may have applied).
+//   - Calls of every other Google Cloud client: the Retrier makes one attempt
+//     per attempt of the client, whose own retries stay the only layer, as
+//     alone. Among them are the retries no option reaches: the Pub/Sub
+//     publisher and subscriber, Bigtable's and Spanner's clients, and the
+//     polling of op.Wait.
+//   - Calls of a generated client whose CallOptions were given to Adopt: the
+//     Retrier retries them, with its Policy, budget and metrics, and the
+//     client does not retry again what the Retrier retried. What it did not
+//     retry (a write, a code outside its Policy) goes to the client's own
+//     retry, as alone.
+//
+// Each call of ClientOptions makes a new Retrier, with its own retry budget
+// per backend: give the same slice to every client of a process.
+//
+// A create with an ID of the caller's choosing (AIP-133), such as Cloud
+// Redis's CreateInstance, is resent after a failure that may have been
+// applied: if the first attempt was, the second answers ALREADY_EXISTS, for
+// an instance that is the caller's own. Check with GetInstance before taking
+// it for someone else's.
+//
+// # Without an interceptor
+//
+// Retryer, CallOption and MustCallOption carry out a Policy as a gax
+// Retryer, for clients with no gRPC connection to intercept (the REST
+// clients of cloud.google.com/go; an HTTP error gets its code from
+// codes.FromHTTP) and for code that sets per-method gax CallOptions. The
+// delay before retry n is Policy.RetryDelay(n, hint), only Policy.Codes are
+// retried, and MaxAttempts counts every attempt. The interceptor knows more:
+// it sees the caller's deadline (gax sleeps until it and returns
+// context.DeadlineExceeded), the grpc-retry-pushback-ms trailer, a retry
+// budget shared between calls, streams and the method's Safety, and returns
+// a *grpcbackoff.Error that counts the attempts. Never both on one call, nor
+// grpc-go's own retry (a retryPolicy in a service config) under either:
+// their attempts multiply.
 package gaxretry
 
 import (

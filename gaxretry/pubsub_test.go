@@ -151,11 +151,14 @@ func TestPubSubSubscriber(t *testing.T) {
 // TestPubSubAdmin: an admin call, GetTopic, failing twice, then answered.
 // Adopted, the interceptor retries it (the Policy's delays, its budget);
 // not adopted, the client's own retry is the only layer; alone, the same.
-// 3 attempts each time.
+// 3 attempts each time. Then GetTopic in a 1 s outage, not adopted: the
+// generated client's CallOptions retry it, and the standard options add no
+// retry under them.
 func TestPubSubAdmin(t *testing.T) {
-	run := func(platform []option.ClientOption, adopt bool) (int, error) {
+	t.Parallel()
+	run := func(platform []option.ClientOption, adopt bool, fault func(string, int) error) (int, error) {
 		_, proxy := pubsubFake(t)
-		proxy.failWith(unavailableFirst("/GetTopic", 2))
+		proxy.failWith(fault)
 		c, err := pubsub.NewClient(t.Context(), "proj", with(platform, proxy.Addr)...)
 		if err != nil {
 			t.Fatal(err)
@@ -176,11 +179,22 @@ func TestPubSubAdmin(t *testing.T) {
 		platform []option.ClientOption
 		adopt    bool
 	}{{"alone", nil, false}, {"standard, not adopted", standard(t), false}, {"standard, adopted", standard(t), true}} {
-		n, err := run(tc.platform, tc.adopt)
+		n, err := run(tc.platform, tc.adopt, unavailableFirst("/GetTopic", 2))
 		if n != 3 || err != nil {
 			t.Errorf("%s: %d attempts, err %v; want 3 and success", tc.name, n, err)
 		}
 	}
+
+	alone, err := run(nil, false, unavailableFor("/GetTopic", time.Second))
+	if err != nil {
+		t.Fatalf("alone, in an outage: %v", err)
+	}
+	platform, r := counted(t)
+	n, err := run(platform, false, unavailableFor("/GetTopic", time.Second))
+	if err != nil {
+		t.Fatalf("standard options, in an outage: %v", err)
+	}
+	checkClientOnly(t, "GetTopic in a 1 s outage, not adopted", "/GetTopic", r, alone, n)
 }
 
 // TestPubSubAdoptOneRetryLayer: GetTopic always UNAVAILABLE for 3 s. Adopted,

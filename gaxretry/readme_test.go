@@ -2,6 +2,7 @@ package gaxretry_test
 
 import (
 	"context"
+	"errors"
 
 	"cloud.google.com/go/pubsub/v2"
 	redis "cloud.google.com/go/redis/apiv1"
@@ -19,7 +20,7 @@ func readmeEveryClient(ctx context.Context, project string) error {
 	if err != nil {
 		return err
 	}
-	rc, err := redis.NewCloudRedisClient(ctx, opts...) // no retry of its own: nothing more
+	rc, err := redis.NewCloudRedisClient(ctx, opts...)
 	if err != nil {
 		return err
 	}
@@ -27,7 +28,8 @@ func readmeEveryClient(ctx context.Context, project string) error {
 	if err != nil {
 		return err
 	}
-	err = gaxretry.Adopt(ps.TopicAdminClient.CallOptions) // Pub/Sub's own retries, handed over
+	err = errors.Join(gaxretry.Adopt(ps.TopicAdminClient.CallOptions), // optional: our Policy, budget
+		gaxretry.Adopt(ps.SubscriptionAdminClient.CallOptions)) // and metrics for the admin calls
 	_, _ = rc, ps
 	return err
 }
