@@ -2,6 +2,8 @@ package gaxretry_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -259,11 +261,11 @@ func TestBigtableReadRowsGeneratedStub(t *testing.T) {
 	var keys []string
 	for {
 		resp, err := stream.Recv()
-		if err != nil {
-			if status.Code(err) != codes.OK && err.Error() != "EOF" {
-				t.Fatalf("after %d rows: %v", len(keys), err)
-			}
+		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil {
+			t.Fatalf("after %d rows: %v", len(keys), err)
 		}
 		for _, ch := range resp.GetChunks() {
 			if k := ch.GetRowKey(); len(k) > 0 {
