@@ -3,8 +3,8 @@ package gaxretry_test
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
