@@ -7,7 +7,7 @@ replace github.com/platformkit/grpcbackoff => ../
 require (
 	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
-	github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+	github.com/platformkit/grpcbackoff v0.1.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
@@ -35,6 +35,6 @@ require (
 
 tool golang.org/x/perf/cmd/benchstat
 
-require github.com/platformkit/grpcbackoff/opentelemetry v0.0.0-00010101000000-000000000000
+require github.com/platformkit/grpcbackoff/opentelemetry v0.1.0
 
 replace github.com/platformkit/grpcbackoff/opentelemetry => ../opentelemetry

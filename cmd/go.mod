@@ -4,8 +4,9 @@ go 1.26.0
 
 require (
 	cloud.google.com/go/redis v1.29.0
-	github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+	github.com/platformkit/grpcbackoff v0.1.0
 	github.com/wcharczuk/go-chart/v2 v2.1.2
+	golang.org/x/mod v0.41.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )

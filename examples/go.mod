@@ -2,13 +2,13 @@ module github.com/platformkit/grpcbackoff/examples
 
 go 1.26.0
 
-require github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+require github.com/platformkit/grpcbackoff v0.1.0
 
 replace github.com/platformkit/grpcbackoff => ../
 
 replace github.com/platformkit/grpcbackoff/redistest => ../redistest
 
-require github.com/platformkit/grpcbackoff/redistest v0.0.0-00010101000000-000000000000
+require github.com/platformkit/grpcbackoff/redistest v0.1.0
 
 replace github.com/platformkit/grpcbackoff/gaxretry => ../gaxretry
 
@@ -16,7 +16,7 @@ require (
 	cloud.google.com/go/pubsub/v2 v2.8.1
 	cloud.google.com/go/redis v1.29.0
 	github.com/googleapis/gax-go/v2 v2.27.0
-	github.com/platformkit/grpcbackoff/gaxretry v0.0.0-00010101000000-000000000000
+	github.com/platformkit/grpcbackoff/gaxretry v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
@@ -62,4 +62,4 @@ require (
 
 replace github.com/platformkit/grpcbackoff/opentelemetry => ../opentelemetry
 
-require github.com/platformkit/grpcbackoff/opentelemetry v0.0.0-00010101000000-000000000000
+require github.com/platformkit/grpcbackoff/opentelemetry v0.1.0

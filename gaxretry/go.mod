@@ -2,7 +2,7 @@ module github.com/platformkit/grpcbackoff/gaxretry
 
 go 1.26.0
 
-require github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+require github.com/platformkit/grpcbackoff v0.1.0
 
 replace github.com/platformkit/grpcbackoff => ../
 
@@ -15,7 +15,7 @@ require (
 	cloud.google.com/go/redis v1.29.0
 	cloud.google.com/go/spanner v1.96.1
 	github.com/googleapis/gax-go/v2 v2.27.0
-	github.com/platformkit/grpcbackoff/redistest v0.0.0-00010101000000-000000000000
+	github.com/platformkit/grpcbackoff/redistest v0.1.0
 	google.golang.org/api v0.311.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e
 	google.golang.org/grpc v1.85.0

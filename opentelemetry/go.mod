@@ -3,7 +3,7 @@ module github.com/platformkit/grpcbackoff/opentelemetry
 go 1.26.0
 
 require (
-	github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+	github.com/platformkit/grpcbackoff v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0

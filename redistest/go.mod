@@ -6,7 +6,7 @@ require (
 	cloud.google.com/go/longrunning v1.5.0
 	cloud.google.com/go/redis v1.29.0
 	github.com/googleapis/gax-go/v2 v2.27.0
-	github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+	github.com/platformkit/grpcbackoff v0.1.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/api v0.311.0
 	google.golang.org/genproto v0.0.0-20261026165753-2ffab32bce7e
