@@ -1,14 +1,15 @@
 package grpcbackoff_test
 
 // End to end over bufconn: the Memorystore recipe carried out by
-// interceptor.DialOptions, the common set-up, against a real grpc-go server
-// (grpc's own interop TestService) inside a synctest bubble, so every delay
-// is exact and free and a goroutine left behind fails the test.
+// interceptor.DialOptions, the common set-up, against a fake Cloud Redis
+// server (google.cloud.redis.v1.CloudRedis, its real method names and
+// messages on the wire, from the project's own subset of the API in
+// internal/cloudredis) inside a synctest bubble, so every delay is exact and
+// free and a goroutine left behind fails the test.
 //
-// The same scenarios run against the real Cloud Redis client and its fake
-// in the redistest module (client_test.go). They live there because this
-// package's tests are downloaded by every module that imports the library:
-// the Cloud Redis stubs would add 47 MB of google.golang.org/genproto to each.
+// The full fake, with the real Cloud Redis client, is the redistest module's;
+// the Cloud Redis client would add google.golang.org/genproto to what every
+// module importing the library downloads.
 
 import (
 	"context"
@@ -20,47 +21,64 @@ import (
 	"testing/synctest"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+	"github.com/platformkit/grpcbackoff/internal/cloudredis"
 )
 
-// flaky is a TestService whose calls fail with code while down, or for the
-// next failures calls, and records when each attempt arrived.
-type flaky struct {
+// fakeRedis is a Cloud Redis server whose calls fail with code while down,
+// or for the next failures calls (with a RetryInfo of retryDelay when it is
+// set), and which records when each attempt arrived. It also serves grpc's
+// TestService, for streams: Cloud Redis has none.
+type fakeRedis struct {
+	cloudredis.UnimplementedCloudRedisServer
 	testgrpc.UnimplementedTestServiceServer
 
-	mu       sync.Mutex
-	down     bool
-	failures int
-	code     codes.Code
-	attempts []time.Time
+	mu         sync.Mutex
+	down       bool
+	failures   int
+	code       codes.Code
+	retryDelay time.Duration
+	attempts   []time.Time
 }
 
-func (f *flaky) attempt() error {
+func (f *fakeRedis) attempt() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attempts = append(f.attempts, time.Now())
-	if f.down || f.failures > 0 {
-		f.failures--
-		return status.Error(f.code, "scripted failure")
+	if !f.down && f.failures <= 0 {
+		return nil
 	}
-	return nil
+	f.failures--
+	st := status.New(f.code, "scripted failure")
+	if f.retryDelay > 0 {
+		st, _ = st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(f.retryDelay)})
+	}
+	return st.Err()
 }
 
-func (f *flaky) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+const instance = "projects/p/locations/us-central1/instances/cache"
+
+func (f *fakeRedis) GetInstance(_ context.Context, req *cloudredis.GetInstanceRequest) (*cloudredis.Instance, error) {
 	if err := f.attempt(); err != nil {
 		return nil, err
 	}
-	return &testgrpc.SimpleResponse{}, nil
+	if req.GetName() != instance {
+		return nil, status.Errorf(codes.NotFound, "instance %q not found", req.GetName())
+	}
+	return &cloudredis.Instance{Name: instance, Host: "10.0.0.3", Port: 6379,
+		State: cloudredis.Instance_READY, Tier: cloudredis.Instance_BASIC, MemorySizeGb: 1}, nil
 }
 
-func (f *flaky) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+func (f *fakeRedis) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
 	if err := f.attempt(); err != nil {
 		return err
 	}
@@ -68,7 +86,7 @@ func (f *flaky) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss g
 }
 
 // gaps returns the times between the attempts the server saw.
-func (f *flaky) gaps() []time.Duration {
+func (f *fakeRedis) gaps() []time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var g []time.Duration
@@ -85,17 +103,26 @@ func recipe() grpcbackoff.Policy {
 	return p
 }
 
-// newFlaky serves a flaky server over bufconn and returns it with a client
-// set up as the README says, closed when the test ends.
-func newFlaky(t *testing.T, p grpcbackoff.Policy) (*flaky, testgrpc.TestServiceClient) {
+// newFakeRedis serves a fake Cloud Redis over bufconn and returns it with a
+// connection set up as the README says, closed when the test ends.
+func newFakeRedis(t *testing.T, p grpcbackoff.Policy) (*fakeRedis, *grpc.ClientConn) {
 	t.Helper()
-	f := &flaky{code: codes.Unavailable}
+	f := &fakeRedis{code: codes.Unavailable}
 	srv := grpc.NewServer()
+	cloudredis.RegisterCloudRedisServer(srv, f)
 	testgrpc.RegisterTestServiceServer(srv, f)
 	lis := bufconntest.Listen()
 	bufconntest.Serve(t, srv, lis)
-	cc := bufconntest.Dial(t, lis.DialContext, interceptor.DialOptions(p)...)
-	return f, testgrpc.NewTestServiceClient(cc)
+	return f, bufconntest.Dial(t, lis.DialContext, interceptor.DialOptions(p)...)
+}
+
+// getInstance is the call the tests make.
+func getInstance(ctx context.Context, cc *grpc.ClientConn) error {
+	inst, err := cloudredis.NewCloudRedisClient(cc).GetInstance(ctx, &cloudredis.GetInstanceRequest{Name: instance})
+	if err == nil && inst.GetHost() != "10.0.0.3" {
+		return errors.New("GetInstance answered an instance without its host")
+	}
+	return err
 }
 
 func seconds(s ...float64) []time.Duration {
@@ -108,27 +135,31 @@ func seconds(s ...float64) []time.Duration {
 
 func TestRecipeOverBufconn(t *testing.T) {
 	cases := []struct {
-		name     string
-		failures int
-		code     codes.Code
-		wantCode codes.Code
-		wantGaps []time.Duration
+		name       string
+		failures   int
+		code       codes.Code
+		retryDelay time.Duration
+		wantCode   codes.Code
+		wantGaps   []time.Duration
 	}{
-		{"no failure", 0, codes.Unavailable, codes.OK, nil},
-		{"three UNAVAILABLE", 3, codes.Unavailable, codes.OK, seconds(1, 2, 4)},
-		{"RESOURCE_EXHAUSTED", 2, codes.ResourceExhausted, codes.OK, seconds(1, 2)},
-		{"seven: the cap, then at the cap", 7, codes.Unavailable, codes.OK, seconds(1, 2, 4, 8, 16, 32, 32)},
-		{"NOT_FOUND is not retried", 1, codes.NotFound, codes.NotFound, nil},
-		{"INTERNAL is not retried", 1, codes.Internal, codes.Internal, nil},
+		{"no failure", 0, codes.Unavailable, 0, codes.OK, nil},
+		{"three UNAVAILABLE", 3, codes.Unavailable, 0, codes.OK, seconds(1, 2, 4)},
+		{"RESOURCE_EXHAUSTED", 2, codes.ResourceExhausted, 0, codes.OK, seconds(1, 2)},
+		{"seven: the cap, then at the cap", 7, codes.Unavailable, 0, codes.OK, seconds(1, 2, 4, 8, 16, 32, 32)},
+		{"NOT_FOUND is not retried", 1, codes.NotFound, 0, codes.NotFound, nil},
+		{"INTERNAL is not retried", 1, codes.Internal, 0, codes.Internal, nil},
+		{"RetryInfo longer than the backoff is waited for", 2, codes.ResourceExhausted, 5 * time.Second, codes.OK, seconds(5, 5)},
+		{"RetryInfo shorter than the backoff is not", 2, codes.ResourceExhausted, 300 * time.Millisecond, codes.OK, seconds(1, 2)},
+		{"RetryInfo past MaxHintDelay ends the retries", 1, codes.Unavailable, time.Hour, codes.Unavailable, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f, c := newFlaky(t, recipe())
-				f.failures, f.code = tc.failures, tc.code
-				_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+				f, cc := newFakeRedis(t, recipe())
+				f.failures, f.code, f.retryDelay = tc.failures, tc.code, tc.retryDelay
+				err := getInstance(t.Context(), cc)
 				if status.Code(err) != tc.wantCode {
-					t.Errorf("UnaryCall: code %v (%v), want %v", status.Code(err), err, tc.wantCode)
+					t.Errorf("GetInstance: code %v (%v), want %v", status.Code(err), err, tc.wantCode)
 				}
 				if got := f.gaps(); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps between attempts = %v, want %v", got, tc.wantGaps)
@@ -140,60 +171,60 @@ func TestRecipeOverBufconn(t *testing.T) {
 
 func TestRecipeGivesUpAfterMaxAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, c := newFlaky(t, recipe())
+		f, cc := newFakeRedis(t, recipe())
 		f.down = true
 		start := time.Now()
-		_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+		err := getInstance(t.Context(), cc)
 		// 1+2+4+8+16+32+32 s between 8 attempts.
 		if got := time.Since(start); got != 95*time.Second {
 			t.Errorf("gave up after %v, want 95s", got)
 		}
 		var e *grpcbackoff.Error
 		if !errors.As(err, &e) || e.Attempts != 8 || e.Reason != grpcbackoff.ReasonExhausted || status.Code(err) != codes.Unavailable {
-			t.Errorf("UnaryCall = %v, want UNAVAILABLE after 8 attempts, exhausted", err)
+			t.Errorf("GetInstance = %v, want UNAVAILABLE after 8 attempts, exhausted", err)
 		}
 	})
 }
 
 func TestRecipeNeverSleepsPastTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, c := newFlaky(t, recipe())
+		f, cc := newFakeRedis(t, recipe())
 		f.down = true
 		// Attempts at 0, 1, 3 and 7 s; the next wait (8 s) would end past
 		// the deadline, so the call returns at 7 s with the last real error.
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		start := time.Now()
-		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		err := getInstance(ctx, cc)
 		var e *grpcbackoff.Error
 		if got := time.Since(start); got != 7*time.Second {
 			t.Errorf("returned after %v, want 7s", got)
 		}
 		if !errors.As(err, &e) || e.Attempts != 4 || e.Reason != grpcbackoff.ReasonDeadline || status.Code(err) != codes.Unavailable {
-			t.Errorf("UnaryCall = %v, want UNAVAILABLE after 4 attempts, Reason Deadline", err)
+			t.Errorf("GetInstance = %v, want UNAVAILABLE after 4 attempts, Reason Deadline", err)
 		}
 	})
 }
 
 func TestRecipeCancelEndsTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, c := newFlaky(t, recipe())
+		f, cc := newFakeRedis(t, recipe())
 		f.down = true
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(2500*time.Millisecond, cancel)
 		start := time.Now()
-		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		err := getInstance(ctx, cc)
 		if got := time.Since(start); got != 2500*time.Millisecond || status.Code(err) != codes.Canceled {
-			t.Errorf("UnaryCall = %v after %v, want CANCELED at 2.5s", err, got)
+			t.Errorf("GetInstance = %v after %v, want CANCELED at 2.5s", err, got)
 		}
 	})
 }
 
 func TestRecipeRetriesServerStreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, c := newFlaky(t, recipe())
+		f, cc := newFakeRedis(t, recipe())
 		f.failures = 2
-		s, err := c.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
+		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
