@@ -6,7 +6,8 @@ require (
 	cloud.google.com/go/redis v1.29.0
 	github.com/platformkit/grpcbackoff v0.1.0
 	github.com/wcharczuk/go-chart/v2 v2.1.2
-	golang.org/x/mod v0.41.0
+	golang.org/x/mod v0.42.0
+	golang.org/x/tools v0.52.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -16,6 +17,7 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.18.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto v0.0.0-20261012220534-4341edf3f941 // indirect
