@@ -30,7 +30,7 @@ func fastPolicy() grpcbackoff.Policy {
 // The standard dial option for a Cloud Redis client: its calls are retried
 // with the Memorystore recipe. Here the client talks to the in-process fake,
 // which fails the first two GetInstance calls.
-func ExampleUnary() {
+func Example_unaryInterceptor() {
 	srv := redistest.NewServer()
 	defer srv.Close()
 	ctx := context.Background()
@@ -65,7 +65,7 @@ func ExampleUnary() {
 
 // The error after retries keeps the server's code and says how many
 // attempts were made, and why retrying stopped.
-func ExampleUnary_gaveUp() {
+func Example_gaveUp() {
 	srv := redistest.NewServer()
 	defer srv.Close()
 	p := fastPolicy()
@@ -86,7 +86,7 @@ func ExampleUnary_gaveUp() {
 
 // New returns configuration errors instead of panicking, for policies read
 // at run time; every bad field is named with its value.
-func ExampleNew() {
+func Example_retrier() {
 	p := grpcbackoff.DefaultPolicy()
 	p.Max = 500 * time.Millisecond
 	_, err := interceptor.New(p, interceptor.WithBufferLimit(-1))
@@ -97,7 +97,7 @@ func ExampleNew() {
 }
 
 // Per-method policies, and a mutation that is never retried.
-func ExampleWithMethod() {
+func Example_withMethod() {
 	srv := redistest.NewServer()
 	defer srv.Close()
 	reads := fastPolicy()
@@ -123,7 +123,7 @@ func ExampleWithMethod() {
 
 // One call can opt out of retrying; with a cloud.google.com/go client, call
 // options go through gax.WithGRPCOptions.
-func ExampleNoRetry() {
+func Example_noRetry() {
 	srv := redistest.NewServer()
 	defer srv.Close()
 	ctx := context.Background()
