@@ -8,7 +8,7 @@ import (
 	chart "github.com/wcharczuk/go-chart/v2"
 	"github.com/wcharczuk/go-chart/v2/drawing"
 
-	"github.com/platformkit/grpcbackoff/cmd/internal/fleetsim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/sim"
 )
 
 // Layout of the grid chart, in pixels.
@@ -39,7 +39,7 @@ func recoveredColor(d, window time.Duration) drawing.Color {
 // writeGridChart draws one panel per strategy: a cell per load (rows) and
 // outage (columns), green shaded by the time to recover, red where goodput
 // did not come back.
-func writeGridChart(path string, res fleetsim.GridResult) error {
+func writeGridChart(path string, res sim.GridResult) error {
 	g := res.Grid
 	nl, no := len(g.Loads), len(g.Outages)
 	panelW := marginL + no*cellW
@@ -71,7 +71,7 @@ func writeGridChart(path string, res fleetsim.GridResult) error {
 		px := panelGap + (s%panelCols)*(panelW+panelGap)
 		py := panelGap + (s/panelCols)*(panelH+panelGap)
 		title := st.Name
-		if st.Name == fleetsim.DefaultStrategy {
+		if st.Name == sim.DefaultStrategy {
 			title += " (default)"
 		}
 		text(title, px+marginL+no*cellW/2, py+16, 12, true)

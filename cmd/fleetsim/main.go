@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/fleetsim                 # the default scenario, every strategy
+//	go run ./cmd/fleetsim                 # the default scenario, every strategy, writes fleetsim-run.png
 //	go run ./cmd/fleetsim -grid           # loads 50–90% × outages 1–60 s, writes fleetsim.png
 //	go run ./cmd/fleetsim -real           # the article's experiment for real: a server process, SIGSTOP/SIGCONT
 //
@@ -28,7 +28,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/platformkit/grpcbackoff/cmd/internal/fleetsim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/sim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/simchart"
 )
 
 func main() {
@@ -54,16 +55,16 @@ func main() {
 // config is what the flags say.
 type config struct {
 	mode       string // "single", "grid" or "real"
-	scenario   fleetsim.Scenario
-	strategies []fleetsim.Strategy
-	grid       fleetsim.Grid
+	scenario   sim.Fleet
+	strategies []sim.Strategy
+	grid       sim.Grid
 	chart      string
 	real       realConfig
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
-	sc := fleetsim.DefaultScenario()
-	g := fleetsim.DefaultGrid()
+	sc := sim.DefaultFleet()
+	g := sim.DefaultGrid()
 	fs := flag.NewFlagSet("fleetsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&sc.Clients, "clients", sc.Clients, "number of clients")
@@ -85,7 +86,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	outages := fs.String("grid-outages", "1s,2s,10s,30s,60s", "outage lengths of the grid")
 	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
-	chart := fs.String("chart", "fleetsim.png", "PNG chart of the grid (empty: none)")
+	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
 	realMode := fs.Bool("real", false, "run the article's experiment for real: the server in a child process on 127.0.0.1, paused with SIGSTOP and resumed with SIGCONT")
 	rc := defaultRealConfig()
 	fs.IntVar(&rc.clients, "real-clients", rc.clients, "clients of -real")
@@ -107,12 +108,17 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		}
 		sc = sc.WithLoad(*load)
 	}
-	strategies, err := fleetsim.SelectStrategies(*names)
+	strategies, err := sim.SelectStrategies(*names)
 	if err != nil {
 		return config{}, err
 	}
-	if *chart != "" && !strings.HasSuffix(*chart, ".png") {
-		return config{}, fmt.Errorf("-chart %q must end in .png", *chart)
+	chartSet := false
+	fs.Visit(func(f *flag.Flag) { chartSet = chartSet || f.Name == "chart" })
+	if *grid && !chartSet {
+		*chart = "fleetsim.png"
+	}
+	if *chart != "" && !strings.HasSuffix(*chart, ".png") && (*grid || !strings.HasSuffix(*chart, ".svg")) {
+		return config{}, fmt.Errorf("-chart %q must end in .png (or .svg, for the single run)", *chart)
 	}
 	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart}
 	switch {
@@ -182,19 +188,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "fleetsim: %d clients (%d per process), offered %.0f calls/s = %.0f%% of capacity, server limit %d at %v (growth %v per %v), pause %v at %v (backlog %d), %v\n",
 		sc.Clients, sc.PerProcess, sc.Offered(), 100*sc.Offered()/sc.Capacity(), sc.Model.Limit, sc.Model.BaseLatency,
 		sc.Model.Growth, sc.Model.K, sc.Pause, sc.PauseAt, sc.Backlog, sc.Duration)
-	var results []fleetsim.Result
+	var results []sim.Result
 	for _, st := range cfg.strategies {
-		r, err := fleetsim.Run(ctx, sc, st, nil)
+		r, err := sim.RunFleet(ctx, sc, st, nil)
 		if err != nil {
 			return err
 		}
 		results = append(results, r)
 	}
 	summary(stdout, results)
+	if cfg.chart != "" {
+		if err := simchart.Write(cfg.chart, simchart.FleetFrame(sc), results); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nchart: %s\n", cfg.chart)
+	}
 	return nil
 }
 
-func summary(w io.Writer, results []fleetsim.Result) {
+func summary(w io.Writer, results []sim.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\trecovered\tsettled\tpeak conc.\tampl. outage\tampl. after\tOK calls\tfailed\trejected\tthrottled\tlost\tevents\tevents/s\twall\tB/client\t")
 	for _, r := range results {
@@ -207,7 +219,8 @@ func summary(w io.Writer, results []fleetsim.Result) {
 	fmt.Fprint(w, `
 recovered:  time after the resume to the first 5 s in a row with the server at or under its limit and
             a goodput of at least 90% of the offered load
-settled:    cmd/stormsim's measure: from then to the end, at most limit requests in the server and limit calls waiting
+settled:    time after the resume from which every second ended with at most limit requests in the server
+            and limit calls waiting, to the end of the run
 ampl.:      attempts per call started, during the pause and after it
 rejected:   calls and retries rejected locally by adaptive throttling; throttled: retries refused by the budget
 lost:       attempts that found the paused server's backlog full
@@ -234,7 +247,7 @@ func runGrid(ctx context.Context, cfg config, w io.Writer) error {
 	fmt.Fprintf(w, "fleetsim grid: %d clients, offered %.0f calls/s, loads %v of capacity, outages %v at %v, %v after, %d strategies, %d at once\n",
 		g.Base.Clients, g.Base.Offered(), g.Loads, g.Outages, g.Base.PauseAt, g.After, len(g.Strategies), g.Parallel)
 	start := time.Now()
-	res, err := fleetsim.RunGrid(ctx, g, func(done, total int, c fleetsim.Cell) {
+	res, err := sim.RunGrid(ctx, g, func(done, total int, c sim.Cell) {
 		r := c.Result
 		fmt.Fprintf(w, "[%3d/%d %5.0fs] load %3.0f%% outage %-4v %-16s recovered %-5s %5.1fM events in %5.2fs (%.1fM/s), %4.0f B/client\n",
 			done, total, time.Since(start).Seconds(), c.Load*100, c.Outage, c.Strategy, after(r.Recovered, r.RecoveredAfter),
@@ -257,7 +270,7 @@ func runGrid(ctx context.Context, cfg config, w io.Writer) error {
 
 // gridTables writes one table per strategy: recovery time by load and
 // outage, and then how the default compares with the best in each cell.
-func gridTables(w io.Writer, res fleetsim.GridResult) {
+func gridTables(w io.Writer, res sim.GridResult) {
 	g := res.Grid
 	for s, st := range g.Strategies {
 		fmt.Fprintf(w, "%s: seconds from the resume to recovery (no: not within %v)\n", st.Name, g.After)
@@ -279,7 +292,7 @@ func gridTables(w io.Writer, res fleetsim.GridResult) {
 		fmt.Fprintln(w)
 	}
 	for _, st := range g.Strategies {
-		if st.Name != fleetsim.DefaultStrategy {
+		if st.Name != sim.DefaultStrategy {
 			continue
 		}
 		bad := res.Check(st.Name, 5*time.Second)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/platformkit/grpcbackoff/cmd/internal/simchart"
 )
 
 // TestMain lets the test binary serve as the server process of -real.
@@ -26,8 +28,9 @@ func TestMain(m *testing.M) {
 
 func TestSingleRun(t *testing.T) {
 	var out bytes.Buffer
+	chart := filepath.Join(t.TempDir(), "run.png")
 	err := run(context.Background(), []string{"-clients", "1000", "-limit", "30", "-k", "15", "-duration", "40s",
-		"-strategies", "fixed,recipe+budget"}, &out)
+		"-strategies", "fixed,recipe+budget", "-chart", chart}, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -36,10 +39,22 @@ func TestSingleRun(t *testing.T) {
 		`fleetsim: 1000 clients \(1000 per process\), offered 100 calls/s = 33% of capacity`,
 		`(?m)^ +fixed +no +no `,
 		`(?m)^ +recipe\+budget +\+[0-2]s +\+[0-2]s `,
+		`chart: ` + regexp.QuoteMeta(chart),
 	} {
 		if !regexp.MustCompile(re).MatchString(got) {
 			t.Errorf("output does not match %q:\n%s", re, got)
 		}
+	}
+	b, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := img.Bounds(); r.Dx() != simchart.Width || r.Dy() != 2*simchart.PanelHeight {
+		t.Errorf("the chart is %v, want the two panels of a run, %dx%d", r, simchart.Width, 2*simchart.PanelHeight)
 	}
 }
 
@@ -86,7 +101,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-grid", "-parallel", "0"}, "parallel (0) must be at least 1"},
 		{[]string{"-grid", "-real"}, "-grid and -real are exclusive"},
 		{[]string{"-real", "-real-pause", "50s"}, "-real-pause (50s at 10s) must end within -real-duration (40s)"},
-		{[]string{"-chart", "x.svg"}, `-chart "x.svg" must end in .png`},
+		{[]string{"-chart", "x.jpg"}, `-chart "x.jpg" must end in .png (or .svg, for the single run)`},
+		{[]string{"-grid", "-chart", "x.svg"}, `-chart "x.svg" must end in .png`},
 		{[]string{"stray"}, `unexpected arguments ["stray"]`},
 	} {
 		_, err := parse(tc.args, io.Discard)

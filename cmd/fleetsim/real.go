@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,14 +18,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/platformkit/grpcbackoff/cmd/internal/fleetsim"
-	"github.com/platformkit/grpcbackoff/cmd/internal/stormsim"
-	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/cmd/internal/sim"
 )
 
 // serverFlag, as the first argument, makes the binary the server process of
@@ -41,14 +35,14 @@ type realConfig struct {
 	pauseAt  time.Duration
 	pause    time.Duration
 	duration time.Duration
-	model    stormsim.Model
+	model    sim.Model
 }
 
 // defaultRealConfig is the article's experiment: 1000 clients, a 10 s pause
 // at 10 s, 40 s in all.
 func defaultRealConfig() realConfig {
 	return realConfig{clients: 1000, interval: 10 * time.Second, timeout: 2 * time.Second,
-		pauseAt: 10 * time.Second, pause: 10 * time.Second, duration: 40 * time.Second, model: stormsim.DefaultModel()}
+		pauseAt: 10 * time.Second, pause: 10 * time.Second, duration: 40 * time.Second, model: sim.DefaultModel()}
 }
 
 func (rc realConfig) validate() error {
@@ -68,7 +62,7 @@ func (rc realConfig) validate() error {
 // realResult is one strategy's run of -real.
 type realResult struct {
 	strategy           string
-	samples            []fleetsim.Sample
+	samples            []sim.Sample
 	recovered, settled bool
 	recoveredAfter     time.Duration
 	settledAfter       time.Duration
@@ -80,7 +74,7 @@ type realResult struct {
 // requests in flight), and exits when its standard input closes (the parent
 // ended) or after its -max-life.
 func serveChild(args []string) error {
-	m := stormsim.DefaultModel()
+	m := sim.DefaultModel()
 	fs := flag.NewFlagSet("fleetsim server", flag.ContinueOnError)
 	fs.IntVar(&m.Limit, "limit", m.Limit, "")
 	fs.Float64Var(&m.K, "k", m.K, "")
@@ -97,7 +91,7 @@ func serveChild(args []string) error {
 	if err != nil {
 		return err
 	}
-	svc := stormsim.NewService(m)
+	svc := sim.NewService(m)
 	gs := grpc.NewServer()
 	svc.Register(gs)
 	go gs.Serve(lis)
@@ -127,7 +121,7 @@ func serveChild(args []string) error {
 
 // runReal runs every strategy at once, each with its own server process,
 // and prints their recovery beside the simulator's for the same scenario.
-func runReal(ctx context.Context, rc realConfig, strategies []fleetsim.Strategy, w io.Writer) error {
+func runReal(ctx context.Context, rc realConfig, strategies []sim.Strategy, w io.Writer) error {
 	if sigStop == nil {
 		return errors.New("-real runs on Linux only")
 	}
@@ -150,19 +144,19 @@ func runReal(ctx context.Context, rc realConfig, strategies []fleetsim.Strategy,
 		return err
 	}
 
-	sc := fleetsim.DefaultScenario()
+	sc := sim.DefaultFleet()
 	sc.Clients, sc.PerProcess, sc.Model, sc.Interval = rc.clients, rc.clients, rc.model, rc.interval
 	sc.PauseAt, sc.Pause, sc.Duration, sc.Backlog = rc.pauseAt, rc.pause, rc.duration, 0
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\treal: recovered\tsettled\tpeak conc.\tOK calls\tsimulated: recovered\tsettled\tpeak conc.\tOK calls\t")
 	for _, r := range results {
-		var st fleetsim.Strategy
+		var st sim.Strategy
 		for _, s := range strategies {
 			if s.Name == r.strategy {
 				st = s
 			}
 		}
-		sim, err := fleetsim.Run(ctx, sc, st, nil)
+		sim, err := sim.RunFleet(ctx, sc, st, nil)
 		if err != nil {
 			return err
 		}
@@ -179,13 +173,8 @@ func runReal(ctx context.Context, rc realConfig, strategies []fleetsim.Strategy,
 	return nil
 }
 
-// realCounts are one second's counts of -real.
-type realCounts struct {
-	started, ok, failed, attempts atomic.Int64
-}
-
 // runRealOne runs one strategy against a server process of its own.
-func runRealOne(ctx context.Context, exe string, rc realConfig, st fleetsim.Strategy) (realResult, error) {
+func runRealOne(ctx context.Context, exe string, rc realConfig, st sim.Strategy) (realResult, error) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, exe, serverFlag,
@@ -233,40 +222,18 @@ func runRealOne(ctx context.Context, exe string, rc realConfig, st fleetsim.Stra
 	}()
 
 	n := int(rc.duration / time.Second)
-	counts := make([]realCounts, n)
 	t0 := time.Now()
-	at := func(t time.Time) *realCounts {
-		i := int(t.Sub(t0) / time.Second)
-		if i < 0 || i >= n {
-			return nil
-		}
-		return &counts[i]
-	}
-	p := st.Policy
+	rec := sim.NewRecorder(t0, time.Second, n)
 	// The Retrier cuts each attempt at the timeout and retries it as a
 	// timed-out attempt, which only the budget's long-run allowance pays
 	// for, as in the simulator.
-	p.AttemptTimeout = rc.timeout
-	opts := []interceptor.Option{interceptor.WithoutThrottle()}
-	if st.Throttle != nil {
-		opts = append(opts, interceptor.WithThrottle(*st.Throttle))
-	}
-	if st.Adaptive != nil {
-		opts = append(opts, interceptor.WithAdaptiveThrottle(*st.Adaptive))
-	}
-	r, err := interceptor.New(p, opts...)
+	st.Policy.AttemptTimeout = rc.timeout
+	r, err := st.Retrier(1, nil)
 	if err != nil {
 		return realResult{}, err
 	}
-	// Chained after the Retrier, it sees every attempt.
-	perAttempt := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if b := at(time.Now()); b != nil {
-			b.attempts.Add(1)
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(r.Unary(), perAttempt), grpc.WithDisableRetry())
+		grpc.WithChainUnaryInterceptor(r.Unary(), rec.CountAttempts()), grpc.WithDisableRetry())
 	if err != nil {
 		return realResult{}, err
 	}
@@ -275,34 +242,10 @@ func runRealOne(ctx context.Context, exe string, rc realConfig, st fleetsim.Stra
 	end := t0.Add(rc.duration)
 	runCtx, stopClients := context.WithDeadline(cctx, end)
 	defer stopClients()
+	pop := sim.Population{Clients: rc.clients, Interval: rc.interval, Timeout: rc.timeout, Seed: 1}
 	var wg sync.WaitGroup
 	for i := range rc.clients {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(1, uint64(i)))
-			var in, out emptypb.Empty
-			for {
-				think := time.Duration(rng.ExpFloat64() * float64(rc.interval))
-				if !sleepCtx(runCtx, think) {
-					return
-				}
-				b := at(time.Now())
-				if b == nil {
-					return
-				}
-				b.started.Add(1)
-				err := cc.Invoke(runCtx, stormsim.Method, &in, &out)
-				if runCtx.Err() != nil {
-					return
-				}
-				if b := at(time.Now()); b != nil {
-					if err == nil {
-						b.ok.Add(1)
-					} else if status.Code(err) != codes.OK {
-						b.failed.Add(1)
-					}
-				}
-			}
-		})
+		wg.Go(func() { sim.Client(runCtx, cc, rec, pop, 1, uint64(i), end) })
 	}
 	// The outage.
 	signals := make(chan error, 1)
@@ -317,15 +260,12 @@ func runRealOne(ctx context.Context, exe string, rc realConfig, st fleetsim.Stra
 		signals <- err
 	}()
 	// The per-second samples.
-	res := realResult{strategy: st.Name, samples: make([]fleetsim.Sample, n)}
+	res := realResult{strategy: st.Name, samples: make([]sim.Sample, n)}
 	for i := range n {
 		if !sleepCtx(cctx, time.Until(t0.Add(time.Duration(i+1)*time.Second))) {
 			break
 		}
-		c := &counts[i]
-		res.samples[i] = fleetsim.Sample{Second: i, Started: int(c.started.Load()), OK: int(c.ok.Load()),
-			Failed: int(c.failed.Load()), Attempts: int(c.attempts.Load()),
-			Concurrency: int(conc.Load()), Peak: int(peak.Swap(conc.Load()))}
+		res.samples[i] = rec.Sample(i, int(conc.Load()), int(peak.Swap(conc.Load())), 0)
 		res.peak = max(res.peak, res.samples[i].Peak)
 	}
 	if err := <-signals; err != nil {
@@ -344,8 +284,8 @@ func runRealOne(ctx context.Context, exe string, rc realConfig, st fleetsim.Stra
 	}
 	resume := int((rc.pauseAt + rc.pause + time.Second - 1) / time.Second)
 	offered := float64(rc.clients) / rc.interval.Seconds()
-	res.recovered, res.recoveredAfter = fleetsim.Recovery(res.samples, resume, rc.model.Limit, offered)
-	res.settled, res.settledAfter = fleetsim.Settled(res.samples, resume, rc.model.Limit)
+	res.recovered, res.recoveredAfter = sim.Recovery(res.samples, resume, rc.model.Limit, offered)
+	res.settled, res.settledAfter = sim.Settled(res.samples, resume, rc.model.Limit)
 	return res, nil
 }
 

@@ -35,7 +35,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/platformkit/grpcbackoff/cmd/internal/stormsim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/sim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/simchart"
 )
 
 func main() {
@@ -52,14 +53,14 @@ func main() {
 
 // config is what the flags say.
 type config struct {
-	scenario   stormsim.Scenario
-	strategies []stormsim.Strategy
+	scenario   sim.Storm
+	strategies []sim.Strategy
 	chart      string
 	quiet      bool
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
-	sc := stormsim.DefaultScenario()
+	sc := sim.DefaultStorm()
 	sc.Scale = 0.5
 	fs := flag.NewFlagSet("stormsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -76,7 +77,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&sc.Model.K, "k", sc.Model.K, "requests above -limit that multiply the latency by -growth")
 	rule := fs.String("latency", sc.Model.Rule.String(), "when a request's latency is decided: start (from the concurrency when the server takes it) or current (it ends once its age reaches the latency at the current concurrency, as the original server)")
 	fs.Float64Var(&sc.Scale, "scale", sc.Scale, "real seconds per model second: 1 is real time, 0.5 twice as fast (below about 0.5, a busy 2-core machine's scheduling delays start to show in the results)")
-	names := fs.String("strategies", "fixed,exponential,ours,ours+throttle", "comma-separated strategies to compare: fixed, exponential, ours, ours+throttle, none (no retry)")
+	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget", "comma-separated strategies to compare: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none (no retry)")
 	chart := fs.String("chart", "stormsim.png", "chart file to write, .png or .svg (empty: none)")
 	quiet := fs.Bool("q", false, "do not print the per-second lines")
 	if err := fs.Parse(args); err != nil {
@@ -86,13 +87,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if sc.Model.Rule, err = stormsim.ParseLatencyRule(*rule); err != nil {
+	if sc.Model.Rule, err = sim.ParseLatencyRule(*rule); err != nil {
 		return config{}, err
 	}
 	if err := sc.Validate(); err != nil {
 		return config{}, err
 	}
-	strategies, err := stormsim.SelectStrategies(*names)
+	strategies, err := sim.SelectStrategies(*names)
 	if err != nil {
 		return config{}, err
 	}
@@ -115,16 +116,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		sc.Model.Growth, sc.Model.K, sc.Model.Rule, sc.Pause, sc.PauseAt, sc.Duration, sc.Scale)
 
 	lines := newLiveLines(stdout, cfg.strategies)
-	results := make([]stormsim.Result, len(cfg.strategies))
+	results := make([]sim.Result, len(cfg.strategies))
 	errs := make([]error, len(cfg.strategies))
 	var wg sync.WaitGroup
 	for i, st := range cfg.strategies {
 		wg.Go(func() {
-			var live func(stormsim.Sample)
+			var live func(sim.Sample)
 			if !cfg.quiet {
-				live = func(s stormsim.Sample) { lines.add(i, s) }
+				live = func(s sim.Sample) { lines.add(i, s) }
 			}
-			results[i], errs[i] = stormsim.Run(ctx, sc, st, live)
+			results[i], errs[i] = sim.RunStorm(ctx, sc, st, live)
 		})
 	}
 	wg.Wait()
@@ -135,7 +136,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout)
 	summary(stdout, sc, results)
 	if cfg.chart != "" {
-		if err := writeChart(cfg.chart, sc, results); err != nil {
+		if err := simchart.Write(cfg.chart, simchart.StormFrame(sc), results); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "\nchart: %s\n", cfg.chart)
@@ -151,12 +152,12 @@ type liveLines struct {
 	width int
 
 	mu      sync.Mutex
-	pending map[int][]*stormsim.Sample // by second, by strategy
-	next    int                        // the next second to print
+	pending map[int][]*sim.Sample // by second, by strategy
+	next    int                   // the next second to print
 }
 
-func newLiveLines(w io.Writer, strategies []stormsim.Strategy) *liveLines {
-	l := &liveLines{w: w, pending: make(map[int][]*stormsim.Sample)}
+func newLiveLines(w io.Writer, strategies []sim.Strategy) *liveLines {
+	l := &liveLines{w: w, pending: make(map[int][]*sim.Sample)}
 	for _, st := range strategies {
 		l.names = append(l.names, st.Name)
 		l.width = max(l.width, len(st.Name))
@@ -165,11 +166,11 @@ func newLiveLines(w io.Writer, strategies []stormsim.Strategy) *liveLines {
 }
 
 // add records strategy i's sample and prints every second now complete.
-func (l *liveLines) add(i int, s stormsim.Sample) {
+func (l *liveLines) add(i int, s sim.Sample) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.pending[s.Second] == nil {
-		l.pending[s.Second] = make([]*stormsim.Sample, len(l.names))
+		l.pending[s.Second] = make([]*sim.Sample, len(l.names))
 	}
 	l.pending[s.Second][i] = &s
 	for {
@@ -187,29 +188,35 @@ func (l *liveLines) add(i int, s stormsim.Sample) {
 }
 
 // summary writes the table of results and what its columns mean.
-func summary(w io.Writer, sc stormsim.Scenario, results []stormsim.Result) {
+func summary(w io.Writer, sc sim.Storm, results []sim.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\trecovered\tpeak conc.\tampl. outage\tampl. after\tOK calls\tfailed\tthrottled\twaiting at end\tgoodput end\tp50\tp99\t")
+	fmt.Fprintln(tw, "strategy\trecovered\tsettled\tpeak conc.\tampl. outage\tampl. after\tOK calls\tfailed\tthrottled\twaiting at end\tgoodput end\tp50\tp99\t")
 	for _, r := range results {
-		rec := "no"
-		if r.Recovered {
-			rec = fmt.Sprintf("+%ds", int(r.RecoveredAfter/time.Second))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f/s\t%s\t%s\t\n",
-			r.Strategy, rec, r.PeakConcurrency, ratio(r.AmplificationOutage), ratio(r.AmplificationAfter),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f/s\t%s\t%s\t\n",
+			r.Strategy, after(r.Recovered, r.RecoveredAfter), after(r.Settled, r.SettledAfter), r.PeakConcurrency, ratio(r.AmplificationOutage), ratio(r.AmplificationAfter),
 			r.OK, r.Failed, r.Throttled, r.WaitingAtEnd, r.GoodputAfter, round(r.P50), round(r.P99))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, `
-recovered:      time after the resume (at %v) from which every second ended with at most %d requests
-                in the server and at most %d calls waiting, so that goodput is the offered load (%.0f/s)
+recovered:      time after the resume (at %v) to the first 5 s in a row with at most %d requests in the
+                server at the end of each second and goodput at 90%% of the offered load (%.0f/s)
+settled:        time after the resume from which every second ended with at most %[2]d requests in
+                the server and at most %[2]d calls waiting, to the end of the run
 peak conc.:     most requests in the server at once, backlog of the pause included
 ampl.:          attempts sent per call started, during the pause and after it
 failed:         calls that ended in an error (throttled: a retry refused by the throttle)
 waiting at end: calls still waiting for an answer when the run ended
 goodput end:    successful calls per second over the last third of the run
 p50, p99:       latency of the successful calls, retries included
-`, sc.PauseAt+sc.Pause, sc.Model.Limit, sc.Model.Limit, sc.Population.Offered())
+`, sc.PauseAt+sc.Pause, sc.Model.Limit, sc.Population.Offered())
+}
+
+// after is "+Ns" for a measure met N s after the resume, "no" otherwise.
+func after(ok bool, d time.Duration) string {
+	if !ok {
+		return "no"
+	}
+	return fmt.Sprintf("+%ds", int(d/time.Second))
 }
 
 func ratio(f float64) string {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"github.com/platformkit/grpcbackoff/cmd/internal/simchart"
 )
 
 // TestRun runs a tiny experiment in real time scale 1 inside a bubble, so
@@ -24,13 +26,13 @@ func TestRun(t *testing.T) {
 				err := run(t.Context(), []string{
 					"-clients", "60", "-duration", "8s", "-pause-at", "2s", "-pause", "2s",
 					"-limit", "3", "-k", "1", "-scale", "1",
-					"-strategies", "fixed,ours+throttle", "-chart", path,
+					"-strategies", "fixed,recipe+budget", "-chart", path,
 				}, &out)
 				if err != nil {
 					t.Fatalf("run: %v\n%s", err, out.String())
 				}
 				got := out.String()
-				for _, want := range []string{"strategy  recovered  peak conc.", "chart: " + path} {
+				for _, want := range []string{"strategy  recovered  settled  peak conc.", "chart: " + path} {
 					if !strings.Contains(got, want) {
 						t.Errorf("output lacks %q:\n%s", want, got)
 					}
@@ -43,7 +45,7 @@ func TestRun(t *testing.T) {
 				}
 				var want []string
 				for i := 1; i <= 8; i++ {
-					want = append(want, fmt.Sprintf("%d fixed", i), fmt.Sprintf("%d ours+throttle", i))
+					want = append(want, fmt.Sprintf("%d fixed", i), fmt.Sprintf("%d recipe+budget", i))
 				}
 				if !slices.Equal(seq, want) {
 					t.Errorf("per-second lines %q, want %q:\n%s", seq, want, got)
@@ -54,7 +56,7 @@ func TestRun(t *testing.T) {
 				}
 				switch ext {
 				case "svg":
-					if !bytes.HasPrefix(b, []byte("<svg")) || bytes.Count(b, []byte("<svg")) != 3 || !bytes.Contains(b, []byte("ours+throttle")) {
+					if !bytes.HasPrefix(b, []byte("<svg")) || bytes.Count(b, []byte("<svg")) != 3 || !bytes.Contains(b, []byte("recipe+budget")) {
 						t.Errorf("%s is not two SVG panels in one naming the strategies", path)
 					}
 				case "png":
@@ -62,8 +64,8 @@ func TestRun(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if r := img.Bounds(); r.Dx() != chartWidth || r.Dy() != 2*chartPanelHeight {
-						t.Errorf("%s is %v, want %dx%d", path, r, chartWidth, 2*chartPanelHeight)
+					if r := img.Bounds(); r.Dx() != simchart.Width || r.Dy() != 2*simchart.PanelHeight {
+						t.Errorf("%s is %v, want %dx%d", path, r, simchart.Width, 2*simchart.PanelHeight)
 					}
 				}
 			})

@@ -1,4 +1,4 @@
-package stormsim
+package sim
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
-// method is the one RPC of the simulated service.
-const method = "/stormsim.Server/Work"
+// Method is the full name of the simulated service's one method
+// (google.protobuf.Empty in and out).
+const Method = "/stormsim.Server/Work"
 
 // serviceDesc describes the simulated service by hand: one unary method
 // taking and returning google.protobuf.Empty, so that no generated code is
@@ -253,3 +254,20 @@ func (s *server) sample() (now, peak int) {
 
 // Close ends every request still in the server; the run is over.
 func (s *server) Close() { close(s.stop) }
+
+// Service is the Model's server for use outside Run: for example in a
+// process of its own, paused for real with SIGSTOP (cmd/fleetsim -real).
+type Service struct{ s *server }
+
+// NewService returns a server carrying out m in real time.
+func NewService(m Model) *Service { return &Service{s: newServer(m, 1)} }
+
+// Register registers the service on gs.
+func (s *Service) Register(gs *grpc.Server) { gs.RegisterService(&serviceDesc, s.s) }
+
+// Sample returns the requests in the server now and the most since the
+// previous call.
+func (s *Service) Sample() (now, peak int) { return s.s.sample() }
+
+// Close ends every request still in the server.
+func (s *Service) Close() { s.s.Close() }

@@ -1,4 +1,4 @@
-package fleetsim
+package sim
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/cmd/internal/stormsim"
 )
 
 func TestQueuePopsInTimeOrder(t *testing.T) {
@@ -39,15 +38,15 @@ func TestPushAndPopAllocateNothing(t *testing.T) {
 
 // article is the article's experiment at 1000 clients, with stormsim's
 // unbounded backlog, 60 s.
-func article() Scenario {
-	sc := DefaultScenario()
-	sc.Clients, sc.PerProcess, sc.Model, sc.Backlog, sc.Duration = 1000, 1000, stormsim.DefaultModel(), 0, 60*time.Second
+func article() Fleet {
+	sc := DefaultFleet()
+	sc.Clients, sc.PerProcess, sc.Model, sc.Backlog, sc.Duration = 1000, 1000, DefaultModel(), 0, 60*time.Second
 	return sc
 }
 
-func run(t *testing.T, sc Scenario, st Strategy) Result {
+func run(t *testing.T, sc Fleet, st Strategy) Result {
 	t.Helper()
-	r, err := Run(context.Background(), sc, st, nil)
+	r, err := RunFleet(context.Background(), sc, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,16 +93,16 @@ func TestPauseBacklog(t *testing.T) {
 // TestArticleExperiment is the article's experiment at 1000 clients: fixed
 // retries never recover, the budget recovers at once and holds retries to
 // its bound, the recipe alone recovers later; the figures match cmd/stormsim's
-// real-gRPC run (TestDefaultScenario there: fixed and exponential never,
-// ours +6 s, ours+throttle +1 s, none +1 s; amplification 3.33, 2.96, 2.08,
+// real-gRPC run (TestDefaultStorm: fixed and exponential never,
+// recipe +6 s, recipe+budget +1 s, none +1 s; amplification 3.33, 2.96, 2.08,
 // 1.08 during the outage).
 func TestArticleExperiment(t *testing.T) {
 	sc := article()
 	want := []struct {
-		st        Strategy
-		recovered bool
-		lo, hi    time.Duration // settled after
-		ampl      float64
+		st      Strategy
+		settled bool
+		lo, hi  time.Duration // settled after
+		ampl    float64
 	}{
 		{Fixed(), false, 0, 0, 3.33},
 		{Exponential(), false, 0, 0, 2.96},
@@ -113,13 +112,13 @@ func TestArticleExperiment(t *testing.T) {
 	}
 	for _, w := range want {
 		r := run(t, sc, w.st)
-		if r.Settled != w.recovered || r.Settled && (r.SettledAfter < w.lo || r.SettledAfter > w.hi) {
-			t.Errorf("%s: settled %v after %v, want %v in [%v, %v]", w.st.Name, r.Settled, r.SettledAfter, w.recovered, w.lo, w.hi)
+		if r.Settled != w.settled || r.Settled && (r.SettledAfter < w.lo || r.SettledAfter > w.hi) {
+			t.Errorf("%s: settled %v after %v, want %v in [%v, %v]", w.st.Name, r.Settled, r.SettledAfter, w.settled, w.lo, w.hi)
 		}
 		if r.AmplificationOutage < w.ampl*0.95 || r.AmplificationOutage > w.ampl*1.05 {
 			t.Errorf("%s: amplification during the outage %.2f, want %.2f ± 5%%", w.st.Name, r.AmplificationOutage, w.ampl)
 		}
-		if !w.recovered {
+		if !w.settled {
 			last := r.Samples[len(r.Samples)-1]
 			if last.Concurrency < 10*sc.Model.Limit || last.OK > 10 {
 				t.Errorf("%s: at the end %d in the server and %d OK/s, want a server still down", w.st.Name, last.Concurrency, last.OK)
@@ -173,35 +172,10 @@ func TestAdaptiveRejects(t *testing.T) {
 	}
 }
 
-func TestRecovery(t *testing.T) {
-	mk := func(ok, conc []int) []Sample {
-		s := make([]Sample, len(ok))
-		for i := range s {
-			s[i] = Sample{Second: i, OK: ok[i], Concurrency: conc[i]}
-		}
-		return s
-	}
-	// offered 100/s, limit 30; recovery from second 2 (the run 2–6).
-	s := mk([]int{0, 0, 95, 90, 88, 92, 95, 99}, []int{90, 40, 20, 20, 20, 20, 20, 20})
-	if ok, d := Recovery(s, 0, 30, 100); !ok || d != 2*time.Second {
-		t.Errorf("Recovery = %v, %v; want true, 2s", ok, d)
-	}
-	// Concurrency over the limit in one second breaks the run.
-	s = mk([]int{95, 95, 95, 95, 95, 95}, []int{20, 20, 20, 31, 20, 20})
-	if ok, _ := Recovery(s, 0, 30, 100); ok {
-		t.Error("recovered although no 5 s run stayed under the limit")
-	}
-	// Goodput under 90% on average.
-	s = mk([]int{89, 89, 89, 89, 89, 89}, []int{20, 20, 20, 20, 20, 20})
-	if ok, _ := Recovery(s, 0, 30, 100); ok {
-		t.Error("recovered with 89% goodput")
-	}
-}
-
-func TestScenarioValidate(t *testing.T) {
-	sc := DefaultScenario()
+func TestFleetValidate(t *testing.T) {
+	sc := DefaultFleet()
 	sc.Clients, sc.PerProcess, sc.Interval, sc.Backlog, sc.Duration, sc.Pause = 0, 0, 0, -1, 0, time.Hour
-	sc.Model.Rule = stormsim.Current
+	sc.Model.Rule = Current
 	err := sc.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a bad scenario")
@@ -219,74 +193,22 @@ func TestScenarioValidate(t *testing.T) {
 			t.Errorf("Validate() = %q, want it to say %q", err, want)
 		}
 	}
-	if _, err := Run(context.Background(), sc, Fixed(), nil); err == nil {
+	if _, err := RunFleet(context.Background(), sc, Fixed(), nil); err == nil {
 		t.Error("Run accepted a bad scenario")
 	}
 	st := Recipe()
 	st.Policy.AttemptTimeout = 0
-	if _, err := Run(context.Background(), article(), st, nil); err == nil || !strings.Contains(err.Error(), "AttemptTimeout") {
+	if _, err := RunFleet(context.Background(), article(), st, nil); err == nil || !strings.Contains(err.Error(), "AttemptTimeout") {
 		t.Errorf("Run without AttemptTimeout: %v, want an error naming it", err)
 	}
 }
 
 func TestWithLoad(t *testing.T) {
-	sc := DefaultScenario().WithLoad(0.5)
+	sc := DefaultFleet().WithLoad(0.5)
 	if sc.Model.Limit != 2000 || sc.Model.K != 1000 {
 		t.Errorf("WithLoad(0.5): limit %d, K %v; want 2000, 1000", sc.Model.Limit, sc.Model.K)
 	}
 	if got := sc.Offered() / sc.Capacity(); got != 0.5 {
 		t.Errorf("load %v, want 0.5", got)
-	}
-}
-
-func TestSelectStrategies(t *testing.T) {
-	s, err := SelectStrategies("recipe+both, none")
-	if err != nil || len(s) != 2 || s[0].Name != "recipe+both" || s[1].Name != "none" {
-		t.Errorf("SelectStrategies = %v, %v", s, err)
-	}
-	if _, err := SelectStrategies("recipe,bogus"); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
-		t.Errorf("SelectStrategies with an unknown name: %v, want it named", err)
-	}
-}
-
-// TestGridCheck runs a tiny grid and checks Best and Check.
-func TestGridCheck(t *testing.T) {
-	g := DefaultGrid()
-	g.Base = article()
-	g.Base.Clients, g.Base.PerProcess = 500, 500
-	g.Loads = []float64{0.5}
-	g.Outages = []time.Duration{time.Second, 10 * time.Second}
-	g.After = 20 * time.Second
-	g.Strategies = []Strategy{Fixed(), RecipeBudget()}
-	calls := 0
-	res, err := RunGrid(context.Background(), g, func(done, total int, c Cell) {
-		calls++
-		if total != 4 || done != calls {
-			t.Errorf("progress %d/%d at call %d", done, total, calls)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if calls != 4 {
-		t.Errorf("progress called %d times, want 4", calls)
-	}
-	fixed10 := res.Cells[0][0][1].Result
-	if fixed10.Recovered {
-		t.Errorf("fixed recovered from a 10 s outage at 50%% load")
-	}
-	budget10 := res.Cells[1][0][1].Result
-	if best, ok := res.Best(0, 1); !ok || !budget10.Recovered || best != budget10.RecoveredAfter {
-		t.Errorf("Best(0, 1) = %v, %v; want recipe+budget's %v", best, ok, budget10.RecoveredAfter)
-	}
-	if bad := res.Check("recipe+budget", 5*time.Second); len(bad) != 0 {
-		t.Errorf("Check(recipe+budget) = %q, want nothing", bad)
-	}
-	if bad := res.Check("fixed", 5*time.Second); len(bad) != 1 || !strings.Contains(bad[0], "fixed does not recover") {
-		t.Errorf("Check(fixed) = %q, want the 10 s cell", bad)
-	}
-	g.Loads = []float64{1.5}
-	if _, err := RunGrid(context.Background(), g, nil); err == nil || !strings.Contains(err.Error(), "load 1.5 must be in (0, 1]") {
-		t.Errorf("RunGrid with load 1.5: %v, want it named", err)
 	}
 }

@@ -1,10 +1,9 @@
-package fleetsim
+package sim
 
 import (
 	"container/heap"
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"time"
@@ -16,60 +15,6 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/budget"
 	"github.com/platformkit/grpcbackoff/internal/decide"
 )
-
-// Sample is what happened in one second of model time, [Second, Second+1).
-type Sample struct {
-	Second int
-	// Started is the number of calls started; OK those that succeeded (the
-	// goodput), Failed those that ended in an error (given up, refused by
-	// the budget or rejected locally).
-	Started, OK, Failed int
-	// Rejected is the calls and retries rejected locally by adaptive
-	// throttling; Throttled the retries refused by the budget.
-	Rejected, Throttled int
-	// Attempts is the attempts sent, first ones included; TimedOut those
-	// abandoned at the attempt timeout.
-	Attempts, TimedOut int
-	// Concurrency is the requests in the server at the end of the second,
-	// the paused server's backlog and held answers included; Peak the most
-	// during the second.
-	Concurrency, Peak int
-	// Waiting is the calls under way at the end of the second.
-	Waiting int
-	// Lost is the attempts that found the paused server's backlog full.
-	Lost int
-}
-
-// Result is what one Strategy did in one Scenario.
-type Result struct {
-	Strategy string
-	Samples  []Sample
-	// Recovered says whether goodput came back after the resume, and
-	// RecoveredAfter how long after it: the start of the first 5 s in a
-	// row with every second ending with at most Limit requests in the
-	// server and a mean goodput over them of at least 90% of the offered
-	// load.
-	Recovered      bool
-	RecoveredAfter time.Duration
-	// Settled and SettledAfter are cmd/stormsim's measure, for
-	// comparison: from then to the end of the run, every second ended with
-	// at most Limit requests in the server and Limit calls waiting.
-	Settled      bool
-	SettledAfter time.Duration
-	// PeakConcurrency is the most requests in the server at once.
-	PeakConcurrency int
-	// AmplificationOutage and AmplificationAfter are attempts sent per call
-	// started during the pause and after it; NaN when no call started.
-	AmplificationOutage, AmplificationAfter float64
-	// Totals over the run.
-	OK, Failed, Rejected, Throttled, Started, Attempts, Lost int
-	// Events is the number of events simulated; Wall the time it took.
-	Events int64
-	Wall   time.Duration
-	// BytesPerClient is the heap held at the end of the run, divided by
-	// the number of clients (clients, processes, events and counters).
-	BytesPerClient float64
-}
 
 // Client states.
 const (
@@ -118,8 +63,8 @@ type queue []event
 func (q queue) Len() int           { return len(q) }
 func (q queue) Less(i, j int) bool { return q[i].at < q[j].at }
 func (q queue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(any)          { panic("fleetsim: use queue.push") }
-func (q *queue) Pop() any          { panic("fleetsim: use queue.pop") }
+func (q *queue) Push(any)          { panic("sim: use queue.push") }
+func (q *queue) Pop() any          { panic("sim: use queue.pop") }
 
 func (q *queue) push(e event) {
 	*q = append(*q, e)
@@ -146,7 +91,7 @@ type ref struct {
 
 // sim is one run.
 type sim struct {
-	sc      Scenario
+	sc      Fleet
 	st      Strategy
 	t0      time.Time
 	end     int64 // ns
@@ -179,18 +124,18 @@ func (s *sim) sample(ns int64) *Sample {
 
 func (s *sim) inflight() int { return s.accepted + len(s.held) + len(s.waiting) }
 
-// Run simulates st in sc. progress, if not nil, is called about every
-// million events with the model time reached. Run stops with ctx's error if
-// ctx ends.
-func Run(ctx context.Context, sc Scenario, st Strategy, progress func(modelTime time.Duration, events int64)) (Result, error) {
+// RunFleet simulates st in sc, on a virtual clock. progress, if not nil, is
+// called about every million events with the model time reached. RunFleet
+// stops with ctx's error if ctx ends.
+func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTime time.Duration, events int64)) (Result, error) {
 	if err := sc.Validate(); err != nil {
 		return Result{}, err
 	}
 	if err := st.Policy.Validate(); err != nil {
-		return Result{}, fmt.Errorf("fleetsim: strategy %s: %w", st.Name, err)
+		return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
 	}
 	if st.Policy.AttemptTimeout <= 0 {
-		return Result{}, fmt.Errorf("fleetsim: strategy %s: the Policy needs an AttemptTimeout", st.Name)
+		return Result{}, fmt.Errorf("sim: strategy %s: the Policy needs an AttemptTimeout", st.Name)
 	}
 	var before runtime.MemStats
 	runtime.GC()
@@ -216,14 +161,14 @@ func Run(ctx context.Context, sc Scenario, st Strategy, progress func(modelTime 
 		if st.Throttle != nil {
 			b, err := budget.New(*st.Throttle, s.t(0))
 			if err != nil {
-				return Result{}, fmt.Errorf("fleetsim: strategy %s: %w", st.Name, err)
+				return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
 			}
 			s.procs[i].budget = b
 		}
 		if st.Adaptive != nil {
 			a, err := adaptive.New(*st.Adaptive)
 			if err != nil {
-				return Result{}, fmt.Errorf("fleetsim: strategy %s: %w", st.Name, err)
+				return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
 			}
 			s.procs[i].adaptive = a
 		}
@@ -370,7 +315,7 @@ func (s *sim) send(id int32, now int64) {
 }
 
 // accept starts the server's work on r; its latency is fixed from the
-// concurrency at this moment, r included (stormsim's AtStart rule).
+// concurrency at this moment, r included (the Model's AtStart rule).
 func (s *sim) accept(r ref, now int64) {
 	s.accepted++
 	s.peak = max(s.peak, s.inflight())
@@ -437,75 +382,7 @@ func (s *sim) failed(id int32, now int64) {
 
 // summarize turns the samples into a Result.
 func (s *sim) summarize() Result {
-	sc := s.sc
 	res := Result{Strategy: s.st.Name, Samples: s.samples, Events: s.events}
-	for _, x := range s.samples {
-		res.OK += x.OK
-		res.Failed += x.Failed
-		res.Rejected += x.Rejected
-		res.Throttled += x.Throttled
-		res.Started += x.Started
-		res.Attempts += x.Attempts
-		res.Lost += x.Lost
-		res.PeakConcurrency = max(res.PeakConcurrency, x.Peak)
-	}
-	n := len(s.samples)
-	pauseAt := min(int(sc.PauseAt/time.Second), n)
-	resume := min(int(math.Ceil((sc.PauseAt + sc.Pause).Seconds())), n)
-	res.AmplificationOutage = amplification(s.samples[pauseAt:resume])
-	res.AmplificationAfter = amplification(s.samples[resume:])
-	res.Recovered, res.RecoveredAfter = Recovery(s.samples, resume, sc.Model.Limit, sc.Offered())
-	res.Settled, res.SettledAfter = Settled(s.samples, resume, sc.Model.Limit)
+	res.summarize(s.sc.PauseAt, s.sc.PauseAt+s.sc.Pause, s.sc.Model.Limit, s.sc.Offered())
 	return res
-}
-
-// Settled is cmd/stormsim's measure of recovery: whether, and how long
-// after second resume, every second from then to the end ended with at
-// most limit requests in the server and limit calls waiting.
-func Settled(samples []Sample, resume, limit int) (bool, time.Duration) {
-	first := -1
-	for i := len(samples) - 1; i >= resume; i-- {
-		if x := samples[i]; x.Concurrency > limit || x.Waiting > limit {
-			break
-		}
-		first = i
-	}
-	if first < 0 {
-		return false, 0
-	}
-	return true, time.Duration(first-resume) * time.Second
-}
-
-// recoveryRun is the number of seconds in a row that make a recovery.
-const recoveryRun = 5
-
-// Recovery returns whether and when, counted from second resume, the first
-// recoveryRun seconds in a row begin in which every second ended with at
-// most limit requests in the server and the mean goodput reached 90% of
-// offered (calls per second).
-func Recovery(samples []Sample, resume, limit int, offered float64) (bool, time.Duration) {
-	for i := resume; i+recoveryRun <= len(samples); i++ {
-		ok := 0
-		healthy := true
-		for _, x := range samples[i : i+recoveryRun] {
-			ok += x.OK
-			healthy = healthy && x.Concurrency <= limit
-		}
-		if healthy && float64(ok) >= 0.9*offered*recoveryRun {
-			return true, time.Duration(i-resume) * time.Second
-		}
-	}
-	return false, 0
-}
-
-func amplification(samples []Sample) float64 {
-	var attempts, started int
-	for _, x := range samples {
-		attempts += x.Attempts
-		started += x.Started
-	}
-	if started == 0 {
-		return math.NaN()
-	}
-	return float64(attempts) / float64(started)
 }

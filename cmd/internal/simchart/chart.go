@@ -1,4 +1,6 @@
-package main
+// Package simchart draws the runs of package sim: the server's concurrency
+// and the goodput over time, one line per strategy, as PNG or SVG.
+package simchart
 
 import (
 	"bytes"
@@ -9,33 +11,62 @@ import (
 	"math"
 	"os"
 	"strings"
+	"time"
 
 	chart "github.com/wcharczuk/go-chart/v2"
 	"github.com/wcharczuk/go-chart/v2/drawing"
 
-	"github.com/platformkit/grpcbackoff/cmd/internal/stormsim"
+	"github.com/platformkit/grpcbackoff/cmd/internal/sim"
 )
 
+// The size of a chart: two panels of PanelHeight, one above the other.
 const (
-	chartWidth       = 1000
-	chartPanelHeight = 420
+	Width       = 1000
+	PanelHeight = 420
 )
 
 // palette gives each strategy the same colour in both panels.
 var palette = []drawing.Color{
-	{R: 214, G: 39, B: 40, A: 255},  // red
-	{R: 255, G: 127, B: 14, A: 255}, // orange
-	{R: 31, G: 119, B: 180, A: 255}, // blue
-	{R: 44, G: 160, B: 44, A: 255},  // green
+	{R: 214, G: 39, B: 40, A: 255},   // red
+	{R: 255, G: 127, B: 14, A: 255},  // orange
+	{R: 31, G: 119, B: 180, A: 255},  // blue
+	{R: 44, G: 160, B: 44, A: 255},   // green
+	{R: 148, G: 103, B: 189, A: 255}, // purple
+	{R: 140, G: 86, B: 75, A: 255},   // brown
+	{R: 227, G: 119, B: 194, A: 255}, // pink
+	{R: 23, G: 190, B: 207, A: 255},  // cyan
+}
+
+// Frame is what the chart marks beside the runs: the server's limit, the
+// offered load, the pause and the length of the run, and a description of
+// the clients for the title.
+type Frame struct {
+	Limit          int
+	Offered        float64 // calls per second
+	PauseAt, Pause time.Duration
+	Duration       time.Duration
+	Clients        string // e.g. "100000 clients"
+}
+
+// StormFrame is the Frame of a RunStorm experiment.
+func StormFrame(sc sim.Storm) Frame {
+	return Frame{Limit: sc.Model.Limit, Offered: sc.Population.Offered(), PauseAt: sc.PauseAt, Pause: sc.Pause,
+		Duration: sc.Duration, Clients: fmt.Sprintf("%d clients, latency rule %v", sc.Population.Clients, sc.Model.Rule)}
+}
+
+// FleetFrame is the Frame of a RunFleet experiment.
+func FleetFrame(sc sim.Fleet) Frame {
+	return Frame{Limit: sc.Model.Limit, Offered: sc.Offered(), PauseAt: sc.PauseAt, Pause: sc.Pause,
+		Duration: sc.Duration, Clients: fmt.Sprintf("%d clients, %d per process", sc.Clients, sc.PerProcess)}
 }
 
 var grey = drawing.Color{R: 120, G: 120, B: 120, A: 255}
 
-// writeChart writes two panels, one above the other, to path (PNG or SVG by
+// Write writes two panels, one above the other, to path (PNG or SVG by
 // its extension): the server's concurrency (at the end of each second, on a
 // log scale) and the goodput (successful calls per second), one line per
 // strategy, with the limit, the offered load and the pause marked.
-func writeChart(path string, sc stormsim.Scenario, results []stormsim.Result) error {
+func Write(path string, sc Frame, results []sim.Result) error {
 	svg := strings.HasSuffix(path, ".svg")
 	provider := chart.PNG
 	if svg {
@@ -59,8 +90,8 @@ func writeChart(path string, sc stormsim.Scenario, results []stormsim.Result) er
 	return os.WriteFile(path, out, 0o644)
 }
 
-func concurrencyChart(sc stormsim.Scenario, results []stormsim.Result) chart.Chart {
-	top := float64(sc.Model.Limit)
+func concurrencyChart(sc Frame, results []sim.Result) chart.Chart {
+	top := float64(sc.Limit)
 	var series []chart.Series
 	for i, r := range results {
 		x, y := make([]float64, len(r.Samples)), make([]float64, len(r.Samples))
@@ -70,17 +101,16 @@ func concurrencyChart(sc stormsim.Scenario, results []stormsim.Result) chart.Cha
 		}
 		series = append(series, line(r.Strategy, x, y, palette[i%len(palette)], false))
 	}
-	limit := float64(sc.Model.Limit)
-	series = append(series, line(fmt.Sprintf("limit (%d)", sc.Model.Limit), span(sc), []float64{limit, limit}, grey, true))
+	limit := float64(sc.Limit)
+	series = append(series, line(fmt.Sprintf("limit (%d)", sc.Limit), span(sc), []float64{limit, limit}, grey, true))
 	top = math.Pow(10, math.Ceil(math.Log10(top)))
 	series = append(series, pauseBand(sc, top)...)
-	return panel(sc, fmt.Sprintf("Server concurrency (requests in flight at the end of each second, log scale; 1 stands for 0) - %d clients, latency rule %v",
-		sc.Population.Clients, sc.Model.Rule),
+	return panel(sc, fmt.Sprintf("Server concurrency (requests in flight at the end of each second, log scale; 1 stands for 0) - %s", sc.Clients),
 		series, &chart.LogarithmicRange{Min: 0, Max: top})
 }
 
-func goodputChart(sc stormsim.Scenario, results []stormsim.Result) chart.Chart {
-	offered := sc.Population.Offered()
+func goodputChart(sc Frame, results []sim.Result) chart.Chart {
+	offered := sc.Offered
 	top := offered * 1.5
 	var series []chart.Series
 	for i, r := range results {
@@ -114,7 +144,7 @@ func niceStep(x float64) float64 {
 	return 10 * p
 }
 
-func panel(sc stormsim.Scenario, title string, series []chart.Series, yRange chart.Range) chart.Chart {
+func panel(sc Frame, title string, series []chart.Series, yRange chart.Range) chart.Chart {
 	end := sc.Duration.Seconds()
 	step := math.Max(1, math.Round(end/12))
 	var ticks []chart.Tick
@@ -124,8 +154,8 @@ func panel(sc stormsim.Scenario, title string, series []chart.Series, yRange cha
 	c := chart.Chart{
 		Title:      title,
 		TitleStyle: chart.Style{FontSize: 11, Padding: chart.Box{Top: 6}},
-		Width:      chartWidth,
-		Height:     chartPanelHeight,
+		Width:      Width,
+		Height:     PanelHeight,
 		Background: chart.Style{Padding: chart.Box{Top: 70, Left: 20, Right: 20, Bottom: 10}},
 		XAxis: chart.XAxis{
 			Name:  "model time (s)", // no name on the Y axes: go-chart's SVG output rotates the text drawn after a rotated one
@@ -153,12 +183,12 @@ func line(name string, x, y []float64, color drawing.Color, dashed bool) chart.C
 }
 
 // span is the x extent of the run.
-func span(sc stormsim.Scenario) []float64 {
+func span(sc Frame) []float64 {
 	return []float64{0, sc.Duration.Seconds()}
 }
 
 // pauseBand marks the start and end of the pause with vertical lines.
-func pauseBand(sc stormsim.Scenario, top float64) []chart.Series {
+func pauseBand(sc Frame, top float64) []chart.Series {
 	from, to := sc.PauseAt.Seconds(), (sc.PauseAt + sc.Pause).Seconds()
 	st := chart.Style{StrokeColor: grey, StrokeWidth: 1, StrokeDashArray: []float64{2, 4}}
 	return []chart.Series{
@@ -179,7 +209,7 @@ func stackPNG(panels [][]byte) ([]byte, error) {
 		imgs = append(imgs, img)
 		h += img.Bounds().Dy()
 	}
-	out := image.NewRGBA(image.Rect(0, 0, chartWidth, h))
+	out := image.NewRGBA(image.Rect(0, 0, Width, h))
 	y := 0
 	for _, img := range imgs {
 		b := img.Bounds()
@@ -197,10 +227,10 @@ func stackPNG(panels [][]byte) ([]byte, error) {
 func stackSVG(panels [][]byte) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="%d" height="%d">`+"\n",
-		chartWidth, chartPanelHeight*len(panels))
+		Width, PanelHeight*len(panels))
 	for i, p := range panels {
 		s := string(p)
-		s = strings.Replace(s, "<svg ", fmt.Sprintf(`<svg x="0" y="%d" width="%d" height="%d" `, i*chartPanelHeight, chartWidth, chartPanelHeight), 1)
+		s = strings.Replace(s, "<svg ", fmt.Sprintf(`<svg x="0" y="%d" width="%d" height="%d" `, i*PanelHeight, Width, PanelHeight), 1)
 		b.WriteString(s)
 		b.WriteString("\n")
 	}

@@ -1,4 +1,4 @@
-package fleetsim
+package sim
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 // Grid is a sweep of offered load × outage length for some strategies.
 type Grid struct {
 	// Base is the scenario every cell starts from; each cell sets the
-	// server's Limit for its load (Scenario.WithLoad), the pause, and a
+	// server's Limit for its load (Fleet.WithLoad), the pause, and a
 	// Duration of PauseAt + pause + After.
-	Base Scenario
+	Base Fleet
 	// Loads are offered loads as shares of the server's capacity, in (0, 1].
 	Loads []float64
 	// Outages are pause lengths.
@@ -29,7 +29,7 @@ type Grid struct {
 // capacity, outages of 1 to 60 s, the six strategies.
 func DefaultGrid() Grid {
 	return Grid{
-		Base:       DefaultScenario(),
+		Base:       DefaultFleet(),
 		Loads:      []float64{0.5, 0.6, 0.7, 0.8, 0.9},
 		Outages:    []time.Duration{1 * time.Second, 2 * time.Second, 10 * time.Second, 30 * time.Second, 60 * time.Second},
 		After:      60 * time.Second,
@@ -42,28 +42,28 @@ func DefaultGrid() Grid {
 func (g Grid) Validate() error {
 	var errs []error
 	if len(g.Loads) == 0 || len(g.Outages) == 0 || len(g.Strategies) == 0 {
-		errs = append(errs, errors.New("fleetsim: the grid needs loads, outages and strategies"))
+		errs = append(errs, errors.New("sim: the grid needs loads, outages and strategies"))
 	}
 	for _, l := range g.Loads {
 		if !(l > 0 && l <= 1) {
-			errs = append(errs, fmt.Errorf("fleetsim: load %v must be in (0, 1]", l))
+			errs = append(errs, fmt.Errorf("sim: load %v must be in (0, 1]", l))
 		}
 	}
 	for _, o := range g.Outages {
 		if o < 0 {
-			errs = append(errs, fmt.Errorf("fleetsim: outage %v must not be negative", o))
+			errs = append(errs, fmt.Errorf("sim: outage %v must not be negative", o))
 		}
 	}
 	if g.After < 5*time.Second {
-		errs = append(errs, fmt.Errorf("fleetsim: after (%v) must be at least 5s, the length of a recovery", g.After))
+		errs = append(errs, fmt.Errorf("sim: after (%v) must be at least 5s, the length of a recovery", g.After))
 	}
 	if g.Parallel < 1 {
-		errs = append(errs, fmt.Errorf("fleetsim: parallel (%d) must be at least 1", g.Parallel))
+		errs = append(errs, fmt.Errorf("sim: parallel (%d) must be at least 1", g.Parallel))
 	}
 	for _, l := range g.Loads {
 		for _, o := range g.Outages {
 			if err := g.cell(l, o).Validate(); err != nil {
-				errs = append(errs, fmt.Errorf("fleetsim: cell load %v, outage %v: %w", l, o, err))
+				errs = append(errs, fmt.Errorf("sim: cell load %v, outage %v: %w", l, o, err))
 				return errors.Join(errs...)
 			}
 		}
@@ -71,7 +71,7 @@ func (g Grid) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (g Grid) cell(load float64, outage time.Duration) Scenario {
+func (g Grid) cell(load float64, outage time.Duration) Fleet {
 	sc := g.Base.WithLoad(load)
 	sc.Pause = outage
 	sc.Duration = sc.PauseAt + outage + g.After
@@ -125,7 +125,7 @@ func RunGrid(ctx context.Context, g Grid, progress func(done, total int, c Cell)
 		wg.Go(func() {
 			for j := range ch {
 				st, load, outage := g.Strategies[j.s], g.Loads[j.l], g.Outages[j.o]
-				r, err := Run(ctx, g.cell(load, outage), st, nil)
+				r, err := RunFleet(ctx, g.cell(load, outage), st, nil)
 				r.Samples = nil // the grid keeps the summary only
 				c := Cell{Load: load, Outage: outage, Strategy: st.Name, Result: r}
 				mu.Lock()

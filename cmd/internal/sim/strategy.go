@@ -1,0 +1,172 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// Strategy is a way of retrying: a Policy, whose AttemptTimeout is the
+// clients' per-attempt timeout, and optionally a retry budget and adaptive
+// throttling, each shared by the clients of one process. Both engines carry
+// it out with the library's own code: RunStorm through the interceptor,
+// RunFleet through its retry decision.
+type Strategy struct {
+	// Name names the strategy in the output and in -strategies.
+	Name     string
+	Policy   grpcbackoff.Policy
+	Throttle *grpcbackoff.Throttle
+	Adaptive *grpcbackoff.AdaptiveThrottle
+}
+
+// attemptTimeout is the article's per-attempt timeout.
+const attemptTimeout = 2 * time.Second
+
+// untilSuccess stands for the article's "retry until it works": far more
+// attempts than any run can make.
+const untilSuccess = 1 << 30
+
+// Fixed retries every 100 ms until it succeeds: the article's first client.
+func Fixed() Strategy {
+	p := grpcbackoff.DefaultPolicy()
+	p.Initial, p.Multiplier, p.Max, p.Jitter, p.MaxAttempts = 100*time.Millisecond, 1, 100*time.Millisecond, 0, untilSuccess
+	p.AttemptTimeout = attemptTimeout
+	return Strategy{Name: "fixed", Policy: p}
+}
+
+// Exponential is the article's exponential backoff, until success: delays
+// from 100 ms growing by a factor e up to 5 minutes, with 100 ms of jitter.
+//
+// The article adds a normal jitter of 10% of each delay (its code in fact
+// adds N(0, 100 ms) whatever the delay); a Policy adds a uniform jitter
+// U[0, Jitter] instead. Jitter = 100 ms has the scale of both.
+func Exponential() Strategy {
+	p := grpcbackoff.DefaultPolicy()
+	p.Initial, p.Multiplier, p.Max, p.Jitter, p.MaxAttempts = 100*time.Millisecond, math.E, 5*time.Minute, 100*time.Millisecond, untilSuccess
+	p.AttemptTimeout = attemptTimeout
+	return Strategy{Name: "exponential", Policy: p}
+}
+
+// Recipe is grpcbackoff.DefaultPolicy (the Memorystore recipe) with the
+// 2 s attempt timeout, without budget.
+func Recipe() Strategy {
+	p := grpcbackoff.DefaultPolicy()
+	p.AttemptTimeout = attemptTimeout
+	return Strategy{Name: "recipe", Policy: p}
+}
+
+// RecipeBudget is Recipe with grpcbackoff.DefaultThrottle: the library's
+// default configuration.
+func RecipeBudget() Strategy {
+	s := Recipe()
+	s.Name = "recipe+budget"
+	t := grpcbackoff.DefaultThrottle()
+	s.Throttle = &t
+	return s
+}
+
+// RecipeAdaptive is Recipe with grpcbackoff.DefaultAdaptiveThrottle.
+func RecipeAdaptive() Strategy { return withAdaptive(Recipe(), "recipe+adaptive") }
+
+// RecipeBoth is Recipe with the default budget and adaptive throttling.
+func RecipeBoth() Strategy { return withAdaptive(RecipeBudget(), "recipe+both") }
+
+// FixedAdaptive is Fixed with grpcbackoff.DefaultAdaptiveThrottle: what
+// adaptive throttling does for clients that retry without backoff.
+func FixedAdaptive() Strategy { return withAdaptive(Fixed(), "fixed+adaptive") }
+
+// withAdaptive returns s, named name, with grpcbackoff.DefaultAdaptiveThrottle.
+func withAdaptive(s Strategy, name string) Strategy {
+	a := grpcbackoff.DefaultAdaptiveThrottle()
+	s.Name, s.Adaptive = name, &a
+	return s
+}
+
+// NoRetry never retries: a baseline that shows what the offered load alone
+// does to the server after the pause.
+func NoRetry() Strategy {
+	s := Recipe()
+	s.Name = "none"
+	s.Policy.MaxAttempts = 1
+	return s
+}
+
+// DefaultStrategy is the name of the strategy that is the library's default
+// configuration.
+const DefaultStrategy = "recipe+budget"
+
+// Strategies returns the six strategies of the comparison, in order.
+func Strategies() []Strategy {
+	return []Strategy{Fixed(), Exponential(), Recipe(), RecipeBudget(), RecipeAdaptive(), RecipeBoth()}
+}
+
+// SelectStrategies returns the strategies named in a comma-separated list,
+// in the list's order: those of Strategies, "fixed+adaptive" and "none".
+func SelectStrategies(list string) ([]Strategy, error) {
+	all := append(Strategies(), FixedAdaptive(), NoRetry())
+	var names []string
+	for _, s := range all {
+		names = append(names, s.Name)
+	}
+	var out []Strategy
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, s := range all {
+			if s.Name == name {
+				out, found = append(out, s), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("sim: unknown strategy %q (known: %s)", name, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
+}
+
+// Retrier returns the interceptor's Retrier for s, with every duration of
+// its Policy, budget and adaptive throttling scaled to real time (scale is
+// the real length of a model second, in seconds), and onRetry, if not nil,
+// as its hook.
+func (s Strategy) Retrier(scale float64, onRetry func(interceptor.Retry)) (*interceptor.Retrier, error) {
+	p := s.Policy
+	p.Codes = append([]codes.Code(nil), p.Codes...)
+	p.Initial = scaled(p.Initial, scale)
+	p.Max = scaled(p.Max, scale)
+	p.Jitter = scaled(p.Jitter, scale)
+	p.AttemptTimeout = scaled(p.AttemptTimeout, scale)
+	opts := []interceptor.Option{interceptor.WithoutThrottle()}
+	if onRetry != nil {
+		opts = append(opts, interceptor.WithOnRetry(onRetry))
+	}
+	if s.Throttle != nil {
+		t := *s.Throttle
+		t.PerSecond /= scale // per real second
+		t.Window = scaled(t.Window, scale)
+		opts = append(opts, interceptor.WithThrottle(t))
+	}
+	if s.Adaptive != nil {
+		a := *s.Adaptive
+		a.Window = scaled(a.Window, scale)
+		opts = append(opts, interceptor.WithAdaptiveThrottle(a))
+	}
+	r, err := interceptor.New(p, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sim: strategy %s: %w", s.Name, err)
+	}
+	return r, nil
+}
+
+// scaled returns the real duration of model duration d.
+func scaled(d time.Duration, scale float64) time.Duration {
+	if scale == 1 {
+		return d
+	}
+	return time.Duration(float64(d) * scale)
+}
