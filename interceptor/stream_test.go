@@ -15,6 +15,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -55,19 +57,19 @@ var installs = map[string]func(p grpcbackoff.Policy, opts ...interceptor.Option)
 func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 	failures := []struct {
 		name string
-		step step
+		step bufconntest.Step
 	}{
 		{"at once", failWith(codes.Unavailable)},
-		{"after one message", step{Recv: 1, Err: status.Error(codes.Unavailable, "down")}},
-		{"after the half-close", step{Recv: untilHalfClose, Err: status.Error(codes.ResourceExhausted, "quota")}},
+		{"after one message", bufconntest.Step{Recv: 1, Err: status.Error(codes.Unavailable, "down")}},
+		{"after the half-close", bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.ResourceExhausted, "quota")}},
 	}
 	for _, k := range streamKinds {
 		for _, f := range failures {
 			for how, install := range installs {
 				t.Run(fmt.Sprintf("%v/%s/%s", k, f.name, how), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						srv := newScriptedServer(t, scriptOf(f.step, f.step, succeed(3)))
-						c := srv.client(t, install(exact(), interceptor.WithoutThrottle())...)
+						srv := bufconntest.NewServer(t, bufconntest.Steps(f.step, f.step, bufconntest.Succeed(3)))
+						c := srv.Client(t, install(exact(), interceptor.WithoutThrottle())...)
 						msgs := callerMessages(k)
 						start := time.Now()
 						r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -77,7 +79,7 @@ func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 						if want := expectedResponses(k, msgs, 3); !slices.Equal(r.Got, want) {
 							t.Errorf("received %q, want %q", r.Got, want)
 						}
-						as := srv.attemptsOf("")
+						as := srv.Attempts("")
 						if len(as) != 3 {
 							t.Fatalf("attempts = %d, want 3", len(as))
 						}
@@ -124,9 +126,9 @@ func TestStreamCreationRetried(t *testing.T) {
 	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(succeed(2)))
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(2)))
 				f := &openFailer{n: 3, err: status.Error(codes.Unavailable, "no connection")}
-				c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+				c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
 				msgs := callerMessages(k)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -139,7 +141,7 @@ func TestStreamCreationRetried(t *testing.T) {
 				if gaps, want := gapsBetween(f.calls), seconds(1, 2, 4); !slices.Equal(gaps, want) {
 					t.Errorf("gaps between creations = %v, want %v", gaps, want)
 				}
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if len(as) != 1 {
 					t.Fatalf("attempts reaching the server = %d, want 1", len(as))
 				}
@@ -157,11 +159,11 @@ func TestStreamCreationRetried(t *testing.T) {
 	}
 	t.Run("exhausted", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(succeed(1)))
+			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
 			p := exact()
 			p.MaxAttempts = 3
-			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(p, interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(p, interceptor.WithoutThrottle()), f.intercept))
 			start := time.Now()
 			r := runCall(t.Context(), c, bidi, messages(1), howToRun{})
 			if r.Opened {
@@ -175,10 +177,10 @@ func TestStreamCreationRetried(t *testing.T) {
 	})
 	t.Run("not retryable", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(succeed(1)))
+			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			want := status.Error(codes.PermissionDenied, "no")
 			f := &openFailer{n: 100, err: want}
-			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
 			r := runCall(t.Context(), c, clientStream, messages(1), howToRun{})
 			if r.Opened || r.Err != want || len(f.calls) != 1 {
 				t.Errorf("opened %v, err %v after %d creations; want the interceptor's error itself after 1", r.Opened, r.Err, len(f.calls))
@@ -193,19 +195,19 @@ func TestStreamNoRetryAfterResponse(t *testing.T) {
 	cases := []struct {
 		name string
 		kind callKind
-		step step
+		step bufconntest.Step
 		want []string
 	}{
-		{"server/3 responses", serverStream, step{Send: 3, Err: status.Error(codes.Unavailable, "down")}, responses(3)},
-		{"server/headers and 1 response", serverStream, step{Header: true, Send: 1, Err: status.Error(codes.Unavailable, "down")}, responses(1)},
-		{"bidi/3 responses", bidi, step{Recv: untilHalfClose, Send: 3, Err: status.Error(codes.Unavailable, "down")}, responses(3)},
-		{"bidi/echo of 2 messages", bidi, step{Recv: 2, Echo: true, Err: status.Error(codes.Unavailable, "down")}, responses(2)},
+		{"server/3 responses", serverStream, bufconntest.Step{Send: 3, Err: status.Error(codes.Unavailable, "down")}, responses(3)},
+		{"server/headers and 1 response", serverStream, bufconntest.Step{Header: true, Send: 1, Err: status.Error(codes.Unavailable, "down")}, responses(1)},
+		{"bidi/3 responses", bidi, bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 3, Err: status.Error(codes.Unavailable, "down")}, responses(3)},
+		{"bidi/echo of 2 messages", bidi, bufconntest.Step{Recv: 2, Echo: true, Err: status.Error(codes.Unavailable, "down")}, responses(2)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(tc.step, succeed(3)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(tc.step, bufconntest.Succeed(3)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				msgs := callerMessages(tc.kind)
 				r := runCall(callerContext(t), c, tc.kind, msgs, howToRun{})
 				if !slices.Equal(r.Got, tc.want) {
@@ -218,7 +220,7 @@ func TestStreamNoRetryAfterResponse(t *testing.T) {
 				if errors.As(r.Err, &e) {
 					t.Errorf("err = %v, want the server's error unchanged after the commit", r.Err)
 				}
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if len(as) != 1 {
 					t.Errorf("attempts = %d, want 1: no retry after a response", len(as))
 				}
@@ -233,8 +235,8 @@ func TestStreamHeader(t *testing.T) {
 	for _, k := range streamKinds {
 		t.Run(k.String()+"/retried before headers", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), failWith(codes.Unavailable), step{Header: true, Recv: untilHalfClose, Send: 2}))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Send: 2}))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				msgs := callerMessages(k)
 				r := runCall(callerContext(t), c, k, msgs, howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
@@ -246,7 +248,7 @@ func TestStreamHeader(t *testing.T) {
 				if want := expectedResponses(k, msgs, 2); r.Err != nil || !slices.Equal(r.Got, want) {
 					t.Errorf("received %q, %v; want %q", r.Got, r.Err, want)
 				}
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if got, want := attemptGaps(as), seconds(1, 2); !slices.Equal(got, want) {
 					t.Errorf("gaps = %v, want %v", got, want)
 				}
@@ -255,8 +257,8 @@ func TestStreamHeader(t *testing.T) {
 		})
 		t.Run(k.String()+"/headers delivered commit", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Header: true, Recv: untilHalfClose, Err: down}, succeed(2)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(2)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"0"}) {
 					t.Errorf("Header() x-attempt = %q, want 0", got)
@@ -264,7 +266,7 @@ func TestStreamHeader(t *testing.T) {
 				if status.Code(r.Err) != codes.Unavailable || len(r.Got) != 0 {
 					t.Errorf("received %q, %v; want UNAVAILABLE", r.Got, r.Err)
 				}
-				if n := len(srv.attemptsOf("")); n != 1 {
+				if n := len(srv.Attempts("")); n != 1 {
 					t.Errorf("attempts = %d, want 1: headers delivered commit the stream", n)
 				}
 			})
@@ -278,12 +280,12 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 	cases := []struct {
 		name     string
 		kind     callKind
-		step     step
+		step     bufconntest.Step
 		wantCode codes.Code
 		wantErr  *grpcbackoff.Error
 	}{
-		{"server/ok without responses", serverStream, succeed(0), codes.OK, nil},
-		{"bidi/ok without responses", bidi, succeed(0), codes.OK, nil},
+		{"server/ok without responses", serverStream, bufconntest.Succeed(0), codes.OK, nil},
+		{"bidi/ok without responses", bidi, bufconntest.Succeed(0), codes.OK, nil},
 		{"server/not retryable", serverStream, failWith(codes.NotFound), codes.NotFound, nil},
 		{"bidi/not retryable", bidi, failWith(codes.NotFound), codes.NotFound, nil},
 		{"bidi/exhausted", bidi, failWith(codes.Unavailable), codes.Unavailable, &grpcbackoff.Error{Attempts: 2, Reason: grpcbackoff.ReasonExhausted}},
@@ -291,10 +293,10 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(tc.step))
+				srv := bufconntest.NewServer(t, bufconntest.Steps(tc.step))
 				p := exact()
 				p.MaxAttempts = 2
-				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, tc.kind, callerMessages(tc.kind), howToRun{Header: true})
 				if r.Header != nil {
 					t.Errorf("Header() = %v, want nil", r.Header)
@@ -337,10 +339,10 @@ func TestStreamBufferLimit(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: down}, succeed(1)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(1)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
 				r := runCall(callerContext(t), c, tc.kind, tc.msgs, howToRun{})
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if tc.retried {
 					if r.Err != nil || len(as) != 2 {
 						t.Errorf("err %v after %d attempts, want success on the retry", r.Err, len(as))
@@ -361,8 +363,8 @@ func TestStreamBufferBounded(t *testing.T) {
 	t.Run("bidi", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			const limit = 100
-			srv := newScriptedServer(t, scriptOf(succeed(1)))
-			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
+			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -401,7 +403,7 @@ func TestStreamBufferBounded(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			checkAttempts(t, srv.attemptsOf(""), msgs, true)
+			checkAttempts(t, srv.Attempts(""), msgs, true)
 		})
 	})
 	t.Run("empty messages count", func(t *testing.T) {
@@ -409,8 +411,8 @@ func TestStreamBufferBounded(t *testing.T) {
 		// a stream of them must commit, not keep them without bound.
 		for _, limit := range []int{0, 20} {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(succeed(1)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 				s, err := c.StreamingInputCall(t.Context())
 				if err != nil {
 					t.Fatal(err)
@@ -440,8 +442,8 @@ func TestStreamBufferBounded(t *testing.T) {
 	})
 	t.Run("released at the first response", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(succeed(2)))
-			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(2)))
+			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 			s, err := c.StreamingOutputCall(t.Context(), outputRequest("q"))
 			if err != nil {
 				t.Fatal(err)
@@ -473,8 +475,8 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				// Failures at 0 s and 1 s; the next wait (2 s) would end at
 				// 3 s, past the deadline at 2.5 s: the stream ends at 1 s.
-				srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithTimeout(callerContext(t), 2500*time.Millisecond)
 				defer cancel()
 				start := time.Now()
@@ -483,7 +485,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 					t.Errorf("stream ended after %v, want 1s (at the failure, not at the deadline)", got)
 				}
 				checkFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonDeadline)
-				if n := len(srv.attemptsOf("")); n != 2 {
+				if n := len(srv.Attempts("")); n != 2 {
 					t.Errorf("attempts = %d, want 2", n)
 				}
 			})
@@ -491,9 +493,9 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 	}
 	t.Run("creation", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(succeed(1)))
+			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
-			c := srv.client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -510,8 +512,8 @@ func TestStreamCancelDuringBackoff(t *testing.T) {
 	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithCancel(callerContext(t))
 				defer cancel()
 				time.AfterFunc(2500*time.Millisecond, cancel) // during the wait from 1 s to 3 s
@@ -521,7 +523,7 @@ func TestStreamCancelDuringBackoff(t *testing.T) {
 					t.Errorf("stream ended after %v, want 2.5s (at the cancel)", got)
 				}
 				checkFinal(t, r.Err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
-				if n := len(srv.attemptsOf("")); n != 2 {
+				if n := len(srv.Attempts("")); n != 2 {
 					t.Errorf("attempts = %d, want 2", n)
 				}
 			})
@@ -537,10 +539,10 @@ func TestStreamExhausted(t *testing.T) {
 	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Err: st.Err()}))
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Err: st.Err()}))
 				p := exact()
 				p.MaxAttempts = 3
-				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if got := r.End.Sub(start); got != 3*time.Second {
@@ -560,7 +562,7 @@ func TestStreamExhausted(t *testing.T) {
 				if msg := got.Message(); !strings.Contains(msg, "down") || !strings.Contains(msg, "3 attempts over 3s") {
 					t.Errorf("message = %q, want the server's message and %q", msg, "3 attempts over 3s")
 				}
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if len(as) != 3 {
 					t.Errorf("attempts = %d, want 3", len(as))
 				}
@@ -574,25 +576,25 @@ func TestStreamRetryInfo(t *testing.T) {
 	for _, k := range streamKinds {
 		t.Run(k.String()+"/honoured", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: retryInfo(5 * time.Second)}, succeed(1)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: retryInfo(5 * time.Second)}, bufconntest.Succeed(1)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if r.Err != nil {
 					t.Fatalf("err = %v, want success on the retry", r.Err)
 				}
-				if got, want := attemptGaps(srv.attemptsOf("")), seconds(5); !slices.Equal(got, want) {
+				if got, want := attemptGaps(srv.Attempts("")), seconds(5); !slices.Equal(got, want) {
 					t.Errorf("gaps = %v, want %v (the server's RetryInfo)", got, want)
 				}
 			})
 		})
 		t.Run(k.String()+"/longer than MaxHintDelay", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, succeed(1)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, bufconntest.Succeed(1)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				checkFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
-				if n := len(srv.attemptsOf("")); n != 1 || r.End != start {
+				if n := len(srv.Attempts("")); n != 1 || r.End != start {
 					t.Errorf("%d attempts, ended after %v; want 1 and at once", n, r.End.Sub(start))
 				}
 			})
@@ -604,13 +606,13 @@ func TestStreamNotRetryable(t *testing.T) {
 	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.NotFound, "no such thing")}, succeed(1)))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.NotFound, "no such thing")}, bufconntest.Succeed(1)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if st := status.Convert(r.Err); st.Code() != codes.NotFound || st.Message() != "no such thing" {
 					t.Errorf("err = %v, want the server's NOT_FOUND unchanged", r.Err)
 				}
-				if n := len(srv.attemptsOf("")); n != 1 {
+				if n := len(srv.Attempts("")); n != 1 {
 					t.Errorf("attempts = %d, want 1", n)
 				}
 			})
@@ -620,8 +622,8 @@ func TestStreamNotRetryable(t *testing.T) {
 
 func TestStreamContextCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}, succeed(1)))
-		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")}, bufconntest.Succeed(1)))
+		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -633,7 +635,7 @@ func TestStreamContextCommits(t *testing.T) {
 		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
 			t.Errorf("Recv = %v, want UNAVAILABLE: Context commits the stream", err)
 		}
-		if n := len(srv.attemptsOf("")); n != 1 {
+		if n := len(srv.Attempts("")); n != 1 {
 			t.Errorf("attempts = %d, want 1", n)
 		}
 	})
@@ -657,12 +659,12 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 			t.Run(fmt.Sprintf("limit %d/%s", limit, name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					down := status.Error(codes.Unavailable, "down")
-					srv := newScriptedServer(t, scriptOf(
-						step{Recv: 3, Err: down},
-						step{Recv: 10, Err: down},
-						step{Recv: untilHalfClose, Echo: true},
+					srv := bufconntest.NewServer(t, bufconntest.Steps(
+						bufconntest.Step{Recv: 3, Err: down},
+						bufconntest.Step{Recv: 10, Err: down},
+						bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true},
 					))
-					c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+					c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 					s, err := c.FullDuplexCall(callerContext(t))
 					if err != nil {
 						t.Fatal(err)
@@ -695,7 +697,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 						got = append(got, string(m.GetPayload().GetBody()))
 					}
 					sendErr := <-sendDone
-					as := srv.attemptsOf("")
+					as := srv.Attempts("")
 					want := responses(len(msgs))
 					if limit == interceptor.DefaultBufferLimit {
 						// Everything fits: both failures are hidden.
@@ -767,7 +769,7 @@ func TestStreamProperty(t *testing.T) {
 		kind       callKind
 		msgs       []string
 		responses  int
-		steps      []step
+		steps      []bufconntest.Step
 		limit      int
 		concurrent bool   // bidi: send and receive from two goroutines
 		pace       []bool // wait for the server after send i (see howToRun.Pace); such streams run one at a time
@@ -798,16 +800,16 @@ func TestStreamProperty(t *testing.T) {
 		}
 		for range p.MaxAttempts {
 			if rng.IntN(3) == 0 {
-				pl.steps = append(pl.steps, step{Header: rng.IntN(4) == 0, Recv: untilHalfClose, Send: pl.responses})
+				pl.steps = append(pl.steps, bufconntest.Step{Header: rng.IntN(4) == 0, Recv: bufconntest.UntilHalfClose, Send: pl.responses})
 				break
 			}
 			code := retryable[rng.IntN(2)]
 			if rng.IntN(10) == 0 {
 				code = codes.Aborted // not retried
 			}
-			st := step{
+			st := bufconntest.Step{
 				Header: rng.IntN(4) == 0,
-				Recv:   rng.IntN(len(pl.msgs)+2) - 1, // untilHalfClose, or 0 to len
+				Recv:   rng.IntN(len(pl.msgs)+2) - 1, // bufconntest.UntilHalfClose, or 0 to len
 				Err:    status.Error(code, "scripted"),
 			}
 			if pl.kind != clientStream && rng.IntN(3) == 0 {
@@ -826,22 +828,22 @@ func TestStreamProperty(t *testing.T) {
 	}
 
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, func(id string, n int) step {
+		srv := bufconntest.NewServer(t, func(id string, n int) bufconntest.Step {
 			i, _ := strconv.Atoi(id)
 			steps := plans[i].steps
 			if n >= len(steps) {
-				return step{Err: status.Errorf(codes.Internal, "stream %d: attempt %d, past the script", i, n+1)}
+				return bufconntest.Step{Err: status.Errorf(codes.Internal, "stream %d: attempt %d, past the script", i, n+1)}
 			}
 			return steps[n]
 		})
 		clients := make(map[int]testgrpc.TestServiceClient)
 		for _, l := range limits {
-			clients[l] = srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(l))...)
+			clients[l] = srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(l))...)
 		}
 		run := func(i int) {
 			pl := plans[i]
 			id := strconv.Itoa(i)
-			ctx := metadata.AppendToOutgoingContext(t.Context(), streamKey, id, "x-user", "kept")
+			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, id, "x-user", "kept")
 			var r callResult
 			var opts []grpc.CallOption
 			if pl.timeout {
@@ -856,7 +858,7 @@ func TestStreamProperty(t *testing.T) {
 				}
 				r = runCall(ctx, clients[pl.limit], pl.kind, pl.msgs, how, opts...)
 			}
-			as := srv.attemptsOf(id)
+			as := srv.Attempts(id)
 			fail := func(format string, args ...any) {
 				t.Errorf("stream %d (%v, %d messages, limit %d, concurrent %v, pace %v, timeout %v, steps %+v): %s",
 					i, pl.kind, len(pl.msgs), pl.limit, pl.concurrent, pl.pace, pl.timeout, pl.steps, fmt.Sprintf(format, args...))
@@ -921,7 +923,7 @@ func TestStreamProperty(t *testing.T) {
 
 // expectedAttempts returns how many attempts a stream makes whose caller sends
 // all of msgs before receiving, against a server following steps.
-func expectedAttempts(k callKind, msgs []string, steps []step, limit, maxAttempts int) int {
+func expectedAttempts(k callKind, msgs []string, steps []bufconntest.Step, limit, maxAttempts int) int {
 	weight := 0
 	for _, m := range msgs {
 		if k == clientStream {
@@ -1016,13 +1018,13 @@ func TestStreamPerCallPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				down := failWith(codes.Unavailable)
-				srv := newScriptedServer(t, scriptOf(down, down, succeed(1)))
-				c := srv.client(t, interceptor.DialOptions(exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(down, down, bufconntest.Succeed(1)))
+				c := srv.Client(t, interceptor.DialOptions(exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
 				r := runCall(callerContext(t), c, bidi, messages(2), howToRun{}, tc.callOpts...)
 				if got := status.Code(r.Err); got != tc.wantCode {
 					t.Errorf("err = %v, want code %v", r.Err, tc.wantCode)
 				}
-				if n := len(srv.attemptsOf("")); n != tc.wantAttempts {
+				if n := len(srv.Attempts("")); n != tc.wantAttempts {
 					t.Errorf("attempts = %d, want %d", n, tc.wantAttempts)
 				}
 			})
@@ -1035,20 +1037,20 @@ func TestStreamPerCallPolicy(t *testing.T) {
 func TestStreamObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := status.Error(codes.Unavailable, "down")
-		srv := newScriptedServer(t, func(id string, n int) step {
+		srv := bufconntest.NewServer(t, func(id string, n int) bufconntest.Step {
 			switch id {
 			case "retried": // two failures, then success
-				return []step{failWith(codes.Unavailable), failWith(codes.Unavailable), succeed(2)}[n]
+				return []bufconntest.Step{failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Succeed(2)}[n]
 			case "committed": // fails after a response: not retried
-				return step{Send: 1, Err: down}
+				return bufconntest.Step{Send: 1, Err: down}
 			default: // "ok"
-				return succeed(2)
+				return bufconntest.Succeed(2)
 			}
 		})
 		rec := &recorder{}
-		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried", "committed"} {
-			ctx := metadata.AppendToOutgoingContext(t.Context(), streamKey, id)
+			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, id)
 			s, err := c.StreamingOutputCall(ctx, outputRequest("q"))
 			if err != nil {
 				t.Fatal(err)
@@ -1094,12 +1096,12 @@ func TestStreamLargeReplay(t *testing.T) {
 	for _, k := range []callKind{clientStream, bidi} {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(
-					step{Recv: 0, Err: down}, // while the caller sends
-					step{Recv: 3, Err: down}, // during the replay
-					succeed(2),
+				srv := bufconntest.NewServer(t, bufconntest.Steps(
+					bufconntest.Step{Recv: 0, Err: down}, // while the caller sends
+					bufconntest.Step{Recv: 3, Err: down}, // during the replay
+					bufconntest.Succeed(2),
 				))
-				c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{Pace: func(i int) bool { return i == 0 }})
 				if r.Err != nil || len(r.SendErrs) > 0 {
@@ -1108,7 +1110,7 @@ func TestStreamLargeReplay(t *testing.T) {
 				if want := expectedResponses(k, msgs, 2); !slices.Equal(r.Got, want) {
 					t.Errorf("received %q, want %q", r.Got, want)
 				}
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if len(as) != 3 {
 					t.Fatalf("attempts = %d, want 3", len(as))
 				}
@@ -1135,8 +1137,8 @@ func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func TestStreamMessageThatIsNotProtoCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}, succeed(1)))
-		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")}, bufconntest.Succeed(1)))
+		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context(), grpc.ForceCodecV2(rawCodec{encoding.GetCodecV2(protoenc.Name)}))
 		if err != nil {
 			t.Fatal(err)
@@ -1157,7 +1159,7 @@ func TestStreamMessageThatIsNotProtoCommits(t *testing.T) {
 		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
 			t.Errorf("Recv = %v, want UNAVAILABLE, not retried", err)
 		}
-		as := srv.attemptsOf("")
+		as := srv.Attempts("")
 		if len(as) != 1 || !slices.Equal(as[0].Msgs, []string{"m0"}) {
 			t.Errorf("attempts %+v, want one that received m0", as)
 		}
@@ -1169,8 +1171,8 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 	// RESOURCE_EXHAUSTED, a code the Policy retries: it would fail the same
 	// way again, so the stream ends with it.
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, scriptOf(succeed(1)))
-		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
+		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context(), grpc.MaxCallSendMsgSize(64))
 		if err != nil {
 			t.Fatal(err)
@@ -1185,7 +1187,7 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 		if _, err := s.Recv(); status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("Recv = %v, want RESOURCE_EXHAUSTED", err)
 		}
-		if n := len(srv.attemptsOf("")); n > 1 {
+		if n := len(srv.Attempts("")); n > 1 {
 			t.Errorf("attempts = %d, want at most 1", n)
 		}
 	})
@@ -1197,8 +1199,8 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), failWith(codes.Unavailable), step{Header: true, Recv: untilHalfClose, Send: 2}))
-			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Send: 2}))
+			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 			stream, err := c.FullDuplexCall(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1233,7 +1235,7 @@ func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
 			if recvErr != io.EOF || !slices.Equal(got, []string{"r0", "r1"}) {
 				t.Errorf("received %q then %v, want [r0 r1] then EOF", got, recvErr)
 			}
-			if as := srv.attemptsOf(""); len(as) != 3 || !slices.Equal(as[2].Msgs, []string{"a", "b"}) {
+			if as := srv.Attempts(""); len(as) != 3 || !slices.Equal(as[2].Msgs, []string{"a", "b"}) {
 				t.Errorf("attempts = %d, last got %q; want 3, the last with [a b]", len(as), as[len(as)-1].Msgs)
 			}
 		})
@@ -1254,11 +1256,11 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 		// The first attempt reads everything the caller sends, then fails
 		// without answering: the stream has not committed. The second one
 		// echoes every message, body and all.
-		srv := newScriptedServer(t, scriptOf(
-			step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")},
-			step{Recv: untilHalfClose, Echo: true, Mirror: true},
+		srv := bufconntest.NewServer(t, bufconntest.Steps(
+			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")},
+			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true, Mirror: true},
 		))
-		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
+		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
 		ctx, cancel := context.WithTimeout(callerContext(t), time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -1270,7 +1272,7 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 		if !slices.Equal(r.Got, msgs) {
 			t.Errorf("received %d echoes, want the %d messages sent, each once and in order", len(r.Got), len(msgs))
 		}
-		as := srv.attemptsOf("")
+		as := srv.Attempts("")
 		if len(as) != 2 {
 			t.Fatalf("attempts = %d, want 2", len(as))
 		}
@@ -1291,10 +1293,10 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 	down := status.Error(codes.Unavailable, "down")
 	t.Run("overflowing send", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), step{Recv: untilHalfClose, Echo: true}))
+			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true}))
 			msgs := messages(3)
 			limit := proto.Size(outputRequest(msgs[0])) + proto.Size(outputRequest(msgs[1])) + 2*interceptor.MsgPrefix
-			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1336,7 +1338,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 			if bodies := <-got; !slices.Equal(bodies, responses(3)) {
 				t.Errorf("received %q, want %q", bodies, responses(3))
 			}
-			as := srv.attemptsOf("")
+			as := srv.Attempts("")
 			if len(as) != 2 {
 				t.Fatalf("attempts = %d, want 2", len(as))
 			}
@@ -1345,8 +1347,8 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 	})
 	t.Run("Context", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(failWith(codes.Unavailable), step{Recv: untilHalfClose, Err: down}, succeed(1)))
-			c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(1)))
+			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1371,7 +1373,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 			if err := <-recvErr; status.Code(err) != codes.Unavailable {
 				t.Errorf("Recv = %v, want UNAVAILABLE: the stream committed to attempt 2", err)
 			}
-			as := srv.attemptsOf("")
+			as := srv.Attempts("")
 			if len(as) != 2 {
 				t.Fatalf("attempts = %d, want 2", len(as))
 			}
@@ -1384,16 +1386,16 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 // response, is reported once, with the attempts it took.
 func TestStreamObserverClientStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, func(id string, n int) step {
+		srv := bufconntest.NewServer(t, func(id string, n int) bufconntest.Step {
 			if id == "retried" && n == 0 {
 				return failWith(codes.Unavailable)
 			}
-			return succeed(1)
+			return bufconntest.Succeed(1)
 		})
 		rec := &recorder{}
-		c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried"} {
-			ctx := metadata.AppendToOutgoingContext(t.Context(), streamKey, id)
+			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, id)
 			s, err := c.StreamingInputCall(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -1432,10 +1434,10 @@ func TestStreamHeadersCommit(t *testing.T) {
 			for _, askHeader := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%v/%v/header asked %v", k, status.Code(want), askHeader), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						srv := newScriptedServer(t, scriptOf(step{Header: true, Recv: untilHalfClose, Err: want}, succeed(1)))
-						c := srv.client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+						srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Err: want}, bufconntest.Succeed(1)))
+						c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
 						r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{Header: askHeader})
-						checkCommittedOnHeaders(t, r, want, srv.attemptsOf(""))
+						checkCommittedOnHeaders(t, r, want, srv.Attempts(""))
 					})
 				})
 			}
@@ -1448,19 +1450,19 @@ func TestStreamHeadersCommitTCP(t *testing.T) {
 	want := status.Error(codes.Unavailable, "down after headers")
 	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
-			srv := newScriptedServerTCP(t, scriptOf(step{Header: true, Recv: untilHalfClose, Err: want}, succeed(1)))
-			c := srv.client(t, interceptor.DialOptions(fastExact(), interceptor.WithoutThrottle())...)
+			srv := bufconntest.NewServerTCP(t, bufconntest.Steps(bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Err: want}, bufconntest.Succeed(1)))
+			c := srv.Client(t, interceptor.DialOptions(fastExact(), interceptor.WithoutThrottle())...)
 			ctx, cancel := context.WithTimeout(callerContext(t), 10*time.Second)
 			defer cancel()
 			r := runCall(ctx, c, k, callerMessages(k), howToRun{})
-			checkCommittedOnHeaders(t, r, want, srv.attemptsOf(""))
+			checkCommittedOnHeaders(t, r, want, srv.Attempts(""))
 		})
 	}
 }
 
 // checkCommittedOnHeaders checks that a call whose server sent headers and
 // then failed with want made one attempt and got want unchanged.
-func checkCommittedOnHeaders(t *testing.T, r callResult, want error, as []serverAttempt) {
+func checkCommittedOnHeaders(t *testing.T, r callResult, want error, as []bufconntest.Attempt) {
 	t.Helper()
 	if st := status.Convert(r.Err); st.Code() != status.Code(want) || st.Message() != status.Convert(want).Message() || len(r.Got) != 0 {
 		t.Errorf("received %q, then %v; want nothing, then the server's error unchanged: %v", r.Got, r.Err, want)
@@ -1477,8 +1479,8 @@ func TestStreamSendAfterCloseSend(t *testing.T) {
 	run := func(t *testing.T, opts []grpc.DialOption) (seen [][]string, sendErr error) {
 		var err error
 		synctest.Test(t, func(t *testing.T) {
-			srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Err: status.Error(codes.Unavailable, "down")}, succeed(1)))
-			c := srv.client(t, opts...)
+			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")}, bufconntest.Succeed(1)))
+			c := srv.Client(t, opts...)
 			s, e := c.FullDuplexCall(callerContext(t))
 			if e != nil {
 				t.Fatal(e)
@@ -1503,7 +1505,7 @@ func TestStreamSendAfterCloseSend(t *testing.T) {
 			synctest.Wait() // attempt 1 failed; a retry (if any) waits for its backoff
 			err = s.Send(outputRequest("m2"))
 			<-done
-			for _, a := range srv.attemptsOf("") {
+			for _, a := range srv.Attempts("") {
 				seen = append(seen, a.Msgs)
 			}
 		})

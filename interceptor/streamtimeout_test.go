@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -34,12 +36,12 @@ func exactWithAttemptTimeout() grpcbackoff.Policy {
 
 // neverAnswers is the step of an attempt that reads everything and never
 // answers.
-var neverAnswers = step{Recv: untilHalfClose, Hang: true}
+var neverAnswers = bufconntest.Step{Recv: bufconntest.UntilHalfClose, Hang: true}
 
 // attemptDurations returns how long each attempt lasted on the server. Call it
 // once the handlers are done (synctest.Wait): the caller may learn of an
 // attempt's end before its handler returns.
-func attemptDurations(as []serverAttempt) []time.Duration {
+func attemptDurations(as []bufconntest.Attempt) []time.Duration {
 	var d []time.Duration
 	for _, a := range as {
 		d = append(d, a.End.Sub(a.At))
@@ -51,9 +53,9 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 	for _, k := range streamKinds {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(neverAnswers, neverAnswers, succeed(2)))
+				srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers, neverAnswers, bufconntest.Succeed(2)))
 				rec := &recorder{}
-				c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+				c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 				msgs := callerMessages(k)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -64,7 +66,7 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 					t.Errorf("received %q, want %q", r.Got, want)
 				}
 				synctest.Wait()
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if len(as) != 3 {
 					t.Fatalf("attempts = %d, want 3", len(as))
 				}
@@ -96,10 +98,10 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 
 func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, scriptOf(neverAnswers))
+		srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers))
 		p := exactWithAttemptTimeout()
 		p.MaxAttempts = 2
-		c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 		start := time.Now()
 		r := runCall(callerContext(t), c, serverStream, []string{"q"}, howToRun{})
 		checkFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonExhausted)
@@ -110,7 +112,7 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 			t.Errorf("stream ended after %v, want 21s", got)
 		}
 		synctest.Wait()
-		if got, want := attemptDurations(srv.attemptsOf("")), seconds(10, 10); !slices.Equal(got, want) {
+		if got, want := attemptDurations(srv.Attempts("")), seconds(10, 10); !slices.Equal(got, want) {
 			t.Errorf("attempts lasted %v, want %v", got, want)
 		}
 	})
@@ -119,8 +121,8 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 // An attempt ended by the caller's deadline is not a cut: it is not retried.
 func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, scriptOf(neverAnswers))
-		c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
+		srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers))
+		c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
 		ctx, cancel := context.WithTimeout(callerContext(t), 15*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -132,7 +134,7 @@ func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
 			t.Errorf("stream ended after %v, want 15s", got)
 		}
 		synctest.Wait()
-		if got, want := attemptDurations(srv.attemptsOf("")), seconds(10, 4); !slices.Equal(got, want) {
+		if got, want := attemptDurations(srv.Attempts("")), seconds(10, 4); !slices.Equal(got, want) {
 			t.Errorf("attempts lasted %v, want %v", got, want)
 		}
 	})
@@ -144,8 +146,8 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 	for _, k := range []callKind{serverStream, bidi} {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Send: 1, Hang: true}))
-				c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 1, Hang: true}))
+				c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithTimeout(callerContext(t), time.Minute)
 				defer cancel()
 				start := time.Now()
@@ -161,7 +163,7 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 					t.Errorf("stream ended after %v, want 1m0s (the caller's deadline)", got)
 				}
 				synctest.Wait()
-				if got, want := attemptDurations(srv.attemptsOf("")), seconds(60); !slices.Equal(got, want) {
+				if got, want := attemptDurations(srv.Attempts("")), seconds(60); !slices.Equal(got, want) {
 					t.Errorf("attempts lasted %v, want %v: never cut", got, want)
 				}
 			})
@@ -175,8 +177,8 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 // before, though its server had answered.)
 func TestStreamAttemptTimeoutAfterCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, scriptOf(step{Header: true, Hang: true}, succeed(1)))
-		c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Hang: true}, bufconntest.Succeed(1)))
+		c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
 		ctx, cancel := context.WithTimeout(callerContext(t), time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -190,7 +192,7 @@ func TestStreamAttemptTimeoutAfterCommit(t *testing.T) {
 		if got := r.End.Sub(start); got != time.Minute {
 			t.Errorf("stream ended after %v, want 1m0s (the caller's deadline)", got)
 		}
-		if n := len(srv.attemptsOf("")); n != 1 {
+		if n := len(srv.Attempts("")); n != 1 {
 			t.Errorf("attempts = %d, want 1: the stream committed", n)
 		}
 	})
@@ -217,8 +219,8 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(succeed(1)))
-				c := srv.client(t, interceptor.DialOptions(exactWithAttemptTimeout(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
+				c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
 				// A message every 4 s, from 0 to 24 s; the half-close at 28 s.
 				msgs := messages(7)
 				start := time.Now()
@@ -242,7 +244,7 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 				if got := time.Since(start); got != tc.took {
 					t.Errorf("upload took %v, want %v", got, tc.took)
 				}
-				as := srv.attemptsOf("")
+				as := srv.Attempts("")
 				if len(as) != tc.attempts {
 					t.Fatalf("attempts = %d, want %d", len(as), tc.attempts)
 				}
@@ -263,8 +265,8 @@ func TestStreamAttemptTimeoutAnsweredByHeaders(t *testing.T) {
 	for _, k := range []callKind{serverStream, bidi} {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newScriptedServer(t, scriptOf(step{Header: true, Recv: untilHalfClose, Pause: 3 * time.Second, Send: 1}))
-				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Pause: 3 * time.Second, Send: 1}))
+				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if r.Err != nil || !slices.Equal(r.Got, []string{"r0"}) {
@@ -273,7 +275,7 @@ func TestStreamAttemptTimeoutAnsweredByHeaders(t *testing.T) {
 				if got := r.End.Sub(start); got != 3*time.Second {
 					t.Errorf("stream ended after %v, want 3s", got)
 				}
-				if n := len(srv.attemptsOf("")); n != 1 {
+				if n := len(srv.Attempts("")); n != 1 {
 					t.Errorf("the handler ran %d times, want once", n)
 				}
 			})
@@ -291,8 +293,8 @@ func TestStreamAttemptTimeoutCallerPace(t *testing.T) {
 	p := exact()
 	p.AttemptTimeout = time.Second
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, Echo: true}))
-		c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true}))
+		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(callerContext(t))
 		if err != nil {
 			t.Fatal(err)
@@ -321,7 +323,7 @@ func TestStreamAttemptTimeoutCallerPace(t *testing.T) {
 		if want := responses(len(msgs)); !slices.Equal(got, want) {
 			t.Errorf("received %q, want %q", got, want)
 		}
-		as := srv.attemptsOf("")
+		as := srv.Attempts("")
 		if len(as) != 1 || !slices.Equal(as[0].Msgs, msgs) {
 			t.Errorf("attempts %+v, want one that received %q", as, msgs)
 		}
@@ -340,9 +342,9 @@ func TestStreamAttemptTimeoutSlowUpload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// A fixed 64 KiB window (which also turns off the server's dynamic
 		// window), so that the client can be at most a message ahead.
-		srv := newScriptedServer(t, scriptOf(step{Recv: untilHalfClose, RecvEvery: time.Second}),
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, RecvEvery: time.Second}),
 			grpc.InitialWindowSize(size), grpc.InitialConnWindowSize(size))
-		c := srv.client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 		start := time.Now()
 		s, err := c.StreamingInputCall(callerContext(t))
 		if err != nil {
@@ -364,7 +366,7 @@ func TestStreamAttemptTimeoutSlowUpload(t *testing.T) {
 		if took := time.Since(start); took < n*time.Second {
 			t.Errorf("the upload took %v, want at least %v: the server did not read slowly", took, n*time.Second)
 		}
-		if a := srv.attemptsOf(""); len(a) != 1 {
+		if a := srv.Attempts(""); len(a) != 1 {
 			t.Errorf("attempts = %d, want 1", len(a))
 		}
 	})
