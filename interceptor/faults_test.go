@@ -11,7 +11,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -23,80 +22,27 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// faultyServer is a TestService whose handlers run act on each attempt, from 0;
-// act returns the error that ends the attempt, or nil to answer with a
-// payload of size bytes (UnaryCall) or two such responses (streams).
-type faultyServer struct {
-	testgrpc.UnimplementedTestServiceServer
-
-	act  func(ctx context.Context, n int) error
-	size atomic.Int64 // bytes of each response's payload
-	lis  *bufconn.Listener
-
-	mu       sync.Mutex
-	handlers int // handler runs, attempts that reached the service
-}
-
-func newFaultyServer(tb testing.TB, act func(ctx context.Context, n int) error, size int, opts ...grpc.ServerOption) *faultyServer {
-	s := &faultyServer{act: act, lis: bufconn.Listen(1 << 20)}
-	s.size.Store(int64(size))
-	srv := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
-	testgrpc.RegisterTestServiceServer(srv, s)
-	bufconntest.Serve(tb, srv, s.lis)
-	return s
-}
-
-// client dials s with opts; the connection is closed when the test ends.
-func (s *faultyServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
-	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
-}
-
-func (s *faultyServer) begin(ctx context.Context) error {
-	s.mu.Lock()
-	n := s.handlers
-	s.handlers++
-	s.mu.Unlock()
-	if s.act == nil {
-		return nil
-	}
-	return s.act(ctx, n)
-}
-
-func (s *faultyServer) ran() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.handlers
-}
-
-func (s *faultyServer) payload() *testgrpc.Payload {
-	return &testgrpc.Payload{Body: make([]byte, s.size.Load())}
-}
-
-func (s *faultyServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	return &testgrpc.SimpleResponse{Payload: s.payload()}, nil
-}
-
-func (s *faultyServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
-	if err := s.begin(ss.Context()); err != nil {
-		return err
-	}
-	for range 2 {
-		if err := ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: s.payload()}); err != nil {
-			return err
+// newFaultyServer is a scripted server whose attempt n (from 0) first runs
+// act, if not nil: its error ends the attempt; otherwise the attempt answers
+// with a response of size() bytes, or two on a stream.
+func newFaultyServer(tb testing.TB, act func(ctx context.Context, n int) error, size func() int, opts ...grpc.ServerOption) *bufconntest.Server {
+	return bufconntest.NewServer(tb, func(_ string, n int) bufconntest.Step {
+		st := bufconntest.Step{Send: 2, Payload: size()}
+		if act != nil {
+			st.Before = func(ctx context.Context) error { return act(ctx, n) }
 		}
-	}
-	return nil
+		return st
+	}, opts...)
 }
+
+// respSize is a fixed size of newFaultyServer's responses.
+func respSize(n int) func() int { return func() int { return n } }
 
 // fastExact is a policy with short exact waits: 100, 200, 400 ms … over five
 // attempts.
@@ -149,15 +95,15 @@ func TestUnaryCommitsOnHeaders(t *testing.T) {
 		for name, opts := range clients {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					srv := newFaultyServer(t, tc.act, 1)
+					srv := newFaultyServer(t, tc.act, respSize(1))
 					var a attemptLog
-					c := srv.client(t, opts(&a)...)
+					c := srv.Client(t, opts(&a)...)
 					var header metadata.MD
 					_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header))
 					if got := status.Code(err); got != tc.code {
 						t.Errorf("code = %v, want %v (%v)", got, tc.code, err)
 					}
-					if got := srv.ran(); got != tc.want {
+					if got := srv.Count(); got != tc.want {
 						t.Errorf("attempts the server saw = %d, want %d", got, tc.want)
 					}
 					if tc.code != codes.OK {
@@ -218,12 +164,14 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 				// UNAVAILABLE and needs the budget's one retry.
 				var tooLarge atomic.Bool
 				tooLarge.Store(true)
+				var size atomic.Int64
+				size.Store(int64(tc.response))
 				srv := newFaultyServer(t, func(_ context.Context, n int) error {
 					if !tooLarge.Load() && n == tc.wantHandler {
 						return status.Error(codes.Unavailable, "down once")
 					}
 					return nil
-				}, tc.response, tc.serverOpts...)
+				}, func() int { return int(size.Load()) }, tc.serverOpts...)
 				var a attemptLog
 				var retries []interceptor.Retry
 				r, err := interceptor.New(fastExact(),
@@ -232,7 +180,7 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c := srv.client(t, append(append(r.DialOptions(), a.dialOptions()...), tc.clientOpts...)...)
+				c := srv.Client(t, append(append(r.DialOptions(), a.dialOptions()...), tc.clientOpts...)...)
 
 				start := time.Now()
 				if tc.stream {
@@ -250,13 +198,13 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 				if n := a.count(); n != 1 || time.Since(start) != 0 || len(retries) != 0 {
 					t.Errorf("%d attempts over %v, %d retries announced; want 1 attempt at once, none", n, time.Since(start), len(retries))
 				}
-				if got := srv.ran(); got != tc.wantHandler {
+				if got := srv.Count(); got != tc.wantHandler {
 					t.Errorf("server handler ran %d times, want %d", got, tc.wantHandler)
 				}
 
 				// The budget still holds its one retry.
 				tooLarge.Store(false)
-				srv.size.Store(1)
+				size.Store(1)
 				if tc.stream {
 					err = recvServerStream(t.Context(), c, 1)
 				} else {
@@ -345,11 +293,11 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
-				srv := newFaultyServer(t, hangUntil(start, tc.thaw), 1)
+				srv := newFaultyServer(t, hangUntil(start, tc.thaw), respSize(1))
 				p := fastExact()
 				p.AttemptTimeout = tc.timeout
 				var a attemptLog
-				c := srv.client(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
+				c := srv.Client(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
@@ -400,10 +348,10 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newFaultyServer(t, tc.act, 1)
+				srv := newFaultyServer(t, tc.act, respSize(1))
 				p := fastExact()
 				p.AttemptTimeout = time.Second
-				c := srv.client(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
+				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
 				_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 				var e *grpcbackoff.Error
 				if !errors.As(err, &e) || e.Attempts != tc.want || e.Reason != tc.why {

@@ -200,7 +200,7 @@ func TestHedgeLoadShedding(t *testing.T) {
 					}
 					return nil
 				}
-				srv := newFaultyServer(t, shed, 1)
+				srv := newFaultyServer(t, shed, respSize(1))
 				var opts []interceptor.Option
 				if hedged {
 					opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * msec}))
@@ -209,7 +209,7 @@ func TestHedgeLoadShedding(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c := srv.client(t, r.DialOptions()...)
+				c := srv.Client(t, r.DialOptions()...)
 				var wg sync.WaitGroup
 				var failed atomic.Int64
 				for range 30 {

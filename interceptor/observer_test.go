@@ -125,15 +125,6 @@ func TestEndGaveUp(t *testing.T) {
 	}
 }
 
-// downStreams fails every stream of StreamingOutputCall with UNAVAILABLE.
-type downStreams struct {
-	testgrpc.UnimplementedTestServiceServer
-}
-
-func (downStreams) StreamingOutputCall(*testgrpc.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
-	return status.Error(codes.Unavailable, "down")
-}
-
 // TestStreamGiveUpIsObserved checks that a stream that gives up reports its
 // end, and is logged: one whose attempts fail when received from, and one
 // whose attempts cannot open (no server).
@@ -146,11 +137,7 @@ func TestStreamGiveUpIsObserved(t *testing.T) {
 		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(),
 			interceptor.WithObserver(rec), interceptor.WithLogger(slog.New(h)))
 
-		lis := bufconntest.Listen()
-		srv := grpc.NewServer()
-		testgrpc.RegisterTestServiceServer(srv, downStreams{})
-		bufconntest.Serve(t, srv, lis)
-		cc := bufconntest.Dial(t, lis.DialContext, opts...)
+		cc := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable))).Conn(t, opts...)
 		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)

@@ -32,7 +32,7 @@ func TestShortLivedConnsLeaveNoState(t *testing.T) {
 		}
 		b := newBackend(t, codes.Unavailable, 0)
 		for i := 0; i < 20; i++ {
-			cc := b.dialAs(t, "passthrough:///x", r.DialOptions()...)
+			cc := dialAs(t, b, "passthrough:///x", r.DialOptions()...)
 			if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
 				t.Fatal(err)
 			}
@@ -157,13 +157,9 @@ func TestUnaryServerDeadlineIsNotACut(t *testing.T) {
 
 func TestHedgeCommitsOnHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := &headersThenFail{}
-		lis := bufconntest.Listen()
-		gs := grpc.NewServer(grpc.WaitForHandlers(true))
-		testgrpc.RegisterTestServiceServer(gs, srv)
-		bufconntest.Serve(t, gs, lis)
 		for _, hedged := range []bool{false, true} {
-			srv.calls.Store(0)
+			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true,
+				Err: status.Error(codes.Unavailable, "failed after headers")}))
 			var opts []interceptor.Option
 			if hedged {
 				opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall",
@@ -173,25 +169,14 @@ func TestHedgeCommitsOnHeaders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cc := bufconntest.Dial(t, lis.DialContext, r.DialOptions()...)
+			cc := srv.Conn(t, r.DialOptions()...)
 			var hdr metadata.MD
 			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&hdr))
-			if srv.calls.Load() != 1 || status.Code(err) != codes.Unavailable || hdr.Get("applied") == nil {
+			if srv.Count() != 1 || status.Code(err) != codes.Unavailable || hdr.Get(bufconntest.AttemptKey) == nil {
 				t.Errorf("hedged=%v: server saw %d attempts, call ended with %v and headers %v; want 1 attempt, committed by its headers, UNAVAILABLE",
-					hedged, srv.calls.Load(), err, hdr)
+					hedged, srv.Count(), err, hdr)
 			}
 			cc.Close()
 		}
 	})
-}
-
-type headersThenFail struct {
-	testgrpc.UnimplementedTestServiceServer
-	calls atomic.Int32
-}
-
-func (s *headersThenFail) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	s.calls.Add(1)
-	_ = grpc.SendHeader(ctx, metadata.Pairs("applied", "yes"))
-	return nil, status.Error(codes.Unavailable, "failed after headers")
 }

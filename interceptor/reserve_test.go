@@ -35,12 +35,12 @@ func TestReserveAfterRamp(t *testing.T) {
 						return status.Error(codes.Unavailable, "restarting")
 					}
 					return nil
-				}, 1)
+				}, respSize(1))
 				r, err := interceptor.New(grpcbackoff.DefaultPolicy())
 				if err != nil {
 					t.Fatal(err)
 				}
-				c := srv.client(t, r.DialOptions()...)
+				c := srv.Client(t, r.DialOptions()...)
 				ctx, stop := context.WithCancel(t.Context())
 				defer stop()
 				var poller sync.WaitGroup

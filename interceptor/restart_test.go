@@ -19,42 +19,8 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
-
-// holdingServer answers UnaryCall; while hold is open, it counts each call in
-// held and blocks it until the server stops.
-type holdingServer struct {
-	testgrpc.UnimplementedTestServiceServer
-	hold  chan struct{} // nil: answer at once
-	held  chan struct{} // receives one value per blocked call
-	calls atomic.Int64
-}
-
-func (s *holdingServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	s.calls.Add(1)
-	if s.hold != nil {
-		s.held <- struct{}{}
-		select {
-		case <-s.hold:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return &testgrpc.SimpleResponse{}, nil
-}
-
-// serveOn serves s on lis and returns the server and a channel closed when
-// Serve has returned.
-func serveOn(s *holdingServer, lis net.Listener) (*grpc.Server, chan struct{}) {
-	srv := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(srv, s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	return srv, done
-}
 
 // TestRestartInFlight: 50 calls in flight over loopback TCP when the server
 // stops; a new server takes its port at once. With DefaultThrottle every call
@@ -83,9 +49,12 @@ func TestRestartInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := lis.Addr().String()
-			first := &holdingServer{hold: make(chan struct{}), held: make(chan struct{}, inFlight)}
-			srv1, done1 := serveOn(first, lis)
-			defer func() { srv1.Stop(); <-done1 }()
+			held := make(chan struct{}, inFlight)
+			first := bufconntest.NewServerOn(t, lis, bufconntest.Steps(bufconntest.Step{Before: func(ctx context.Context) error {
+				held <- struct{}{}
+				<-ctx.Done() // until the server stops
+				return ctx.Err()
+			}}))
 
 			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithThrottle(tc.th))
 			if err != nil {
@@ -110,22 +79,19 @@ func TestRestartInFlight(t *testing.T) {
 			}
 			for range inFlight {
 				select {
-				case <-first.held:
+				case <-held:
 				case <-ctx.Done():
 					t.Fatal("the calls did not all reach the first server")
 				}
 			}
 
 			// The restart: stop, and serve again on the same port.
-			srv1.Stop()
-			<-done1
+			first.Stop()
 			lis2, err := net.Listen("tcp", addr)
 			if err != nil {
 				t.Fatalf("listening again on %s: %v", addr, err)
 			}
-			second := &holdingServer{}
-			srv2, done2 := serveOn(second, lis2)
-			defer func() { srv2.Stop(); <-done2 }()
+			second := bufconntest.NewServerOn(t, lis2, bufconntest.Steps(bufconntest.Succeed(1)))
 			wg.Wait()
 
 			ok, throttled := 0, 0
@@ -141,7 +107,7 @@ func TestRestartInFlight(t *testing.T) {
 				}
 			}
 			t.Logf("%d calls in flight across the restart: %d succeeded (%d attempts on the new server), %d throttled",
-				inFlight, ok, second.calls.Load(), throttled)
+				inFlight, ok, second.Count(), throttled)
 			if ok < tc.wantOK || ok > tc.wantAtMax {
 				t.Errorf("%d calls succeeded, want between %d and %d", ok, tc.wantOK, tc.wantAtMax)
 			}
@@ -179,7 +145,7 @@ func TestRestartHedged(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := lis.Addr().String()
-			srv1, done1 := serveOn(&holdingServer{}, lis)
+			srv1 := bufconntest.NewServerOn(t, lis, bufconntest.Steps(bufconntest.Succeed(1)))
 			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), tc.opts...)
 			if err != nil {
 				t.Fatal(err)
@@ -195,8 +161,7 @@ func TestRestartHedged(t *testing.T) {
 			}
 
 			srv1.Stop() // the restart begins
-			<-done1
-			restarted := make(chan *grpc.Server, 1)
+			restarted := make(chan *bufconntest.Server, 1)
 			time.AfterFunc(1500*time.Millisecond, func() {
 				lis2, err := net.Listen("tcp", addr)
 				if err != nil {
@@ -204,8 +169,7 @@ func TestRestartHedged(t *testing.T) {
 					restarted <- nil
 					return
 				}
-				srv2, _ := serveOn(&holdingServer{}, lis2)
-				restarted <- srv2
+				restarted <- bufconntest.NewServerOn(t, lis2, bufconntest.Steps(bufconntest.Succeed(1)))
 			})
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
@@ -220,9 +184,7 @@ func TestRestartHedged(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if srv2 := <-restarted; srv2 != nil {
-				srv2.Stop()
-			}
+			<-restarted // stopped when the test ends
 			if n := failed.Load(); n != 0 {
 				t.Errorf("%d of %d calls failed across the restart, want none", n, calls)
 			}

@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,57 +15,29 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// backend is a test server that fails its first fail calls with code, then
-// succeeds, counting every call it sees.
-type backend struct {
-	testgrpc.UnimplementedTestServiceServer
-	lis   *bufconn.Listener
-	code  codes.Code
-	fail  int64
-	calls atomic.Int64
-}
-
-func newBackend(t *testing.T, code codes.Code, fail int64) *backend {
-	b := &backend{lis: bufconntest.Listen(), code: code, fail: fail}
-	srv := grpc.NewServer(grpc.WaitForHandlers(true))
-	testgrpc.RegisterTestServiceServer(srv, b)
-	bufconntest.Serve(t, srv, b.lis)
-	return b
-}
-
-func (b *backend) answer() error {
-	if b.calls.Add(1) <= b.fail {
-		return status.Error(b.code, "backend failure")
-	}
-	return nil
-}
-
-func (b *backend) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	if err := b.answer(); err != nil {
-		return nil, err
-	}
-	return &testgrpc.SimpleResponse{}, nil
-}
-
-func (b *backend) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
-	if err := b.answer(); err != nil {
-		return err
-	}
-	return ss.Send(&testgrpc.StreamingOutputCallResponse{})
+// newBackend is a scripted server whose first fail attempts fail with code;
+// the others succeed.
+func newBackend(t *testing.T, code codes.Code, fail int) *bufconntest.Server {
+	return bufconntest.NewServer(t, func(_ string, n int) bufconntest.Step {
+		if n < fail {
+			return bufconntest.Fail(status.Error(code, "backend failure"))
+		}
+		return bufconntest.Succeed(1)
+	})
 }
 
 // dialAs connects to b under target ("passthrough:///name"), which is what
 // tells backends apart, with opts.
-func (b *backend) dialAs(t *testing.T, target string, opts ...grpc.DialOption) *grpc.ClientConn {
+func dialAs(t *testing.T, b *bufconntest.Server, target string, opts ...grpc.DialOption) *grpc.ClientConn {
+	dial := b.Dialer()
 	base := []grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return b.lis.DialContext(ctx) }),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 	}
 	cc, err := grpc.NewClient(target, append(base, opts...)...)
@@ -97,15 +68,15 @@ func TestBudgetPerBackend(t *testing.T) {
 		}
 		down := newBackend(t, codes.Unavailable, 1<<40)
 		up := newBackend(t, codes.Unavailable, 1)
-		a1 := down.dialAs(t, "passthrough:///backend-a", r.DialOptions()...)
-		a2 := down.dialAs(t, "passthrough:///backend-a", r.DialOptions()...)
-		b := up.dialAs(t, "passthrough:///backend-b", r.DialOptions()...)
+		a1 := dialAs(t, down, "passthrough:///backend-a", r.DialOptions()...)
+		a2 := dialAs(t, down, "passthrough:///backend-a", r.DialOptions()...)
+		b := dialAs(t, up, "passthrough:///backend-b", r.DialOptions()...)
 		ctx := t.Context()
 
 		if _, err := testgrpc.NewTestServiceClient(b).UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
 			t.Fatalf("call to the healthy backend: %v, want success after one retry", err)
 		}
-		if n := up.calls.Load(); n != 2 {
+		if n := int64(up.Count()); n != 2 {
 			t.Errorf("healthy backend saw %d attempts, want 2", n)
 		}
 		if got := statesOf(r); got["passthrough:///backend-b"] != 2 || len(got) != 1 {
@@ -168,13 +139,13 @@ func checkClosing(t *testing.T, err error, start time.Time) {
 func TestCloseEndsUnaryWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := newBackend(t, codes.Unavailable, 1<<40)
-		cc := down.dialAs(t, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
+		cc := dialAs(t, down, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
 		time.AfterFunc(40*time.Second, func() { cc.Close() })
 		start := time.Now()
 		_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 		checkClosing(t, err, start)
 		// What a plain call (no interceptor) on a closed connection gets.
-		plainCC := down.dialAs(t, "passthrough:///down")
+		plainCC := dialAs(t, down, "passthrough:///down")
 		plainCC.Close()
 		_, plain := testgrpc.NewTestServiceClient(plainCC).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 		if got, want := status.Convert(err), status.Convert(plain); got.Code() != want.Code() || !strings.HasPrefix(got.Message(), want.Message()) {
@@ -186,7 +157,7 @@ func TestCloseEndsUnaryWait(t *testing.T) {
 func TestCloseEndsStreamWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := newBackend(t, codes.Unavailable, 1<<40)
-		cc := down.dialAs(t, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
+		cc := dialAs(t, down, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
 		time.AfterFunc(40*time.Second, func() { cc.Close() })
 		start := time.Now()
 		st, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
@@ -221,7 +192,7 @@ func TestStatesWithoutConnOrThrottle(t *testing.T) {
 			t.Fatal(err)
 		}
 		down := newBackend(t, codes.Unavailable, 1)
-		cc := down.dialAs(t, "passthrough:///free", free.DialOptions()...)
+		cc := dialAs(t, down, "passthrough:///free", free.DialOptions()...)
 		if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -256,9 +227,9 @@ func TestCloseEndsAttemptInFlight(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newFaultyServer(t, tc.act, 1)
+				srv := newFaultyServer(t, tc.act, respSize(1))
 				rec := &recorder{}
-				cc := bufconntest.Dial(t, srv.lis.DialContext, interceptor.DialOptions(exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
+				cc := srv.Conn(t, interceptor.DialOptions(exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
 				time.AfterFunc(5*time.Second, func() { cc.Close() })
 				_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 				var ge *grpcbackoff.Error

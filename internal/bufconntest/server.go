@@ -135,6 +135,14 @@ func NewServerTCP(tb testing.TB, script Script, opts ...grpc.ServerOption) *Serv
 	return start(tb, script, lis, dial, opts)
 }
 
+// NewServerOn is NewServer on lis, a TCP listener: to serve again on the
+// address of a Server that was stopped, as a restart does.
+func NewServerOn(tb testing.TB, lis net.Listener, script Script, opts ...grpc.ServerOption) *Server {
+	var d net.Dialer
+	dial := func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", lis.Addr().String()) }
+	return start(tb, script, lis, dial, opts)
+}
+
 func start(tb testing.TB, script Script, lis net.Listener, dial func(context.Context) (net.Conn, error), opts []grpc.ServerOption) *Server {
 	s := &Server{
 		script:   script,
