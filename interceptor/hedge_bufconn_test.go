@@ -22,60 +22,35 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// hedgeBackend is a TestService whose attempt n (read from PreviousAttemptsKey)
-// answers after latency[n] with payload "a<n>", header and trailer
-// "attempt: n"; it records how each attempt's context ended.
-type hedgeBackend struct {
-	testgrpc.UnimplementedTestServiceServer
-	latency []time.Duration
-	early   bool // send the header at once, not with the response
-
-	mu    sync.Mutex
-	ended map[int]error // attempt -> its context's error when it ended, nil if answered
-}
-
-func (s *hedgeBackend) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	n := 0
-	if v := md.Get(interceptor.PreviousAttemptsKey); len(v) == 1 {
-		n, _ = strconv.Atoi(v[0])
-	}
-	tag := metadata.Pairs("attempt", strconv.Itoa(n))
-	if s.early {
-		_ = grpc.SendHeader(ctx, tag)
-	} else {
-		_ = grpc.SetHeader(ctx, tag)
-	}
-	grpc.SetTrailer(ctx, tag)
-	t := time.NewTimer(s.latency[n])
-	defer t.Stop()
-	var err error
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	s.mu.Lock()
-	s.ended[n] = err
-	s.mu.Unlock()
-	if err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	return &testgrpc.SimpleResponse{Payload: &testgrpc.Payload{Body: []byte("a" + strconv.Itoa(n)), Type: req.GetResponseType()}}, nil
-}
-
-func newHedgeBackend(t *testing.T, latency []time.Duration, h grpcbackoff.Hedging) (*hedgeBackend, testgrpc.TestServiceClient) {
+// newHedgeBackend is a scripted server whose attempt n of a call answers
+// after latency[n] with body "a<n>" (and the header and trailer AttemptKey:
+// n), its headers sent first if early; it returns a client hedged as h.
+// Calls made at once must each carry their own StreamKey (callNamed).
+func newHedgeBackend(t *testing.T, latency []time.Duration, early bool, h grpcbackoff.Hedging) (*bufconntest.Server, testgrpc.TestServiceClient) {
 	t.Helper()
-	s := &hedgeBackend{latency: latency, ended: map[int]error{}}
-	srv := grpc.NewServer(grpc.WaitForHandlers(true))
-	testgrpc.RegisterTestServiceServer(srv, s)
-	lis := bufconntest.Listen()
-	bufconntest.Serve(t, srv, lis)
+	s := bufconntest.NewServer(t, func(_ string, n int) bufconntest.Step {
+		return bufconntest.Step{Header: early, Pause: latency[n], Body: "a" + strconv.Itoa(n)}
+	})
 	r, err := interceptor.New(exact(), interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", h))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, testgrpc.NewTestServiceClient(bufconntest.Dial(t, lis.DialContext, r.DialOptions()...))
+	return s, s.Client(t, r.DialOptions()...)
+}
+
+// callNamed returns ctx naming its call id for the server (StreamKey).
+func callNamed(ctx context.Context, id string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, bufconntest.StreamKey, id)
+}
+
+// ended returns how each attempt of call id ended at the server: its
+// context's error, nil if answered.
+func ended(s *bufconntest.Server, id string) []error {
+	var out []error
+	for _, a := range s.Attempts(id) {
+		out = append(out, a.Canceled)
+	}
+	return out
 }
 
 // TestHedgeOverGRPC runs hedged calls through grpc-go over bufconn: the
@@ -83,7 +58,7 @@ func newHedgeBackend(t *testing.T, latency []time.Duration, h grpcbackoff.Hedgin
 // reply each time, and the server sees the losers' contexts canceled.
 func TestHedgeOverGRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, c := newHedgeBackend(t, []time.Duration{time.Second, 10 * msec, time.Second}, hedging(3, 100*msec))
+		s, c := newHedgeBackend(t, []time.Duration{time.Second, 10 * msec, time.Second}, false, hedging(3, 100*msec))
 		var header, trailer metadata.MD
 		var p peer.Peer
 		start := time.Now()
@@ -98,17 +73,15 @@ func TestHedgeOverGRPC(t *testing.T) {
 		if body := string(resp.GetPayload().GetBody()); body != "a1" || resp.GetPayload().GetType() != testgrpc.PayloadType_COMPRESSABLE {
 			t.Errorf("response = %v, want attempt 1's", resp)
 		}
-		if header.Get("attempt")[0] != "1" || trailer.Get("attempt")[0] != "1" {
+		if header.Get(bufconntest.AttemptKey)[0] != "1" || trailer.Get(bufconntest.AttemptKey)[0] != "1" {
 			t.Errorf("header %v, trailer %v; want attempt 1's", header, trailer)
 		}
 		if p.Addr == nil {
 			t.Errorf("peer not set")
 		}
 		synctest.Wait() // the server's handlers of the losers return
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if len(s.ended) != 2 || s.ended[0] != context.Canceled || s.ended[1] != nil {
-			t.Errorf("server saw attempts end with %v, want attempt 0 canceled and 1 answered, no attempt 2", s.ended)
+		if e := ended(s, ""); len(e) != 2 || e[0] != context.Canceled || e[1] != nil {
+			t.Errorf("server saw attempts end with %v, want attempt 0 canceled and 1 answered, no attempt 2", e)
 		}
 	})
 }
@@ -118,19 +91,19 @@ func TestHedgeOverGRPC(t *testing.T) {
 // under -race, no attempt writes to what the caller reads.
 func TestHedgeRaceFree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, c := newHedgeBackend(t, []time.Duration{20 * msec, 10 * msec, 0}, hedging(3, 10*msec))
+		_, c := newHedgeBackend(t, []time.Duration{20 * msec, 10 * msec, 0}, false, hedging(3, 10*msec))
 		var wg sync.WaitGroup
-		for range 20 {
+		for i := range 20 {
 			wg.Go(func() {
 				var header, trailer metadata.MD
 				var p peer.Peer
-				resp, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+				resp, err := c.UnaryCall(callNamed(t.Context(), strconv.Itoa(i)), &testgrpc.SimpleRequest{}, grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				body := string(resp.GetPayload().GetBody())
-				if h, tr := header.Get("attempt"), trailer.Get("attempt"); len(h) != 1 || len(tr) != 1 || "a"+h[0] != body || "a"+tr[0] != body {
+				if h, tr := header.Get(bufconntest.AttemptKey), trailer.Get(bufconntest.AttemptKey); len(h) != 1 || len(tr) != 1 || "a"+h[0] != body || "a"+tr[0] != body {
 					t.Errorf("response %q with header %v and trailer %v: not all from one attempt", body, header, trailer)
 				}
 			})
@@ -143,7 +116,7 @@ func TestHedgeRaceFree(t *testing.T) {
 // attempt and that the call returns DEADLINE_EXCEEDED at the deadline.
 func TestHedgeDeadlineOverGRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, c := newHedgeBackend(t, []time.Duration{time.Hour, time.Hour, time.Hour}, hedging(3, 100*msec))
+		_, c := newHedgeBackend(t, []time.Duration{time.Hour, time.Hour, time.Hour}, false, hedging(3, 100*msec))
 		ctx, cancel := context.WithTimeout(t.Context(), 150*msec)
 		defer cancel()
 		start := time.Now()
@@ -161,8 +134,7 @@ func TestHedgeDeadlineOverGRPC(t *testing.T) {
 // got the hedge's reply instead of the committed attempt's.
 func TestHedgeNoHedgeAfterHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, c := newHedgeBackend(t, []time.Duration{200 * msec, 0, 0}, hedging(3, 50*msec))
-		s.early = true
+		s, c := newHedgeBackend(t, []time.Duration{200 * msec, 0, 0}, true, hedging(3, 50*msec))
 		var header metadata.MD
 		start := time.Now()
 		resp, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header))
@@ -172,14 +144,12 @@ func TestHedgeNoHedgeAfterHeaders(t *testing.T) {
 		if got := time.Since(start); got != 200*msec {
 			t.Errorf("call took %v, want 200ms", got)
 		}
-		if body := string(resp.GetPayload().GetBody()); body != "a0" || header.Get("attempt")[0] != "0" {
+		if body := string(resp.GetPayload().GetBody()); body != "a0" || header.Get(bufconntest.AttemptKey)[0] != "0" {
 			t.Errorf("response %q with header %v, want attempt 0's", body, header)
 		}
 		synctest.Wait()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if len(s.ended) != 1 {
-			t.Errorf("the server saw attempts %v, want attempt 0 alone", s.ended)
+		if e := ended(s, ""); len(e) != 1 {
+			t.Errorf("the server saw attempts %v, want attempt 0 alone", e)
 		}
 	})
 }

@@ -25,7 +25,6 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
@@ -34,98 +33,27 @@ import (
 
 // callKey is the request metadata that names a call, so that the server
 // and the client can count the attempts of each call.
-const callKey = "x-call"
+const callKey = bufconntest.StreamKey
 
-// loadServer is a TestService that can be down, answers after a latency, and
-// counts the attempts of each call.
-type loadServer struct {
-	testgrpc.UnimplementedTestServiceServer
-
-	latency time.Duration
-	down    atomic.Bool
-	lis     *bufconn.Listener
-	srv     *grpc.Server
-
-	mu   sync.Mutex
-	seen map[string]int // attempts per call
-}
-
-func newLoadServer(tb testing.TB, latency time.Duration) *loadServer {
-	s := &loadServer{
-		latency: latency,
-		lis:     bufconn.Listen(1 << 20),
-		srv:     grpc.NewServer(grpc.WaitForHandlers(true)),
-		seen:    make(map[string]int),
-	}
-	testgrpc.RegisterTestServiceServer(s.srv, s)
-	bufconntest.Serve(tb, s.srv, s.lis)
-	return s
-}
-
-// client dials s with opts; the connection is closed when the test ends.
-func (s *loadServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
-	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
-}
-
-// admit records an attempt, waits the latency and says whether the server
-// is down.
-func (s *loadServer) admit(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	id := ""
-	if v := md.Get(callKey); len(v) > 0 {
-		id = v[0]
-	}
-	s.mu.Lock()
-	s.seen[id]++
-	s.mu.Unlock()
-	t := time.NewTimer(s.latency)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	}
-	if s.down.Load() {
-		return status.Error(codes.Unavailable, "load: server is down")
-	}
-	return nil
-}
-
-func (s *loadServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	if err := s.admit(ctx); err != nil {
-		return nil, err
-	}
-	return &testgrpc.SimpleResponse{Payload: req.GetPayload()}, nil
-}
-
-func (s *loadServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
-	if err := s.admit(ss.Context()); err != nil {
-		return err
-	}
-	for i := range 3 {
-		body := string(req.GetPayload().GetBody()) + "/" + strconv.Itoa(i)
-		if err := ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte(body)}}); err != nil {
-			return err
+// newLoadServer is a scripted server whose attempts answer after latency,
+// failing with UNAVAILABLE while down; a unary call's response carries its
+// request's body, a server stream's three responses the request's and /0,
+// /1, /2, and a bidi stream echoes every message.
+func newLoadServer(tb testing.TB, latency time.Duration, down *atomic.Bool) *bufconntest.Server {
+	return bufconntest.NewServer(tb, func(string, int) bufconntest.Step {
+		return bufconntest.Step{
+			Before: func(ctx context.Context) error {
+				if err := bufconntest.Pause(ctx, latency); err != nil {
+					return err
+				}
+				if down.Load() {
+					return status.Error(codes.Unavailable, "load: server is down")
+				}
+				return nil
+			},
+			Recv: bufconntest.UntilHalfClose, Echo: true, Mirror: true, Send: 3,
 		}
-	}
-	return nil
-}
-
-func (s *loadServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]) error {
-	if err := s.admit(ss.Context()); err != nil {
-		return err
-	}
-	for {
-		m, err := ss.Recv()
-		if err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if err := ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: m.GetPayload()}); err != nil {
-			return err
-		}
-	}
+	})
 }
 
 // attemptCounter is a client interceptor, installed inside the retrying ones,
@@ -281,8 +209,9 @@ func storm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
 	)
 	wall := time.Now()
 	synctest.Test(t, func(t *testing.T) {
-		srv := newLoadServer(t, latency)
-		srv.down.Store(true)
+		var down atomic.Bool
+		down.Store(true)
+		srv := newLoadServer(t, latency, &down)
 
 		type retryEvent struct {
 			at        time.Time
@@ -308,10 +237,10 @@ func storm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
 			t.Fatal(err)
 		}
 		counted := &attemptCounter{n: make(map[string]int)}
-		client := srv.client(t, append(r.DialOptions(), counted.dialOptions()...)...)
+		client := srv.Client(t, append(r.DialOptions(), counted.dialOptions()...)...)
 
 		t0 := time.Now()
-		time.AfterFunc(outage, func() { srv.down.Store(false) })
+		time.AfterFunc(outage, func() { down.Store(false) })
 
 		// Half of each kind start at once at t0 (a burst of over a
 		// thousand concurrent calls); the others spread over span.
@@ -388,9 +317,7 @@ func storm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
 			counted.mu.Lock()
 			attempts := counted.n[c.id]
 			counted.mu.Unlock()
-			srv.mu.Lock()
-			seen := srv.seen[c.id]
-			srv.mu.Unlock()
+			seen := len(srv.Attempts(c.id))
 			if seen != attempts || attempts < 1 || attempts > policy.MaxAttempts {
 				t.Errorf("call %s: server saw %d attempts, client made %d, want equal and within 1..%d", c.id, seen, attempts, policy.MaxAttempts)
 			}
@@ -435,12 +362,7 @@ func storm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
 				granted++
 			}
 		}
-		serverTotal := 0
-		srv.mu.Lock()
-		for _, v := range srv.seen {
-			serverTotal += v
-		}
-		srv.mu.Unlock()
+		serverTotal := srv.Count()
 		if serverTotal != n+granted {
 			t.Errorf("attempts the server saw = %d, want %d calls + %d retries = %d", serverTotal, n, granted, n+granted)
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,20 +37,6 @@ const (
 			"retryableStatusCodes": ["ABORTED", "CANCELLED", "INTERNAL", "RESOURCE_EXHAUSTED", "UNKNOWN", "UNAVAILABLE", "DEADLINE_EXCEEDED"]}}]}`
 )
 
-// hangingServer answers every method by hanging until the call ends,
-// counting the attempts.
-func hangingServer(t *testing.T) (dial func(...grpc.DialOption) *grpc.ClientConn, attempts *atomic.Int32) {
-	attempts = new(atomic.Int32)
-	srv := grpc.NewServer(grpc.WaitForHandlers(true), grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
-		attempts.Add(1)
-		<-ss.Context().Done()
-		return ss.Context().Err()
-	}))
-	lis := bufconntest.Listen()
-	bufconntest.Serve(t, srv, lis)
-	return func(opts ...grpc.DialOption) *grpc.ClientConn { return bufconntest.Dial(t, lis.DialContext, opts...) }, attempts
-}
-
 // TestServiceConfigTimeout: a service config entry's timeout bounds the
 // whole call, as grpc-go bounds it, with the config applied by
 // WithServiceConfig alone and with the same JSON given to grpc-go too (as
@@ -77,18 +62,18 @@ func TestServiceConfigTimeout(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					dial, attempts := hangingServer(t)
+					srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Hang: true}))
 					opts := r.DialOptions()
 					if alsoGRPC {
 						opts = append(opts, grpc.WithDefaultServiceConfig(cfg.doc))
 					}
-					cc := dial(opts...)
+					cc := srv.Conn(t, opts...)
 					start := time.Now()
 					err = cc.Invoke(t.Context(), cfg.method, &emptypb.Empty{}, &emptypb.Empty{})
 					if took := time.Since(start); took != time.Minute || status.Code(err) != codes.DeadlineExceeded {
 						t.Errorf("the call ended after %v with %v; want DEADLINE_EXCEEDED at the config's 60s", took, err)
 					}
-					if n := attempts.Load(); n != 1 {
+					if n := srv.Count(); n != 1 {
 						t.Errorf("%d attempts, want 1: the timeout bounds the whole call", n)
 					}
 				})

@@ -42,16 +42,18 @@ type Step struct {
 	// UntilHalfClose (client and bidi streams; a unary or server-stream
 	// request is always read).
 	Recv int
-	// Echo answers every client message read with a response (bidi only);
-	// Mirror makes each echo carry the body of the message it answers,
-	// instead of r0, r1, …
+	// Echo answers every client message read with a response (bidi only).
+	// Mirror makes responses carry the body of what they answer instead of
+	// r0, r1, …: a unary call's request, a bidi stream's echoed message; a
+	// server stream's responses carry its request's, then /0, /1, …
 	Echo, Mirror bool
-	// Send is the number of responses sent after reading (server and bidi
-	// streams; a unary call's or client stream's only response is sent on
-	// success).
+	// Send is the number of responses sent after reading (server streams,
+	// and bidi streams that do not Echo; a unary call's or client stream's
+	// only response is sent on success).
 	Send int
-	// Payload, if positive, is the size in bytes of each response's body,
-	// instead of r0, r1, …
+	// Body, if set, is each response's body, instead of r0, r1, …; Payload,
+	// if positive, the size in bytes of a body of x's.
+	Body    string
 	Payload int
 	// Pause waits, after reading, before sending responses.
 	Pause time.Duration
@@ -144,13 +146,8 @@ func NewServerOn(tb testing.TB, lis net.Listener, script Script, opts ...grpc.Se
 }
 
 func start(tb testing.TB, script Script, lis net.Listener, dial func(context.Context) (net.Conn, error), opts []grpc.ServerOption) *Server {
-	s := &Server{
-		script:   script,
-		dial:     dial,
-		lis:      lis,
-		srv:      grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true), grpc.UnknownServiceHandler(unknown)}, opts...)...),
-		attempts: make(map[string][]*Attempt),
-	}
+	s := &Server{script: script, dial: dial, lis: lis, attempts: make(map[string][]*Attempt)}
+	s.srv = grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true), grpc.UnknownServiceHandler(s.unknown)}, opts...)...)
 	testgrpc.RegisterTestServiceServer(s.srv, s)
 	Serve(tb, s.srv, lis)
 	return s
@@ -283,6 +280,8 @@ func (s *Server) next(a *Attempt, st Step, body []byte) []byte {
 	switch {
 	case body != nil:
 		return body
+	case st.Body != "":
+		return []byte(st.Body)
 	case st.Payload > 0:
 		return []byte(strings.Repeat("x", st.Payload))
 	}
@@ -305,7 +304,10 @@ func finish(ctx context.Context, st Step) error {
 	return st.Err
 }
 
-// UnaryCall answers as its step says, with one response.
+// UnaryCall answers as its step says, with one response of the type the
+// request asks for. Its response headers carry AttemptKey, sent first if the
+// step says Header, else with the response (a failure without Header is
+// trailers-only).
 func (s *Server) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	a, st, err := s.begin(unaryStream{ctx})
 	defer s.end(ctx, a)
@@ -320,7 +322,14 @@ func (s *Server) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*t
 	if err := finish(ctx, st); err != nil {
 		return nil, err
 	}
-	return &testgrpc.SimpleResponse{Payload: &testgrpc.Payload{Body: s.next(a, st, nil)}}, nil
+	var body []byte
+	if st.Mirror {
+		body = req.GetPayload().GetBody()
+	}
+	if !st.Header {
+		_ = grpc.SetHeader(ctx, attemptMD(a.N)) // sent with the response: a failure stays trailers-only
+	}
+	return &testgrpc.SimpleResponse{Payload: &testgrpc.Payload{Body: s.next(a, st, body), Type: req.GetResponseType()}}, nil
 }
 
 // unaryStream is a unary call as an attemptStream.
@@ -331,8 +340,7 @@ func (u unaryStream) SetTrailer(md metadata.MD)       { _ = grpc.SetTrailer(u.ct
 func (u unaryStream) SendHeader(md metadata.MD) error { return grpc.SendHeader(u.ctx, md) }
 
 // unknown serves any other method as a unary call, with an empty response.
-func unknown(srv any, ss grpc.ServerStream) error {
-	s := srv.(*Server)
+func (s *Server) unknown(_ any, ss grpc.ServerStream) error {
 	a, st, err := s.begin(ss)
 	defer s.end(ss.Context(), a)
 	if err != nil {
@@ -364,8 +372,12 @@ func (s *Server) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, s
 	if err := Pause(ss.Context(), st.Pause); err != nil {
 		return err
 	}
-	for range st.Send {
-		if err := ss.Send(output(s.next(a, st, nil))); err != nil {
+	for i := range st.Send {
+		var body []byte
+		if st.Mirror {
+			body = []byte(string(req.GetPayload().GetBody()) + "/" + strconv.Itoa(i))
+		}
+		if err := ss.Send(output(s.next(a, st, body))); err != nil {
 			return err
 		}
 	}
@@ -459,7 +471,7 @@ func (s *Server) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOu
 	if err := Pause(ss.Context(), st.Pause); err != nil {
 		return err
 	}
-	for range st.Send {
+	for i := 0; i < st.Send && !st.Echo; i++ {
 		if err := ss.Send(output(s.next(a, st, nil))); err != nil {
 			return err
 		}
