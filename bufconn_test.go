@@ -125,14 +125,6 @@ func getInstance(ctx context.Context, cc *grpc.ClientConn) error {
 	return err
 }
 
-func seconds(s ...float64) []time.Duration {
-	d := make([]time.Duration, len(s))
-	for i, v := range s {
-		d[i] = time.Duration(v * float64(time.Second))
-	}
-	return d
-}
-
 func TestRecipeOverBufconn(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -143,13 +135,13 @@ func TestRecipeOverBufconn(t *testing.T) {
 		wantGaps   []time.Duration
 	}{
 		{"no failure", 0, codes.Unavailable, 0, codes.OK, nil},
-		{"three UNAVAILABLE", 3, codes.Unavailable, 0, codes.OK, seconds(1, 2, 4)},
-		{"RESOURCE_EXHAUSTED", 2, codes.ResourceExhausted, 0, codes.OK, seconds(1, 2)},
-		{"seven: the cap, then at the cap", 7, codes.Unavailable, 0, codes.OK, seconds(1, 2, 4, 8, 16, 32, 32)},
+		{"three UNAVAILABLE", 3, codes.Unavailable, 0, codes.OK, bufconntest.Seconds(1, 2, 4)},
+		{"RESOURCE_EXHAUSTED", 2, codes.ResourceExhausted, 0, codes.OK, bufconntest.Seconds(1, 2)},
+		{"seven: the cap, then at the cap", 7, codes.Unavailable, 0, codes.OK, bufconntest.Seconds(1, 2, 4, 8, 16, 32, 32)},
 		{"NOT_FOUND is not retried", 1, codes.NotFound, 0, codes.NotFound, nil},
 		{"INTERNAL is not retried", 1, codes.Internal, 0, codes.Internal, nil},
-		{"RetryInfo longer than the backoff is waited for", 2, codes.ResourceExhausted, 5 * time.Second, codes.OK, seconds(5, 5)},
-		{"RetryInfo shorter than the backoff is not", 2, codes.ResourceExhausted, 300 * time.Millisecond, codes.OK, seconds(1, 2)},
+		{"RetryInfo longer than the backoff is waited for", 2, codes.ResourceExhausted, 5 * time.Second, codes.OK, bufconntest.Seconds(5, 5)},
+		{"RetryInfo shorter than the backoff is not", 2, codes.ResourceExhausted, 300 * time.Millisecond, codes.OK, bufconntest.Seconds(1, 2)},
 		{"RetryInfo past MaxHintDelay ends the retries", 1, codes.Unavailable, time.Hour, codes.Unavailable, nil},
 	}
 	for _, tc := range cases {
@@ -239,7 +231,7 @@ func TestRecipeRetriesServerStreams(t *testing.T) {
 		if err != io.EOF || n != 1 {
 			t.Errorf("stream ended with %v after %d messages, want io.EOF after 1", err, n)
 		}
-		if got, want := f.gaps(), seconds(1, 2); !slices.Equal(got, want) {
+		if got, want := f.gaps(), bufconntest.Seconds(1, 2); !slices.Equal(got, want) {
 			t.Errorf("gaps between attempts = %v, want %v", got, want)
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,11 +38,11 @@ func rejectedLocally(err error) (*grpcbackoff.Error, bool) {
 // still go through.
 func TestAdaptiveThrottleRejectsLocally(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 1
 		obs := &recorder{}
 		ic := adaptiveRetrier(t, p, interceptor.WithObserver(obs)).Unary()
-		s := &script{errs: append(make([]error, 10), unavailable(1000)...)}
+		s := &script{errs: append(make([]error, 10), bufconntest.Unavailable(1000)...)}
 		for i := range 10 {
 			if err := call(t.Context(), t, ic, s); err != nil {
 				t.Fatalf("healthy call %d: %v", i, err)
@@ -100,7 +102,7 @@ func TestAdaptiveThrottleRejectsLocally(t *testing.T) {
 // answers every call with an application error is not throttled.
 func TestAdaptiveThrottleCountsApplicationErrorsAsAccepted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ic := adaptiveRetrier(t, exact()).Unary()
+		ic := adaptiveRetrier(t, bufconntest.Exact()).Unary()
 		errs := make([]error, 500)
 		for i := range errs {
 			errs[i] = status.Error([]codes.Code{codes.NotFound, codes.Internal, codes.InvalidArgument, codes.FailedPrecondition}[i%4], "no")
@@ -119,7 +121,7 @@ func TestAdaptiveThrottleCountsApplicationErrorsAsAccepted(t *testing.T) {
 // ReasonRejectedLocally. Critical calls, and their retries, are exempt.
 func TestAdaptiveThrottleRejectsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 2
 		ic := adaptiveRetrier(t, p).Unary()
 		sent := 0
@@ -161,7 +163,7 @@ func TestAdaptiveThrottleRejectsRetries(t *testing.T) {
 // attempt like a unary call, and its failed attempts count.
 func TestAdaptiveThrottleStreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 1
 		sic := adaptiveRetrier(t, p).Stream()
 		opened := 0
@@ -187,7 +189,7 @@ func TestAdaptiveThrottleStreams(t *testing.T) {
 }
 
 func TestAdaptiveThrottleOptions(t *testing.T) {
-	_, err := interceptor.New(exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 0.5, Window: time.Minute}))
+	_, err := interceptor.New(bufconntest.Exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 0.5, Window: time.Minute}))
 	if err == nil || err.Error() != "grpcbackoff: AdaptiveThrottle.K (0.5) must be a finite number ≥ 1" {
 		t.Errorf("New with K 0.5: %v, want the field named", err)
 	}
@@ -206,10 +208,10 @@ func TestUnarySuccessAllocatesNothingUnderAdaptiveThrottle(t *testing.T) {
 // rejected locally, however many fail (the decision and its figures are in
 // cmd/fleetsim/README.md).
 func TestAdaptiveThrottleOffByDefault(t *testing.T) {
-	p := exact()
+	p := bufconntest.Exact()
 	p.MaxAttempts = 1
 	ic := interceptor.Unary(p)
-	s := &script{errs: unavailable(1000)}
+	s := &script{errs: bufconntest.Unavailable(1000)}
 	for i := range 1000 {
 		if _, ok := rejectedLocally(call(context.Background(), t, ic, s)); ok {
 			t.Fatalf("call %d rejected locally by a default Retrier", i)
@@ -227,7 +229,7 @@ func TestAdaptiveThrottleOffByDefault(t *testing.T) {
 // cancellations counted as refusals: 1931 of 2000 calls were rejected.
 func TestAdaptiveThrottleIgnoresCallerCancellations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.DefaultAdaptiveThrottle()))
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.DefaultAdaptiveThrottle()))
 		if err != nil {
 			t.Fatal(err)
 		}

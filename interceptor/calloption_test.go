@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,11 +16,11 @@ import (
 )
 
 func TestPerMethodAndPerCallPolicies(t *testing.T) {
-	two := exact()
+	two := bufconntest.Exact()
 	two.MaxAttempts = 2
-	five := exact()
+	five := bufconntest.Exact()
 	five.MaxAttempts = 5
-	r, err := interceptor.New(exact(), interceptor.WithoutThrottle(),
+	r, err := interceptor.New(bufconntest.Exact(), interceptor.WithoutThrottle(),
 		interceptor.WithMethod("/pkg.Svc/", five),
 		interceptor.WithMethod("/pkg.Svc/Read", two),
 		interceptor.WithoutRetryFor("/pkg.Svc/Delete"),
@@ -48,7 +50,7 @@ func TestPerMethodAndPerCallPolicies(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.method, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := &script{errs: unavailable(100)}
+				s := &script{errs: bufconntest.Unavailable(100)}
 				err := r.Unary()(t.Context(), tc.method, "req", new(string), nil, s.invoke, tc.opts...)
 				if len(s.times) != tc.want {
 					t.Errorf("%s with %d options: attempts = %d, want %d", tc.method, len(tc.opts), len(s.times), tc.want)
@@ -62,7 +64,7 @@ func TestPerMethodAndPerCallPolicies(t *testing.T) {
 }
 
 func TestBadCallOptionsFailBeforeTheServer(t *testing.T) {
-	bad := exact()
+	bad := bufconntest.Exact()
 	bad.MaxAttempts = 0
 	for _, tc := range []struct {
 		opt  grpc.CallOption
@@ -73,7 +75,7 @@ func TestBadCallOptionsFailBeforeTheServer(t *testing.T) {
 		{interceptor.CallPolicy(bad), "MaxAttempts (0)"},
 	} {
 		s := &script{}
-		err := interceptor.Unary(exact())(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, s.invoke, tc.opt)
+		err := interceptor.Unary(bufconntest.Exact())(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, s.invoke, tc.opt)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err = %v, want INVALID_ARGUMENT naming %q", err, tc.want)
 		}
@@ -85,14 +87,14 @@ func TestBadCallOptionsFailBeforeTheServer(t *testing.T) {
 
 func TestBadMethodNames(t *testing.T) {
 	for _, name := range []string{"", "pkg.Svc/Get", "/", "//Get", "/pkg.Svc", "/pkg.Svc/Get/More"} {
-		_, err := interceptor.New(exact(), interceptor.WithoutRetryFor(name))
+		_, err := interceptor.New(bufconntest.Exact(), interceptor.WithoutRetryFor(name))
 		if err == nil || !strings.Contains(err.Error(), `"`+name+`"`) {
 			t.Errorf("WithoutRetryFor(%q): err = %v, want an error naming it", name, err)
 		}
 	}
 	bad := grpcbackoff.DefaultPolicy()
 	bad.Multiplier = 0.5
-	if _, err := interceptor.New(exact(), interceptor.WithMethod("/pkg.Svc/Get", bad)); err == nil ||
+	if _, err := interceptor.New(bufconntest.Exact(), interceptor.WithMethod("/pkg.Svc/Get", bad)); err == nil ||
 		!strings.Contains(err.Error(), "/pkg.Svc/Get") || !strings.Contains(err.Error(), "Multiplier (0.5)") {
 		t.Errorf("WithMethod with a bad Policy: err = %v, want the method and the field named", err)
 	}

@@ -47,7 +47,7 @@ func respSize(n int) func() int { return func() int { return n } }
 // fastExact is a policy with short exact waits: 100, 200, 400 ms … over five
 // attempts.
 func fastExact() grpcbackoff.Policy {
-	p := exact()
+	p := bufconntest.Exact()
 	p.Initial, p.Max, p.MaxAttempts = 100*time.Millisecond, time.Second, 5
 	return p
 }
@@ -243,7 +243,7 @@ func TestQuotaFailureIsRetried(t *testing.T) {
 		st, _ := status.New(codes.ResourceExhausted, "grpc: received message larger than max (quota words)").WithDetails(
 			&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "project:p", Description: "Read requests per minute"}}})
 		s := &script{errs: []error{st.Err(), st.Err()}}
-		if err := call(t.Context(), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s); err != nil {
+		if err := call(t.Context(), t, interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle()), s); err != nil {
 			t.Fatalf("err = %v, want success on attempt 3", err)
 		}
 		if len(s.times) != 3 {
@@ -279,15 +279,15 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 		reason   grpcbackoff.Reason // 0: the error as it is
 	}{
 		{name: "cut twice, then answered", timeout: 10 * time.Second, deadline: 600 * time.Second, thaw: 20 * time.Second,
-			starts: seconds(0, 10.1, 20.3), ends: seconds(10, 20.1, 20.3), code: codes.OK},
+			starts: bufconntest.Seconds(0, 10.1, 20.3), ends: bufconntest.Seconds(10, 20.1, 20.3), code: codes.OK},
 		{name: "the caller's deadline first: not retried", timeout: 10 * time.Second, deadline: 5 * time.Second, thaw: time.Hour,
-			starts: seconds(0), ends: seconds(5), code: codes.DeadlineExceeded},
+			starts: bufconntest.Seconds(0), ends: bufconntest.Seconds(5), code: codes.DeadlineExceeded},
 		{name: "the caller's deadline cuts the third", timeout: 10 * time.Second, deadline: 25 * time.Second, thaw: time.Hour,
-			starts: seconds(0, 10.1, 20.3), ends: seconds(10, 20.1, 25), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
+			starts: bufconntest.Seconds(0, 10.1, 20.3), ends: bufconntest.Seconds(10, 20.1, 25), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
 		{name: "cut on every attempt: exhausted", timeout: time.Second, deadline: 600 * time.Second, thaw: time.Hour,
-			starts: seconds(0, 1.1, 2.3, 3.7, 5.5), ends: seconds(1, 2.1, 3.3, 4.7, 6.5), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonExhausted},
+			starts: bufconntest.Seconds(0, 1.1, 2.3, 3.7, 5.5), ends: bufconntest.Seconds(1, 2.1, 3.3, 4.7, 6.5), code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonExhausted},
 		{name: "no AttemptTimeout: the caller's deadline", deadline: 600 * time.Second, thaw: time.Hour,
-			starts: seconds(0), ends: seconds(600), code: codes.DeadlineExceeded},
+			starts: bufconntest.Seconds(0), ends: bufconntest.Seconds(600), code: codes.DeadlineExceeded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,7 +378,7 @@ func TestUnaryAttemptTimeoutServerResetFirst(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := exact()
+				p := bufconntest.Exact()
 				p.AttemptTimeout = 10 * time.Second
 				ic := interceptor.Unary(p, interceptor.WithoutThrottle())
 				attempts := 0

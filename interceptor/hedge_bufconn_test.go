@@ -31,7 +31,7 @@ func newHedgeBackend(t *testing.T, latency []time.Duration, early bool, h grpcba
 	s := bufconntest.NewServer(t, func(_ string, n int) bufconntest.Step {
 		return bufconntest.Step{Header: early, Pause: latency[n], Body: "a" + strconv.Itoa(n)}
 	})
-	r, err := interceptor.New(exact(), interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", h))
+	r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", h))
 	if err != nil {
 		t.Fatal(err)
 	}

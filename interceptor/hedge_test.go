@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -126,7 +128,7 @@ func hedging(attempts int, delay time.Duration, nonFatal ...codes.Code) grpcback
 
 func hedgingInterceptor(t *testing.T, h grpcbackoff.Hedging, opts ...interceptor.Option) grpc.UnaryClientInterceptor {
 	t.Helper()
-	return hedgingInterceptorMax(t, h, exact().MaxAttempts, opts...)
+	return hedgingInterceptorMax(t, h, bufconntest.Exact().MaxAttempts, opts...)
 }
 
 // hedgingInterceptorMax is hedgingInterceptor whose retry Policy allows max
@@ -135,7 +137,7 @@ func hedgingInterceptor(t *testing.T, h grpcbackoff.Hedging, opts ...interceptor
 // to the retry Policy, which would otherwise go on after its backoff).
 func hedgingInterceptorMax(t *testing.T, h grpcbackoff.Hedging, max int, opts ...interceptor.Option) grpc.UnaryClientInterceptor {
 	t.Helper()
-	p := exact()
+	p := bufconntest.Exact()
 	p.MaxAttempts = max
 	r, err := interceptor.New(p, append([]interceptor.Option{interceptor.WithHedging(hedgedMethod, h)}, opts...)...)
 	if err != nil {
@@ -281,7 +283,7 @@ func TestHedgeTimings(t *testing.T) {
 				s := newHedgeInvoker(tc.steps...)
 				max := tc.max
 				if max == 0 {
-					max = exact().MaxAttempts
+					max = bufconntest.Exact().MaxAttempts
 				}
 				reply, elapsed, err := callHedged(t.Context(), hedgingInterceptorMax(t, tc.h, max, interceptor.WithoutThrottle(), interceptor.WithObserver(obs)), s)
 				if got := status.Code(err); got != tc.wantCode {
@@ -452,19 +454,19 @@ func TestHedgeConfiguration(t *testing.T) {
 			[]time.Duration{0, 100 * msec}},
 		{"other service", []interceptor.Option{interceptor.WithHedging("/pkg.Other/", hedging(2, 100*msec))}, nil,
 			[]time.Duration{0}},
-		{"later WithMethod wins", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)), interceptor.WithMethod(hedgedMethod, exact())}, nil,
+		{"later WithMethod wins", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)), interceptor.WithMethod(hedgedMethod, bufconntest.Exact())}, nil,
 			[]time.Duration{0}},
 		{"later WithoutRetryFor wins", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)), interceptor.WithoutRetryFor(hedgedMethod)}, nil,
 			[]time.Duration{0}},
-		{"later WithHedging wins", []interceptor.Option{interceptor.WithMethod(hedgedMethod, exact()), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, nil,
+		{"later WithHedging wins", []interceptor.Option{interceptor.WithMethod(hedgedMethod, bufconntest.Exact()), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, nil,
 			[]time.Duration{0, 100 * msec}},
-		{"method's retry policy wins over its service's hedging", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*msec)), interceptor.WithMethod(hedgedMethod, exact())}, nil,
+		{"method's retry policy wins over its service's hedging", []interceptor.Option{interceptor.WithHedging("/pkg.Svc/", hedging(2, 100*msec)), interceptor.WithMethod(hedgedMethod, bufconntest.Exact())}, nil,
 			[]time.Duration{0}},
 		{"method's hedging wins over its service's retry policy", []interceptor.Option{interceptor.WithoutRetryFor("/pkg.Svc/"), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, nil,
 			[]time.Duration{0, 100 * msec}},
 		{"NoRetry", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.NoRetry()},
 			[]time.Duration{0}},
-		{"CallPolicy", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.CallPolicy(exact())},
+		{"CallPolicy", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.CallPolicy(bufconntest.Exact())},
 			[]time.Duration{0}},
 		{"CallMaxAttempts(1)", []interceptor.Option{interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec))}, []grpc.CallOption{interceptor.CallMaxAttempts(1)},
 			[]time.Duration{0}},
@@ -475,7 +477,7 @@ func TestHedgeConfiguration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newHedgeInvoker(hedgeStep{latency: time.Second}, hedgeStep{latency: time.Second}, hedgeStep{latency: 10 * msec})
-				r, err := interceptor.New(exact(), append(tc.opts, interceptor.WithoutThrottle())...)
+				r, err := interceptor.New(bufconntest.Exact(), append(tc.opts, interceptor.WithoutThrottle())...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -491,7 +493,7 @@ func TestHedgeConfiguration(t *testing.T) {
 }
 
 func TestHedgeBadConfiguration(t *testing.T) {
-	_, err := interceptor.New(exact(),
+	_, err := interceptor.New(bufconntest.Exact(),
 		interceptor.WithHedging("pkg.Svc/Get", hedging(2, 0)),
 		interceptor.WithHedging(hedgedMethod, grpcbackoff.Hedging{MaxAttempts: 1, Delay: -1, NonFatalCodes: []codes.Code{codes.OK}}))
 	if err == nil {
@@ -600,7 +602,7 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc), interceptor.WithoutThrottle())
+				r, err := interceptor.New(bufconntest.Exact(), interceptor.WithServiceConfig(sc), interceptor.WithoutThrottle())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -620,7 +622,7 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc2, _ := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{}]}]}`))
-	r, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc1), interceptor.WithServiceConfig(sc2), interceptor.WithoutThrottle())
+	r, err := interceptor.New(bufconntest.Exact(), interceptor.WithServiceConfig(sc1), interceptor.WithServiceConfig(sc2), interceptor.WithoutThrottle())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,8 +632,8 @@ func TestHedgeFromServiceConfig(t *testing.T) {
 	}
 
 	// A config built by hand with both, or a bad Hedging, is refused.
-	p := exact()
-	_, err = interceptor.New(exact(), interceptor.WithServiceConfig(serviceconfig.Config{Methods: []serviceconfig.Method{
+	p := bufconntest.Exact()
+	_, err = interceptor.New(bufconntest.Exact(), interceptor.WithServiceConfig(serviceconfig.Config{Methods: []serviceconfig.Method{
 		{Names: []string{hedgedMethod}, Policy: &p, Hedging: &grpcbackoff.Hedging{MaxAttempts: 2}},
 		{Names: []string{"/pkg.Svc/Put"}, Hedging: &grpcbackoff.Hedging{MaxAttempts: 1}},
 	}}))
@@ -741,12 +743,12 @@ func BenchmarkHedgedUnaryNoHedge(b *testing.B) {
 		name string
 		opt  interceptor.Option
 	}{
-		{"retry", interceptor.WithMethod(hedgedMethod, exact())},
+		{"retry", interceptor.WithMethod(hedgedMethod, bufconntest.Exact())},
 		{"hedged", interceptor.WithHedging(hedgedMethod, hedging(2, time.Second))},
 		{"hedged adaptive", interceptor.WithHedging(hedgedMethod, grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second, Quantile: 0.95, MaxDelay: time.Second, Window: time.Minute})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			r, err := interceptor.New(exact(), bc.opt)
+			r, err := interceptor.New(bufconntest.Exact(), bc.opt)
 			if err != nil {
 				b.Fatal(err)
 			}

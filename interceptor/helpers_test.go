@@ -9,13 +9,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -204,34 +205,6 @@ func outputResponse(body string) *testgrpc.StreamingOutputCallResponse {
 	return &testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte(body)}}
 }
 
-// exact is the default policy without jitter, so that delays are exact: 1 s,
-// 2 s, 4 s, … up to 32 s, 8 attempts, UNAVAILABLE and RESOURCE_EXHAUSTED
-// retried.
-func exact() grpcbackoff.Policy {
-	p := grpcbackoff.DefaultPolicy()
-	p.Jitter = 0
-	return p
-}
-
-// seconds returns the durations of secs seconds, each rounded to the
-// nanosecond.
-func seconds(secs ...float64) []time.Duration {
-	out := make([]time.Duration, len(secs))
-	for i, s := range secs {
-		out[i] = time.Duration(math.Round(s * float64(time.Second)))
-	}
-	return out
-}
-
-// gapsBetween returns the time between consecutive instants of times.
-func gapsBetween(times []time.Time) []time.Duration {
-	var g []time.Duration
-	for i := 1; i < len(times); i++ {
-		g = append(g, times[i].Sub(times[i-1]))
-	}
-	return g
-}
-
 // checkFinal checks that err is a *grpcbackoff.Error with the given code,
 // attempts and reason.
 func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpcbackoff.Reason) {
@@ -286,16 +259,7 @@ func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *
 
 // gaps returns the time between consecutive attempts.
 func (s *script) gaps() []time.Duration {
-	return gapsBetween(s.times)
-}
-
-// unavailable returns n UNAVAILABLE errors.
-func unavailable(n int) []error {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = status.Error(codes.Unavailable, "down")
-	}
-	return errs
+	return bufconntest.Gaps(s.times)
 }
 
 // call makes a call of /pkg.Svc/Get through the unary interceptor ic, with
@@ -376,5 +340,5 @@ func (a *attemptLog) count() int {
 func (a *attemptLog) gaps() []time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return gapsBetween(a.times)
+	return bufconntest.Gaps(a.times)
 }

@@ -368,7 +368,7 @@ type hostileCase struct {
 }
 
 // exhausted: five attempts at 0, 1, 3, 7 and 15 s.
-var exhaustedGaps = seconds(1, 2, 4, 8)
+var exhaustedGaps = bufconntest.Seconds(1, 2, 4, 8)
 
 func hostileCases() []hostileCase {
 	big := strings.Repeat("~", 1<<20)
@@ -393,9 +393,9 @@ func hostileCases() []hostileCase {
 		{name: "RetryInfo without delay: ignored", act: failWithRetryInfo(nil),
 			gaps: exhaustedGaps, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
 		{name: "RetryInfo 20 s, over the 8 s Max: waited while the deadline allows", act: failWithRetryInfo(durationpb.New(20 * time.Second)),
-			gaps: seconds(20), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
+			gaps: bufconntest.Seconds(20), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
 		{name: "RetryInfo = Max every time: stops before the deadline", act: failWithRetryInfo(durationpb.New(8 * time.Second)),
-			gaps: seconds(8, 8, 8), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
+			gaps: bufconntest.Seconds(8, 8, 8), code: codes.Unavailable, reason: grpcbackoff.ReasonDeadline},
 		{name: "pushback 0 forever: backoff, not a spin", act: failWithPushback([]string{"0"}),
 			gaps: exhaustedGaps, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
 		{name: "pushback 0 and RetryInfo 0 forever", act: failWithPushback([]string{"0"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(0)}),
@@ -437,15 +437,15 @@ func hostileCases() []hostileCase {
 				return status.Error(codes.Unavailable, "hostile")
 			}
 			return answerNothing(ctx, x)
-		}, gaps: seconds(1), end: hostileDeadline, code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
+		}, gaps: bufconntest.Seconds(1), end: hostileDeadline, code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
 		{name: "trailers only, twice: retried", act: firstAttempts(2, failWithStatus(unavailableWith())),
-			gaps: seconds(1, 2), code: codes.OK},
+			gaps: bufconntest.Seconds(1, 2), code: codes.OK},
 		{name: "headers then UNAVAILABLE: committed", act: firstAttempts(2, headersThenDown),
 			code: codes.Unavailable},
 		{name: "headers then UNAVAILABLE, Header called: committed", kinds: streamKinds, act: headersThenDown, header: true,
 			code: codes.Unavailable},
 		{name: "connection cut before any response: retried", act: firstAttempts(1, cutConnections),
-			gaps: seconds(1), code: codes.OK},
+			gaps: bufconntest.Seconds(1), code: codes.OK},
 		{name: "connection cut before any response, forever", act: cutConnections,
 			gaps: exhaustedGaps, code: codes.Unavailable, reason: grpcbackoff.ReasonExhausted},
 		{name: "connection cut after the first response: not retried", kinds: responseStreams, act: afterFirstResponse(cutConnections),

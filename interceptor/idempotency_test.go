@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -79,29 +81,29 @@ func TestNotIdempotentNotRetriedAfterMaybeApplied(t *testing.T) {
 		errs     []error
 		attempts int
 	}{
-		{"unknown method keeps the default", write, nil, nil, unavailable(2), 3},
-		{"not idempotent: UNAVAILABLE not retried", write, []interceptor.Option{notIdem}, nil, unavailable(2), 1},
+		{"unknown method keeps the default", write, nil, nil, bufconntest.Unavailable(2), 3},
+		{"not idempotent: UNAVAILABLE not retried", write, []interceptor.Option{notIdem}, nil, bufconntest.Unavailable(2), 1},
 		{"not idempotent: RESOURCE_EXHAUSTED retried", write, []interceptor.Option{notIdem}, nil,
 			[]error{status.Error(codes.ResourceExhausted, "quota"), status.Error(codes.ResourceExhausted, "quota")}, 3},
 		{"not idempotent: never sent is retried", write, []interceptor.Option{notIdem}, nil, []error{refused, refused}, 3},
-		{"not idempotent: retried when opted in", write, []interceptor.Option{notIdem, interceptor.WithNonIdempotentRetries()}, nil, unavailable(2), 3},
-		{"per service", write, []interceptor.Option{interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent)}, nil, unavailable(2), 1},
+		{"not idempotent: retried when opted in", write, []interceptor.Option{notIdem, interceptor.WithNonIdempotentRetries()}, nil, bufconntest.Unavailable(2), 3},
+		{"per service", write, []interceptor.Option{interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent)}, nil, bufconntest.Unavailable(2), 1},
 		{"method wins over service", write, []interceptor.Option{
 			interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent),
-			interceptor.WithSafety(write, interceptor.Idempotent)}, nil, unavailable(2), 3},
-		{"CallIdempotent wins over WithSafety", write, []interceptor.Option{notIdem}, opt(interceptor.CallIdempotent()), unavailable(2), 3},
-		{"CallPolicy states the call may be retried", write, []interceptor.Option{notIdem}, opt(interceptor.CallPolicy(exact())), unavailable(2), 3},
-		{"CallNotIdempotent", write, nil, opt(interceptor.CallNotIdempotent()), unavailable(2), 1},
+			interceptor.WithSafety(write, interceptor.Idempotent)}, nil, bufconntest.Unavailable(2), 3},
+		{"CallIdempotent wins over WithSafety", write, []interceptor.Option{notIdem}, opt(interceptor.CallIdempotent()), bufconntest.Unavailable(2), 3},
+		{"CallPolicy states the call may be retried", write, []interceptor.Option{notIdem}, opt(interceptor.CallPolicy(bufconntest.Exact())), bufconntest.Unavailable(2), 3},
+		{"CallNotIdempotent", write, nil, opt(interceptor.CallNotIdempotent()), bufconntest.Unavailable(2), 1},
 		{"WithMethod for the method states it may be retried", write, []interceptor.Option{
-			interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent), interceptor.WithMethod(write, exact())}, nil, unavailable(2), 3},
-		{"idempotency_level NO_SIDE_EFFECTS", "/idemtest.Store/Read", nil, opt(interceptor.CallNotIdempotent(), interceptor.CallIdempotent()), unavailable(2), 3},
-		{"later call option wins", write, nil, opt(interceptor.CallIdempotent(), interceptor.CallNotIdempotent()), unavailable(2), 1},
+			interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent), interceptor.WithMethod(write, bufconntest.Exact())}, nil, bufconntest.Unavailable(2), 3},
+		{"idempotency_level NO_SIDE_EFFECTS", "/idemtest.Store/Read", nil, opt(interceptor.CallNotIdempotent(), interceptor.CallIdempotent()), bufconntest.Unavailable(2), 3},
+		{"later call option wins", write, nil, opt(interceptor.CallIdempotent(), interceptor.CallNotIdempotent()), bufconntest.Unavailable(2), 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := &script{errs: tc.errs}
-				ic := interceptor.Unary(exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)
+				ic := interceptor.Unary(bufconntest.Exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)
 				err := ic(t.Context(), tc.method, "req", new(string), nil, s.invoke, tc.callOpts...)
 				if n := len(s.times); n != tc.attempts {
 					t.Errorf("attempts = %d, want %d (err %v)", n, tc.attempts, err)
@@ -115,7 +117,7 @@ func TestNotIdempotentNotRetriedAfterMaybeApplied(t *testing.T) {
 }
 
 func withCodes(cs ...codes.Code) grpcbackoff.Policy {
-	p := exact()
+	p := bufconntest.Exact()
 	p.Codes = cs
 	return p
 }
@@ -141,7 +143,7 @@ func TestNotIdempotentAttemptTimeout(t *testing.T) {
 }
 
 func TestExplain(t *testing.T) {
-	r, err := interceptor.New(exact(),
+	r, err := interceptor.New(bufconntest.Exact(),
 		interceptor.WithSafety("/idemtest.Store/Write", interceptor.NotIdempotent),
 		interceptor.WithoutRetryFor("/other.Svc/"))
 	if err != nil {
@@ -153,15 +155,15 @@ func TestExplain(t *testing.T) {
 		codes  []codes.Code
 		source string
 	}{
-		{"/idemtest.Store/Read", interceptor.Idempotent, exact().Codes, "idempotency_level NO_SIDE_EFFECTS"},
-		{"/idemtest.Store/Put", interceptor.Idempotent, exact().Codes, "idempotency_level IDEMPOTENT"},
+		{"/idemtest.Store/Read", interceptor.Idempotent, bufconntest.Exact().Codes, "idempotency_level NO_SIDE_EFFECTS"},
+		{"/idemtest.Store/Put", interceptor.Idempotent, bufconntest.Exact().Codes, "idempotency_level IDEMPOTENT"},
 		{"/idemtest.Store/Write", interceptor.NotIdempotent, []codes.Code{codes.ResourceExhausted}, "WithSafety(/idemtest.Store/Write)"},
-		{"/grpc.testing.TestService/UnaryCall", interceptor.SafetyUnknown, exact().Codes, "neither idempotency_level nor google.api.http"},
-		{"/unregistered.Svc/Get", interceptor.SafetyUnknown, exact().Codes, "no descriptor registered for unregistered.Svc"},
+		{"/grpc.testing.TestService/UnaryCall", interceptor.SafetyUnknown, bufconntest.Exact().Codes, "neither idempotency_level nor google.api.http"},
+		{"/unregistered.Svc/Get", interceptor.SafetyUnknown, bufconntest.Exact().Codes, "no descriptor registered for unregistered.Svc"},
 	}
 	for _, tc := range cases {
 		d := r.Explain(tc.method)
-		if d.Safety != tc.safety || d.Source != tc.source || !equalCodes(d.Codes, tc.codes) || d.Policy == nil || d.Policy.MaxAttempts != exact().MaxAttempts {
+		if d.Safety != tc.safety || d.Source != tc.source || !equalCodes(d.Codes, tc.codes) || d.Policy == nil || d.Policy.MaxAttempts != bufconntest.Exact().MaxAttempts {
 			t.Errorf("Explain(%q) = %+v, want safety %v from %q, codes %v", tc.method, d, tc.safety, tc.source, tc.codes)
 		}
 		if s := d.String(); !strings.HasPrefix(s, tc.method+": up to 8 attempts on ") || !strings.Contains(s, tc.source) {
@@ -175,7 +177,7 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	none, err := interceptor.New(exact(), interceptor.WithServiceConfig(sc))
+	none, err := interceptor.New(bufconntest.Exact(), interceptor.WithServiceConfig(sc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,11 +203,11 @@ func equalCodes(a, b []codes.Code) bool {
 }
 
 func TestWithSafetyBadInput(t *testing.T) {
-	if _, err := interceptor.New(exact(), interceptor.WithSafety("/idemtest.Store/Write", interceptor.Safety(7))); err == nil ||
+	if _, err := interceptor.New(bufconntest.Exact(), interceptor.WithSafety("/idemtest.Store/Write", interceptor.Safety(7))); err == nil ||
 		err.Error() != `interceptor: WithSafety("/idemtest.Store/Write", 7): unknown Safety` {
 		t.Errorf("WithSafety(7) error = %v", err)
 	}
-	if _, err := interceptor.New(exact(), interceptor.WithSafety("Write", interceptor.Idempotent)); err == nil || !strings.Contains(err.Error(), `"Write"`) {
+	if _, err := interceptor.New(bufconntest.Exact(), interceptor.WithSafety("Write", interceptor.Idempotent)); err == nil || !strings.Contains(err.Error(), `"Write"`) {
 		t.Errorf("WithSafety(bad name) error = %v", err)
 	}
 }
@@ -225,7 +227,7 @@ func TestNotIdempotentRetriedWhenNeverSent(t *testing.T) {
 		attempts.Add(1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	})
-	p := exact()
+	p := bufconntest.Exact()
 	p.Initial, p.Max, p.MaxAttempts = time.Millisecond, time.Millisecond, 3
 	opts := append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), count, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
@@ -247,9 +249,9 @@ func TestNotIdempotentRetriedWhenNeverSent(t *testing.T) {
 // Before issue 20 it said "up to 8 attempts … [the Retrier's Policy]",
 // never mentioning the hedging.
 func TestExplainHedged(t *testing.T) {
-	svc := exact()
+	svc := bufconntest.Exact()
 	svc.MaxAttempts = 3
-	r, err := interceptor.New(exact(),
+	r, err := interceptor.New(bufconntest.Exact(),
 		interceptor.WithHedging("/pkg.Svc/Get", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * time.Millisecond}),
 		interceptor.WithMethod("/pkg.Svc/", svc))
 	if err != nil {

@@ -49,7 +49,7 @@ func (h *logCapture) Handle(ctx context.Context, r slog.Record) error {
 func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &logCapture{}
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		ic := interceptor.Unary(p, interceptor.WithLogger(slog.New(h)),
 			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
@@ -57,8 +57,8 @@ func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 
 		call(ctx, t, ic, &script{})                                                // success: nothing
 		call(ctx, t, ic, &script{errs: []error{status.Error(codes.NotFound, "")}}) // not retryable: nothing
-		call(ctx, t, ic, &script{errs: unavailable(5)})                            // 2 retries, exhausted
-		call(ctx, t, ic, &script{errs: unavailable(5)})                            // 1 retry, then throttled
+		call(ctx, t, ic, &script{errs: bufconntest.Unavailable(5)})                // 2 retries, exhausted
+		call(ctx, t, ic, &script{errs: bufconntest.Unavailable(5)})                // 1 retry, then throttled
 
 		const m = "method=/pkg.Svc/Get"
 		want := []string{
@@ -78,8 +78,8 @@ func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 func TestWithLoggerNilLogsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		ic := interceptor.Unary(exact(), interceptor.WithLogger(nil), interceptor.WithObserver(rec))
-		if err := call(t.Context(), t, ic, &script{errs: unavailable(1)}); err != nil {
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithLogger(nil), interceptor.WithObserver(rec))
+		if err := call(t.Context(), t, ic, &script{errs: bufconntest.Unavailable(1)}); err != nil {
 			t.Fatal(err)
 		}
 		if len(rec.ends) != 1 {
@@ -91,8 +91,8 @@ func TestWithLoggerNilLogsNothing(t *testing.T) {
 func TestEndReportsStaticMethodAndNoHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		ic := interceptor.Unary(exact(), interceptor.WithObserver(rec))
-		call(t.Context(), t, ic, &script{errs: unavailable(1)}, grpc.WaitForReady(true), grpc.StaticMethod())
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithObserver(rec))
+		call(t.Context(), t, ic, &script{errs: bufconntest.Unavailable(1)}, grpc.WaitForReady(true), grpc.StaticMethod())
 		call(t.Context(), t, ic, &script{}, grpc.WaitForReady(true))
 		if len(rec.ends) != 2 {
 			t.Fatalf("%d ends observed, want 2", len(rec.ends))
@@ -132,7 +132,7 @@ func TestStreamGiveUpIsObserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
 		h := &logCapture{}
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(),
 			interceptor.WithObserver(rec), interceptor.WithLogger(slog.New(h)))
@@ -181,7 +181,7 @@ func TestLoggerRateLimitsRefusedHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &logCapture{}
 		rec := &recorder{}
-		r, err := interceptor.New(exact(), interceptor.WithLogger(slog.New(h)), interceptor.WithObserver(rec),
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithLogger(slog.New(h)), interceptor.WithObserver(rec),
 			interceptor.WithHedging("/pkg.Svc/Get", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 10 * time.Millisecond}),
 			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}))
 		if err != nil {

@@ -26,7 +26,7 @@ import (
 // Many short-lived ClientConns: each is closed; nothing must remain.
 func TestShortLivedConnsLeaveNoState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact())
+		r, err := interceptor.New(bufconntest.Exact())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestHedgesCountForAdaptiveThrottling(t *testing.T) {
 			if hedged {
 				opts = append(opts, interceptor.WithHedging("/pkg.Svc/", grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second, NonFatalCodes: []codes.Code{codes.Internal}}))
 			}
-			r, err := interceptor.New(exact(), opts...)
+			r, err := interceptor.New(bufconntest.Exact(), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestHedgesCountForAdaptiveThrottling(t *testing.T) {
 // A call marked CallNotIdempotent must not be sent twice by hedging.
 func TestHedgeNeverSendsACallNotIdempotentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact(), interceptor.WithHedging("/pkg.Svc/", grpcbackoff.Hedging{MaxAttempts: 3, Delay: time.Second}))
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging("/pkg.Svc/", grpcbackoff.Hedging{MaxAttempts: 3, Delay: time.Second}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestHedgeNeverSendsACallNotIdempotentTwice(t *testing.T) {
 
 func TestHedgeTypedNilReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact(), interceptor.WithHedging("/pkg.Svc/", grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second}))
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging("/pkg.Svc/", grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestHedgeTypedNilReply(t *testing.T) {
 // AttemptTimeout: with Codes = [UNAVAILABLE] it must not be retried.
 func TestUnaryServerDeadlineIsNotACut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := exact()
+		p := bufconntest.Exact()
 		p.Codes = []codes.Code{codes.Unavailable}
 		p.AttemptTimeout = 10 * time.Second
 		r, err := interceptor.New(p)
@@ -165,7 +165,7 @@ func TestHedgeCommitsOnHeaders(t *testing.T) {
 				opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall",
 					grpcbackoff.Hedging{MaxAttempts: 3, Delay: time.Second, NonFatalCodes: []codes.Code{codes.Unavailable}}))
 			}
-			r, err := interceptor.New(exact(), opts...)
+			r, err := interceptor.New(bufconntest.Exact(), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -69,7 +69,7 @@ func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 				t.Run(fmt.Sprintf("%v/%s/%s", k, f.name, how), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						srv := bufconntest.NewServer(t, bufconntest.Steps(f.step, f.step, bufconntest.Succeed(3)))
-						c := srv.Client(t, install(exact(), interceptor.WithoutThrottle())...)
+						c := srv.Client(t, install(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 						msgs := callerMessages(k)
 						start := time.Now()
 						r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -83,7 +83,7 @@ func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 						if len(as) != 3 {
 							t.Fatalf("attempts = %d, want 3", len(as))
 						}
-						if got, want := attemptGaps(as), seconds(1, 2); !slices.Equal(got, want) {
+						if got, want := attemptGaps(as), bufconntest.Seconds(1, 2); !slices.Equal(got, want) {
 							t.Errorf("gaps between attempts = %v, want %v", got, want)
 						}
 						if got := r.End.Sub(start); got != 3*time.Second {
@@ -128,7 +128,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(2)))
 				f := &openFailer{n: 3, err: status.Error(codes.Unavailable, "no connection")}
-				c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+				c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), interceptor.WithoutThrottle()), f.intercept))
 				msgs := callerMessages(k)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -138,7 +138,7 @@ func TestStreamCreationRetried(t *testing.T) {
 				if want := expectedResponses(k, msgs, 2); !slices.Equal(r.Got, want) {
 					t.Errorf("received %q, want %q", r.Got, want)
 				}
-				if gaps, want := gapsBetween(f.calls), seconds(1, 2, 4); !slices.Equal(gaps, want) {
+				if gaps, want := bufconntest.Gaps(f.calls), bufconntest.Seconds(1, 2, 4); !slices.Equal(gaps, want) {
 					t.Errorf("gaps between creations = %v, want %v", gaps, want)
 				}
 				as := srv.Attempts("")
@@ -161,7 +161,7 @@ func TestStreamCreationRetried(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
-			p := exact()
+			p := bufconntest.Exact()
 			p.MaxAttempts = 3
 			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(p, interceptor.WithoutThrottle()), f.intercept))
 			start := time.Now()
@@ -180,7 +180,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			want := status.Error(codes.PermissionDenied, "no")
 			f := &openFailer{n: 100, err: want}
-			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), interceptor.WithoutThrottle()), f.intercept))
 			r := runCall(t.Context(), c, clientStream, messages(1), howToRun{})
 			if r.Opened || r.Err != want || len(f.calls) != 1 {
 				t.Errorf("opened %v, err %v after %d creations; want the interceptor's error itself after 1", r.Opened, r.Err, len(f.calls))
@@ -207,7 +207,7 @@ func TestStreamNoRetryAfterResponse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(tc.step, bufconntest.Succeed(3)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				msgs := callerMessages(tc.kind)
 				r := runCall(callerContext(t), c, tc.kind, msgs, howToRun{})
 				if !slices.Equal(r.Got, tc.want) {
@@ -236,7 +236,7 @@ func TestStreamHeader(t *testing.T) {
 		t.Run(k.String()+"/retried before headers", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Send: 2}))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				msgs := callerMessages(k)
 				r := runCall(callerContext(t), c, k, msgs, howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
@@ -249,7 +249,7 @@ func TestStreamHeader(t *testing.T) {
 					t.Errorf("received %q, %v; want %q", r.Got, r.Err, want)
 				}
 				as := srv.Attempts("")
-				if got, want := attemptGaps(as), seconds(1, 2); !slices.Equal(got, want) {
+				if got, want := attemptGaps(as), bufconntest.Seconds(1, 2); !slices.Equal(got, want) {
 					t.Errorf("gaps = %v, want %v", got, want)
 				}
 				checkAttempts(t, as, msgs, true)
@@ -258,7 +258,7 @@ func TestStreamHeader(t *testing.T) {
 		t.Run(k.String()+"/headers delivered commit", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(2)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"0"}) {
 					t.Errorf("Header() x-attempt = %q, want 0", got)
@@ -294,7 +294,7 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(tc.step))
-				p := exact()
+				p := bufconntest.Exact()
 				p.MaxAttempts = 2
 				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, tc.kind, callerMessages(tc.kind), howToRun{Header: true})
@@ -340,7 +340,7 @@ func TestStreamBufferLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
 				r := runCall(callerContext(t), c, tc.kind, tc.msgs, howToRun{})
 				as := srv.Attempts("")
 				if tc.retried {
@@ -364,7 +364,7 @@ func TestStreamBufferBounded(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			const limit = 100
 			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
-			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -412,7 +412,7 @@ func TestStreamBufferBounded(t *testing.T) {
 		for _, limit := range []int{0, 20} {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 				s, err := c.StreamingInputCall(t.Context())
 				if err != nil {
 					t.Fatal(err)
@@ -443,7 +443,7 @@ func TestStreamBufferBounded(t *testing.T) {
 	t.Run("released at the first response", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(2)))
-			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 			s, err := c.StreamingOutputCall(t.Context(), outputRequest("q"))
 			if err != nil {
 				t.Fatal(err)
@@ -476,7 +476,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 				// Failures at 0 s and 1 s; the next wait (2 s) would end at
 				// 3 s, past the deadline at 2.5 s: the stream ends at 1 s.
 				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithTimeout(callerContext(t), 2500*time.Millisecond)
 				defer cancel()
 				start := time.Now()
@@ -495,7 +495,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
-			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(exact(), interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), interceptor.WithoutThrottle()), f.intercept))
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -513,7 +513,7 @@ func TestStreamCancelDuringBackoff(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithCancel(callerContext(t))
 				defer cancel()
 				time.AfterFunc(2500*time.Millisecond, cancel) // during the wait from 1 s to 3 s
@@ -540,7 +540,7 @@ func TestStreamExhausted(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Err: st.Err()}))
-				p := exact()
+				p := bufconntest.Exact()
 				p.MaxAttempts = 3
 				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
 				start := time.Now()
@@ -577,12 +577,12 @@ func TestStreamRetryInfo(t *testing.T) {
 		t.Run(k.String()+"/honoured", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: retryInfo(5 * time.Second)}, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if r.Err != nil {
 					t.Fatalf("err = %v, want success on the retry", r.Err)
 				}
-				if got, want := attemptGaps(srv.Attempts("")), seconds(5); !slices.Equal(got, want) {
+				if got, want := attemptGaps(srv.Attempts("")), bufconntest.Seconds(5); !slices.Equal(got, want) {
 					t.Errorf("gaps = %v, want %v (the server's RetryInfo)", got, want)
 				}
 			})
@@ -590,7 +590,7 @@ func TestStreamRetryInfo(t *testing.T) {
 		t.Run(k.String()+"/longer than MaxHintDelay", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				checkFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
@@ -607,7 +607,7 @@ func TestStreamNotRetryable(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.NotFound, "no such thing")}, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if st := status.Convert(r.Err); st.Code() != codes.NotFound || st.Message() != "no such thing" {
 					t.Errorf("err = %v, want the server's NOT_FOUND unchanged", r.Err)
@@ -623,7 +623,7 @@ func TestStreamNotRetryable(t *testing.T) {
 func TestStreamContextCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")}, bufconntest.Succeed(1)))
-		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -664,7 +664,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 						bufconntest.Step{Recv: 10, Err: down},
 						bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true},
 					))
-					c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+					c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 					s, err := c.FullDuplexCall(callerContext(t))
 					if err != nil {
 						t.Fatal(err)
@@ -760,7 +760,7 @@ func TestStreamProperty(t *testing.T) {
 	streams := *propertyStreams
 	limits := []int{interceptor.DefaultBufferLimit, 0, 60, 150}
 	retryable := []codes.Code{codes.Unavailable, codes.ResourceExhausted}
-	p := exact()
+	p := bufconntest.Exact()
 	p.MaxAttempts = 4
 	timed := p
 	timed.AttemptTimeout = 10 * time.Second
@@ -1007,7 +1007,7 @@ func TestStreamPerCallPolicy(t *testing.T) {
 		{"CallMaxAttempts", nil, []grpc.CallOption{interceptor.CallMaxAttempts(2)}, 2, codes.Unavailable},
 		{"WithoutRetryFor", []interceptor.Option{interceptor.WithoutRetryFor(method)}, nil, 1, codes.Unavailable},
 		{"WithMethod", []interceptor.Option{interceptor.WithMethod("/grpc.testing.TestService/", func() grpcbackoff.Policy {
-			p := exact()
+			p := bufconntest.Exact()
 			p.MaxAttempts = 2
 			return p
 		}())}, nil, 2, codes.Unavailable},
@@ -1019,7 +1019,7 @@ func TestStreamPerCallPolicy(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				down := failWith(codes.Unavailable)
 				srv := bufconntest.NewServer(t, bufconntest.Steps(down, down, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
 				r := runCall(callerContext(t), c, bidi, messages(2), howToRun{}, tc.callOpts...)
 				if got := status.Code(r.Err); got != tc.wantCode {
 					t.Errorf("err = %v, want code %v", r.Err, tc.wantCode)
@@ -1048,7 +1048,7 @@ func TestStreamObserver(t *testing.T) {
 			}
 		})
 		rec := &recorder{}
-		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried", "committed"} {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, id)
 			s, err := c.StreamingOutputCall(ctx, outputRequest("q"))
@@ -1101,7 +1101,7 @@ func TestStreamLargeReplay(t *testing.T) {
 					bufconntest.Step{Recv: 3, Err: down}, // during the replay
 					bufconntest.Succeed(2),
 				))
-				c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{Pace: func(i int) bool { return i == 0 }})
 				if r.Err != nil || len(r.SendErrs) > 0 {
@@ -1138,7 +1138,7 @@ func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 func TestStreamMessageThatIsNotProtoCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")}, bufconntest.Succeed(1)))
-		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context(), grpc.ForceCodecV2(rawCodec{encoding.GetCodecV2(protoenc.Name)}))
 		if err != nil {
 			t.Fatal(err)
@@ -1172,7 +1172,7 @@ func TestStreamClientErrorOnSendIsNotRetried(t *testing.T) {
 	// way again, so the stream ends with it.
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
-		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(t.Context(), grpc.MaxCallSendMsgSize(64))
 		if err != nil {
 			t.Fatal(err)
@@ -1200,7 +1200,7 @@ func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Send: 2}))
-			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 			stream, err := c.FullDuplexCall(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1260,7 +1260,7 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")},
 			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true, Mirror: true},
 		))
-		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
 		ctx, cancel := context.WithTimeout(callerContext(t), time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -1296,7 +1296,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true}))
 			msgs := messages(3)
 			limit := proto.Size(outputRequest(msgs[0])) + proto.Size(outputRequest(msgs[1])) + 2*interceptor.MsgPrefix
-			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1348,7 +1348,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 	t.Run("Context", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(1)))
-			c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1393,7 +1393,7 @@ func TestStreamObserverClientStream(t *testing.T) {
 			return bufconntest.Succeed(1)
 		})
 		rec := &recorder{}
-		c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried"} {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, id)
 			s, err := c.StreamingInputCall(ctx)
@@ -1435,7 +1435,7 @@ func TestStreamHeadersCommit(t *testing.T) {
 				t.Run(fmt.Sprintf("%v/%v/header asked %v", k, status.Code(want), askHeader), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Err: want}, bufconntest.Succeed(1)))
-						c := srv.Client(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle())...)
+						c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
 						r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{Header: askHeader})
 						checkCommittedOnHeaders(t, r, want, srv.Attempts(""))
 					})
@@ -1512,7 +1512,7 @@ func TestStreamSendAfterCloseSend(t *testing.T) {
 		return seen, err
 	}
 	_, plainErr := run(t, nil)
-	seen, ourErr := run(t, interceptor.DialOptions(exact(), interceptor.WithoutThrottle()))
+	seen, ourErr := run(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle()))
 	if st, plain := status.Convert(ourErr), status.Convert(plainErr); st.Code() != plain.Code() || st.Message() != plain.Message() {
 		t.Errorf("Send after CloseSend = %v, want grpc-go's own %v", ourErr, plainErr)
 	}

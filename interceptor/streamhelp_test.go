@@ -57,7 +57,7 @@ func attemptGaps(as []bufconntest.Attempt) []time.Duration {
 	for _, a := range as {
 		starts = append(starts, a.At)
 	}
-	return gapsBetween(starts)
+	return bufconntest.Gaps(starts)
 }
 
 // callerMessages returns what the caller of a stream of kind k sends.

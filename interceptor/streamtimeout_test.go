@@ -29,7 +29,7 @@ import (
 // not include DEADLINE_EXCEEDED nor CANCELED: a cut attempt is retried all
 // the same.
 func exactWithAttemptTimeout() grpcbackoff.Policy {
-	p := exact()
+	p := bufconntest.Exact()
 	p.AttemptTimeout = 10 * time.Second
 	return p
 }
@@ -71,10 +71,10 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 					t.Fatalf("attempts = %d, want 3", len(as))
 				}
 				// Starts at 0, 10+1 and 11+10+2 s.
-				if got, want := attemptGaps(as), seconds(11, 12); !slices.Equal(got, want) {
+				if got, want := attemptGaps(as), bufconntest.Seconds(11, 12); !slices.Equal(got, want) {
 					t.Errorf("gaps between attempts = %v, want %v", got, want)
 				}
-				if got, want := attemptDurations(as[:2]), seconds(10, 10); !slices.Equal(got, want) {
+				if got, want := attemptDurations(as[:2]), bufconntest.Seconds(10, 10); !slices.Equal(got, want) {
 					t.Errorf("the cut attempts lasted %v, want %v", got, want)
 				}
 				if got := r.End.Sub(start); got != 23*time.Second {
@@ -112,7 +112,7 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 			t.Errorf("stream ended after %v, want 21s", got)
 		}
 		synctest.Wait()
-		if got, want := attemptDurations(srv.Attempts("")), seconds(10, 10); !slices.Equal(got, want) {
+		if got, want := attemptDurations(srv.Attempts("")), bufconntest.Seconds(10, 10); !slices.Equal(got, want) {
 			t.Errorf("attempts lasted %v, want %v", got, want)
 		}
 	})
@@ -134,7 +134,7 @@ func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
 			t.Errorf("stream ended after %v, want 15s", got)
 		}
 		synctest.Wait()
-		if got, want := attemptDurations(srv.Attempts("")), seconds(10, 4); !slices.Equal(got, want) {
+		if got, want := attemptDurations(srv.Attempts("")), bufconntest.Seconds(10, 4); !slices.Equal(got, want) {
 			t.Errorf("attempts lasted %v, want %v", got, want)
 		}
 	})
@@ -163,7 +163,7 @@ func TestStreamAttemptTimeoutNotAfterMessage(t *testing.T) {
 					t.Errorf("stream ended after %v, want 1m0s (the caller's deadline)", got)
 				}
 				synctest.Wait()
-				if got, want := attemptDurations(srv.Attempts("")), seconds(60); !slices.Equal(got, want) {
+				if got, want := attemptDurations(srv.Attempts("")), bufconntest.Seconds(60); !slices.Equal(got, want) {
 					t.Errorf("attempts lasted %v, want %v: never cut", got, want)
 				}
 			})
@@ -260,7 +260,7 @@ func TestStreamAttemptTimeoutUpload(t *testing.T) {
 // caller gets the message. Before issue 20 the attempt was cut at 1 s and
 // replayed to 8 handlers, and the caller never got the message.
 func TestStreamAttemptTimeoutAnsweredByHeaders(t *testing.T) {
-	p := exact()
+	p := bufconntest.Exact()
 	p.AttemptTimeout = time.Second
 	for _, k := range []callKind{serverStream, bidi} {
 		t.Run(k.String(), func(t *testing.T) {
@@ -290,7 +290,7 @@ func TestStreamAttemptTimeoutAnsweredByHeaders(t *testing.T) {
 // was cut at 1 s: two echoes, then DEADLINE_EXCEEDED, and messages 2–4,
 // accepted by Send, reached no server.
 func TestStreamAttemptTimeoutCallerPace(t *testing.T) {
-	p := exact()
+	p := bufconntest.Exact()
 	p.AttemptTimeout = time.Second
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true}))
@@ -337,7 +337,7 @@ func TestStreamAttemptTimeoutCallerPace(t *testing.T) {
 // Before issue 20 it was cut at 5 s, with 0 bytes counted.
 func TestStreamAttemptTimeoutSlowUpload(t *testing.T) {
 	const n, size = 16, 64 << 10
-	p := exact()
+	p := bufconntest.Exact()
 	p.AttemptTimeout = 5 * time.Second
 	synctest.Test(t, func(t *testing.T) {
 		// A fixed 64 KiB window (which also turns off the server's dynamic

@@ -62,7 +62,7 @@ func statesOf(r *interceptor.Retrier) map[string]float64 {
 // nothing behind.
 func TestBudgetPerBackend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 3}))
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 3}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestBudgetPerBackend(t *testing.T) {
 
 // closePolicy waits 1, 2, 4, 8, 16 s, then 32 s from 31 s to 63 s.
 func closePolicy() grpcbackoff.Policy {
-	p := exact()
+	p := bufconntest.Exact()
 	p.MaxAttempts = 10
 	return p
 }
@@ -172,14 +172,14 @@ func TestCloseEndsStreamWait(t *testing.T) {
 // Retrier without a throttle reports +Inf retries.
 func TestStatesWithoutConnOrThrottle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 5}))
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 5}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := r.States(); len(got) != 0 {
 			t.Errorf("States() before any call = %v, want none", got)
 		}
-		s := &script{errs: unavailable(2)}
+		s := &script{errs: bufconntest.Unavailable(2)}
 		if err := r.Unary()(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, s.invoke); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestStatesWithoutConnOrThrottle(t *testing.T) {
 			t.Errorf("States() = %v, want target \"\" with 3 retries left", got)
 		}
 
-		free, err := interceptor.New(exact(), interceptor.WithoutThrottle())
+		free, err := interceptor.New(bufconntest.Exact(), interceptor.WithoutThrottle())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestCloseEndsAttemptInFlight(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newFaultyServer(t, tc.act, respSize(1))
 				rec := &recorder{}
-				cc := srv.Conn(t, interceptor.DialOptions(exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
+				cc := srv.Conn(t, interceptor.DialOptions(bufconntest.Exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
 				time.AfterFunc(5*time.Second, func() { cc.Close() })
 				_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 				var ge *grpcbackoff.Error

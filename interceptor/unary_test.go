@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,10 +28,10 @@ func TestUnaryRetriesWithExactDelays(t *testing.T) {
 		wantCode codes.Code
 	}{
 		{"success", nil, nil, codes.OK},
-		{"one failure", unavailable(1), []time.Duration{time.Second}, codes.OK},
-		{"three failures", unavailable(3), []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second}, codes.OK},
+		{"one failure", bufconntest.Unavailable(1), []time.Duration{time.Second}, codes.OK},
+		{"three failures", bufconntest.Unavailable(3), []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second}, codes.OK},
 		{"resource exhausted", []error{status.Error(codes.ResourceExhausted, "quota")}, []time.Duration{time.Second}, codes.OK},
-		{"seven failures reach the cap", unavailable(7),
+		{"seven failures reach the cap", bufconntest.Unavailable(7),
 			[]time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, 32 * time.Second}, codes.OK},
 		{"not retryable", []error{status.Error(codes.NotFound, "no")}, nil, codes.NotFound},
 		{"internal is not retried", []error{status.Error(codes.Internal, "bug")}, nil, codes.Internal},
@@ -47,7 +49,7 @@ func TestUnaryRetriesWithExactDelays(t *testing.T) {
 			t.Run(tc.name+"/"+ctxName, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					s := &script{errs: tc.errs}
-					err := call(ctx(t), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+					err := call(ctx(t), t, interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle()), s)
 					if got := status.Code(err); got != tc.wantCode {
 						t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
 					}
@@ -63,7 +65,7 @@ func TestUnaryRetriesWithExactDelays(t *testing.T) {
 func TestUnaryNotRetryableErrorIsUnchanged(t *testing.T) {
 	want := status.Error(codes.NotFound, "no such instance")
 	s := &script{errs: []error{want}}
-	err := call(context.Background(), t, interceptor.Unary(exact()), s)
+	err := call(context.Background(), t, interceptor.Unary(bufconntest.Exact()), s)
 	if err != want {
 		t.Errorf("err = %#v, want the server's error itself", err)
 	}
@@ -71,7 +73,7 @@ func TestUnaryNotRetryableErrorIsUnchanged(t *testing.T) {
 
 func TestUnaryExhausted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 4
 		st, _ := status.New(codes.Unavailable, "down").WithDetails(&errdetails.ErrorInfo{Reason: "MAINTENANCE"})
 		s := &script{errs: []error{st.Err(), st.Err(), st.Err(), st.Err(), nil}}
@@ -104,8 +106,8 @@ func TestUnaryDeadline(t *testing.T) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
-		s := &script{errs: unavailable(10)}
-		err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+		s := &script{errs: bufconntest.Unavailable(10)}
+		err := call(ctx, t, interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle()), s)
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("returned after %v, want 1s (at the failure, not at the deadline)", got)
 		}
@@ -117,8 +119,8 @@ func TestUnaryWaitEndingExactlyAtDeadlineIsNotStarted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		s := &script{errs: unavailable(10)}
-		err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+		s := &script{errs: bufconntest.Unavailable(10)}
+		err := call(ctx, t, interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle()), s)
 		if len(s.times) != 1 {
 			t.Errorf("attempts = %d, want 1: a retry at the deadline could not start before it", len(s.times))
 		}
@@ -131,8 +133,8 @@ func TestUnaryCancelDuringWait(t *testing.T) {
 		start := time.Now()
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(2500*time.Millisecond, cancel)
-		s := &script{errs: unavailable(10)}
-		err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+		s := &script{errs: bufconntest.Unavailable(10)}
+		err := call(ctx, t, interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle()), s)
 		if got := time.Since(start); got != 2500*time.Millisecond {
 			t.Errorf("returned after %v, want 2.5s (at the cancel)", got)
 		}
@@ -145,7 +147,7 @@ func TestUnaryNoRetryOnceContextIsDone(t *testing.T) {
 	cancel()
 	want := status.Error(codes.Unavailable, "down")
 	s := &script{errs: []error{want}}
-	err := call(ctx, t, interceptor.Unary(exact()), s)
+	err := call(ctx, t, interceptor.Unary(bufconntest.Exact()), s)
 	if err != want || len(s.times) != 1 {
 		t.Errorf("err = %v after %d attempts, want the attempt's error after 1", err, len(s.times))
 	}
@@ -184,7 +186,7 @@ func TestUnaryServerHints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := &script{errs: []error{tc.err}, trailers: []metadata.MD{tc.trailer}}
-				err := call(t.Context(), t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+				err := call(t.Context(), t, interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle()), s)
 				if got := s.gaps(); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
 				}
@@ -218,7 +220,7 @@ func TestUnaryHintAgainstDeadline(t *testing.T) {
 				defer cancel()
 				s := &script{errs: []error{retryInfo(tc.hint)}}
 				start := time.Now()
-				err := call(ctx, t, interceptor.Unary(exact(), interceptor.WithoutThrottle()), s)
+				err := call(ctx, t, interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle()), s)
 				if got := s.gaps(); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps = %v, want %v", got, tc.wantGaps)
 				}
@@ -237,9 +239,9 @@ func TestUnaryHintAgainstDeadline(t *testing.T) {
 
 func TestUnaryTellsServerAboutRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &script{errs: unavailable(2)}
+		s := &script{errs: bufconntest.Unavailable(2)}
 		ctx := metadata.AppendToOutgoingContext(t.Context(), "x-user", "kept")
-		if err := call(ctx, t, interceptor.Unary(exact()), s); err != nil {
+		if err := call(ctx, t, interceptor.Unary(bufconntest.Exact()), s); err != nil {
 			t.Fatal(err)
 		}
 		for i, md := range s.md {
@@ -261,8 +263,8 @@ func TestUnaryTellsServerAboutRetries(t *testing.T) {
 func TestUnaryKeepsCallerOptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var header metadata.MD
-		s := &script{errs: unavailable(1)}
-		if err := call(t.Context(), t, interceptor.Unary(exact()), s, grpc.Header(&header), grpc.WaitForReady(true)); err != nil {
+		s := &script{errs: bufconntest.Unavailable(1)}
+		if err := call(t.Context(), t, interceptor.Unary(bufconntest.Exact()), s, grpc.Header(&header), grpc.WaitForReady(true)); err != nil {
 			t.Fatal(err)
 		}
 		for i, opts := range s.opts {
@@ -285,8 +287,8 @@ func TestUnaryKeepsCallerOptions(t *testing.T) {
 func TestUnaryOnRetryHook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var got []interceptor.Retry
-		s := &script{errs: unavailable(2)}
-		ic := interceptor.Unary(exact(), interceptor.WithOnRetry(func(r interceptor.Retry) { got = append(got, r) }))
+		s := &script{errs: bufconntest.Unavailable(2)}
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithOnRetry(func(r interceptor.Retry) { got = append(got, r) }))
 		if err := call(t.Context(), t, ic, s); err != nil {
 			t.Fatal(err)
 		}
@@ -305,13 +307,13 @@ func TestUnaryThrottled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		th := grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 2}
 		var throttled int
-		ic := interceptor.Unary(exact(), interceptor.WithThrottle(th),
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithThrottle(th),
 			interceptor.WithOnRetry(func(r interceptor.Retry) {
 				if r.Throttled {
 					throttled++
 				}
 			}))
-		s := &script{errs: unavailable(10)}
+		s := &script{errs: bufconntest.Unavailable(10)}
 		err := call(t.Context(), t, ic, s)
 		if len(s.times) != 3 {
 			t.Errorf("attempts = %d, want 3 (two retries paid for)", len(s.times))
@@ -325,8 +327,8 @@ func TestUnaryThrottled(t *testing.T) {
 
 func TestLoneCallKeepsTheWholeRecipeUnderDefaultThrottle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &script{errs: unavailable(7)}
-		if err := call(t.Context(), t, interceptor.Unary(exact()), s); err != nil {
+		s := &script{errs: bufconntest.Unavailable(7)}
+		if err := call(t.Context(), t, interceptor.Unary(bufconntest.Exact()), s); err != nil {
 			t.Fatalf("err = %v, want success on attempt 8", err)
 		}
 		if len(s.times) != 8 {
@@ -373,10 +375,10 @@ func TestInvalidConfiguration(t *testing.T) {
 
 func TestPolicyIsCopied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := exact()
+		p := bufconntest.Exact()
 		ic := interceptor.Unary(p)
 		p.Codes[0] = codes.NotFound // the caller changes its slice afterwards
-		s := &script{errs: unavailable(1)}
+		s := &script{errs: bufconntest.Unavailable(1)}
 		if err := call(t.Context(), t, ic, s); err != nil || len(s.times) != 2 {
 			t.Errorf("err = %v after %d attempts, want UNAVAILABLE still retried", err, len(s.times))
 		}
@@ -407,8 +409,8 @@ func TestUnaryManyCallOptions(t *testing.T) {
 		for range 12 {
 			opts = append(opts, grpc.WaitForReady(true))
 		}
-		s := &script{errs: unavailable(1)}
-		if err := call(t.Context(), t, interceptor.Unary(exact()), s, opts...); err != nil {
+		s := &script{errs: bufconntest.Unavailable(1)}
+		if err := call(t.Context(), t, interceptor.Unary(bufconntest.Exact()), s, opts...); err != nil {
 			t.Fatal(err)
 		}
 		// Re-derived for issue 20: the commit on headers is read from the
@@ -425,7 +427,7 @@ func TestUnaryWithoutPushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pushback := metadata.Pairs(grpcbackoff.PushbackKey, "5000")
 		s := &script{errs: []error{retryInfo(3 * time.Second), status.Error(codes.Unavailable, "x")}, trailers: []metadata.MD{pushback, pushback}}
-		ic := interceptor.Unary(exact(), interceptor.WithoutPushback())
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithoutPushback())
 		if err := call(t.Context(), t, ic, s); err != nil {
 			t.Fatal(err)
 		}

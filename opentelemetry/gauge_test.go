@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/opentelemetry"
@@ -19,7 +21,7 @@ func TestGauges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
 		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		ic := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 5}))
 		none := interceptor.Unary(p, rec.Option(), interceptor.WithoutThrottle())
@@ -27,15 +29,15 @@ func TestGauges(t *testing.T) {
 			t.Errorf("%s = %v before any call, want no point", opentelemetry.MetricBudgetAvailable, points(t, m, nil))
 		}
 
-		call(t.Context(), t, ic, &script{errs: unavailable(2)})   // two retries paid
-		call(t.Context(), t, none, &script{errs: unavailable(1)}) // no budget: no point
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(2)})   // two retries paid
+		call(t.Context(), none, &bufconntest.Invoker{Errs: bufconntest.Unavailable(1)}) // no budget: no point
 		got := collect(t, reader)
 		check(t, got, opentelemetry.MetricBudgetAvailable, nil, map[string]string{"grpc.target=": "3"})
 		check(t, got, opentelemetry.MetricThrottleRejectionProbability, nil, map[string]string{"grpc.target=": "0"})
 
 		// A second Retrier with a budget on the same target: the points add up.
 		other := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 2}))
-		call(t.Context(), t, other, &script{})
+		call(t.Context(), other, &bufconntest.Invoker{})
 		check(t, collect(t, reader), opentelemetry.MetricBudgetAvailable, nil, map[string]string{"grpc.target=": "5"})
 	})
 }
@@ -45,8 +47,8 @@ func TestGaugesForgetRetriersCollected(t *testing.T) {
 		reader, mp := newReader()
 		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
 		func() {
-			ic := interceptor.Unary(exact(), rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 5}))
-			call(t.Context(), t, ic, &script{})
+			ic := interceptor.Unary(bufconntest.Exact(), rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 5}))
+			call(t.Context(), ic, &bufconntest.Invoker{})
 			check(t, collect(t, reader), opentelemetry.MetricBudgetAvailable, nil, map[string]string{"grpc.target=": "5"})
 		}()
 		runtime.GC()

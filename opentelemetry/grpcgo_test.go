@@ -4,9 +4,10 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
+
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,49 +21,17 @@ import (
 	"github.com/platformkit/grpcbackoff/opentelemetry"
 )
 
-// flaky fails its first calls to UnaryCall with UNAVAILABLE.
-type flaky struct {
-	testgrpc.UnimplementedTestServiceServer
-	failures atomic.Int32
-}
-
-func (s *flaky) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	if s.failures.Add(-1) >= 0 {
-		return nil, status.Error(codes.Unavailable, "warming up")
-	}
-	return &testgrpc.SimpleResponse{}, nil
-}
-
-func (s *flaky) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
-	if s.failures.Add(-1) >= 0 {
-		return status.Error(codes.Unavailable, "warming up")
-	}
-	return stream.Send(&testgrpc.StreamingOutputCallResponse{})
-}
-
-// serveFlaky serves a flaky server that fails failures calls over bufconn,
-// until the test ends, and returns a client connection to it made with opts.
-func serveFlaky(t *testing.T, failures int32, opts ...grpc.DialOption) *grpc.ClientConn {
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	f := &flaky{}
-	f.failures.Store(failures)
-	testgrpc.RegisterTestServiceServer(srv, f)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(lis) }()
-	cc, err := grpc.NewClient("passthrough:///bufconn", append([]grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-	}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cc.Close()
-		srv.Stop()
-		<-done
+// serveFlaky serves a scripted server whose first failures attempts fail
+// with UNAVAILABLE, over bufconn, until the test ends, and returns a client
+// connection to it made with opts.
+func serveFlaky(t *testing.T, failures int, opts ...grpc.DialOption) *grpc.ClientConn {
+	srv := bufconntest.NewServer(t, func(_ string, n int) bufconntest.Step {
+		if n < failures {
+			return bufconntest.Fail(status.Error(codes.Unavailable, "warming up"))
+		}
+		return bufconntest.Succeed(1)
 	})
-	return cc
+	return srv.Conn(t, opts...)
 }
 
 // TestSideBySideWithGrpcGoPlugin makes one call that succeeds on its third
@@ -89,7 +58,7 @@ func TestSideBySideWithGrpcGoPlugin(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				reader, mp := newReader()
 				rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
-				p := exact()
+				p := bufconntest.Exact()
 				p.MaxAttempts = 3
 				ours := interceptor.DialOptions(p, rec.Option())
 				theirs := grpcotel.DialOption(grpcotel.Options{MetricsOptions: grpcotel.MetricsOptions{MeterProvider: mp}})
@@ -118,7 +87,7 @@ func TestSideBySideWithGrpcGoPlugin(t *testing.T) {
 func TestStreamMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		cc := serveFlaky(t, 2, interceptor.DialOptions(p, newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())...)
 		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
@@ -150,7 +119,7 @@ func TestStreamMetrics(t *testing.T) {
 func TestStreamGaveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(), newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
 		cc := serveFlaky(t, 100, opts...)

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -56,14 +58,14 @@ func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
 		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		ic := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
 
-		call(t.Context(), t, ic, &script{})                                                // 1 OK attempt: nothing
-		call(t.Context(), t, ic, &script{errs: unavailable(2)})                            // 2 retries (1 s, 2 s), then OK
-		call(t.Context(), t, ic, &script{errs: []error{status.Error(codes.NotFound, "")}}) // not retried: nothing
-		call(t.Context(), t, ic, &script{errs: unavailable(5)})                            // 1 retry (1 s), then throttled
+		call(t.Context(), ic, &bufconntest.Invoker{})                                                // 1 OK attempt: nothing
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(2)})                // 2 retries (1 s, 2 s), then OK
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: []error{status.Error(codes.NotFound, "")}}) // not retried: nothing
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(5)})                // 1 retry (1 s), then throttled
 
 		got := collect(t, reader)
 		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{
@@ -87,8 +89,8 @@ func TestMetricsInstruments(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
 		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
-		ic := interceptor.Unary(exact(), rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}))
-		call(t.Context(), t, ic, &script{errs: unavailable(5)}) // a retry, then throttled
+		ic := interceptor.Unary(bufconntest.Exact(), rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}))
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(5)}) // a retry, then throttled
 		got := collect(t, reader)
 		for name, unit := range map[string]string{
 			opentelemetry.MetricCallRetries:                  "{retry}",
@@ -111,17 +113,17 @@ func TestMetricsInstruments(t *testing.T) {
 func TestMetricsGaveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 2
 		ic := interceptor.Unary(p, interceptor.WithoutThrottle(), newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
-		call(t.Context(), t, ic, &script{errs: unavailable(5)})
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(5)})
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
-		call(ctx, t, ic, &script{errs: unavailable(5)}) // no time for a retry: gives up at once
+		call(ctx, ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(5)}) // no time for a retry: gives up at once
 		ctx, cancel = context.WithCancel(t.Context())
 		time.AfterFunc(300*time.Millisecond, cancel)
-		call(ctx, t, ic, &script{errs: unavailable(5)}) // canceled 0.3 s into its wait
-		call(t.Context(), t, ic, &script{errs: []error{status.Error(codes.Unavailable, ""), status.Error(codes.NotFound, "")}})
+		call(ctx, ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(5)}) // canceled 0.3 s into its wait
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: []error{status.Error(codes.Unavailable, ""), status.Error(codes.NotFound, "")}})
 
 		got := collect(t, reader)
 		check(t, got, opentelemetry.MetricCallGaveUp, nil, map[string]string{
@@ -147,21 +149,21 @@ func TestMetricsGaveUp(t *testing.T) {
 func TestMetricsAcrossRetriersAndCollections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 2
 		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
 		a := interceptor.Unary(p, rec.Option())
 		b := interceptor.Unary(p, rec.Option())
 		c := interceptor.Unary(p, newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
 
-		call(t.Context(), t, a, &script{})
-		call(t.Context(), t, b, &script{errs: unavailable(1)})
-		call(t.Context(), t, c, &script{errs: unavailable(1)})
+		call(t.Context(), a, &bufconntest.Invoker{})
+		call(t.Context(), b, &bufconntest.Invoker{Errs: bufconntest.Unavailable(1)})
+		call(t.Context(), c, &bufconntest.Invoker{Errs: bufconntest.Unavailable(1)})
 		want := map[string]string{get: "n=2 sum=2 min=1 max=1 <=1:2"}
 		check(t, collect(t, reader), opentelemetry.MetricCallRetries, countBounds, want)
 		check(t, collect(t, reader), opentelemetry.MetricCallRetries, countBounds, want) // no calls between
 
-		call(t.Context(), t, a, &script{errs: unavailable(2)})
+		call(t.Context(), a, &bufconntest.Invoker{Errs: bufconntest.Unavailable(2)})
 		got := collect(t, reader)
 		check(t, got, opentelemetry.MetricCallRetries, countBounds, map[string]string{get: "n=3 sum=3 min=1 max=1 <=1:3"})
 		check(t, got, opentelemetry.MetricCallGaveUp, nil, map[string]string{
@@ -176,7 +178,7 @@ func TestMetricsAcrossRetriersAndCollections(t *testing.T) {
 func TestMetricsConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
-		ic := interceptor.Unary(exact(), interceptor.WithoutThrottle(),
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle(),
 			newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
 		const goroutines, calls = 50, 100
 		var wg sync.WaitGroup
@@ -187,8 +189,8 @@ func TestMetricsConcurrentCalls(t *testing.T) {
 					method = "/pkg.Svc/" + strings.Repeat("Put", 1) // not the constant's bytes
 				}
 				for range calls {
-					s := &script{errs: unavailable(1)}
-					if err := ic(t.Context(), method, nil, nil, nil, s.invoke, grpc.StaticMethod()); err != nil {
+					s := &bufconntest.Invoker{Errs: bufconntest.Unavailable(1)}
+					if err := ic(t.Context(), method, nil, nil, nil, s.Invoke, grpc.StaticMethod()); err != nil {
 						t.Error(err)
 						return
 					}
@@ -211,7 +213,7 @@ func TestMetricsMethodLabel(t *testing.T) {
 			MeterProvider:         mp,
 			MethodAttributeFilter: func(m string) bool { return m == "pkg.Svc/Allowed" },
 		})
-		ic := interceptor.Unary(exact(), rec.Option())
+		ic := interceptor.Unary(bufconntest.Exact(), rec.Option())
 		for _, c := range []struct {
 			method string
 			opts   []grpc.CallOption
@@ -221,8 +223,8 @@ func TestMetricsMethodLabel(t *testing.T) {
 			{"/pkg.Svc/Other", nil},
 			{"/pkg.Svc/Allowed", nil},
 		} {
-			s := &script{errs: unavailable(1)}
-			if err := ic(t.Context(), c.method, nil, nil, nil, s.invoke, c.opts...); err != nil {
+			s := &bufconntest.Invoker{Errs: bufconntest.Unavailable(1)}
+			if err := ic(t.Context(), c.method, nil, nil, nil, s.Invoke, c.opts...); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -247,14 +249,14 @@ func TestMetricsTargetLabel(t *testing.T) {
 				return !strings.Contains(target, "10.0.0.1")
 			},
 		})
-		ic := interceptor.Unary(exact(), rec.Option(), interceptor.WithoutThrottle())
+		ic := interceptor.Unary(bufconntest.Exact(), rec.Option(), interceptor.WithoutThrottle())
 		for _, target := range []string{"example.com:443", "passthrough:///bufnet", "10.0.0.1:80", "example.com:443"} {
 			cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := &script{errs: unavailable(1)}
-			if err := ic(t.Context(), "/pkg.Svc/Get", nil, nil, cc, s.invoke, grpc.StaticMethod()); err != nil {
+			s := &bufconntest.Invoker{Errs: bufconntest.Unavailable(1)}
+			if err := ic(t.Context(), "/pkg.Svc/Get", nil, nil, cc, s.Invoke, grpc.StaticMethod()); err != nil {
 				t.Fatal(err)
 			}
 			cc.Close()
@@ -284,7 +286,7 @@ func TestSuccessAllocatesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ic := interceptor.Unary(exact(), rec.Option())
+		ic := interceptor.Unary(bufconntest.Exact(), rec.Option())
 		opts := []grpc.CallOption{grpc.StaticMethod()}
 		ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke, opts...)
 		if n := testing.AllocsPerRun(1000, func() { ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke, opts...) }); n != 0 {
@@ -308,15 +310,15 @@ func TestMetricsRejectedLocally(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
 		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 1
 		ic := interceptor.Unary(p, rec.Option(), interceptor.WithoutThrottle(),
 			interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 2, Window: time.Minute}))
-		s := &script{errs: unavailable(100)}
+		s := &bufconntest.Invoker{Errs: bufconntest.Unavailable(100)}
 		for range 100 {
-			call(t.Context(), t, ic, s)
+			call(t.Context(), ic, s)
 		}
-		sent := s.n
+		sent := s.Attempts()
 		if sent == 100 {
 			t.Fatal("no call rejected locally")
 		}

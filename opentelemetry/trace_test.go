@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -56,22 +58,22 @@ func unavailableRetryIn(d time.Duration) error {
 func TestSpanEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sr, tracer := newTracing()
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		rec := newRecorder(t, opentelemetry.Options{})
 		ic := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 4}))
 
-		run := func(s *script) []string {
+		run := func(s *bufconntest.Invoker) []string {
 			start := time.Now()
 			ctx, span := tracer.Start(t.Context(), "call")
-			call(ctx, t, ic, s)
+			call(ctx, ic, s)
 			span.End()
 			ended := sr.Ended()
 			return events(ended[len(ended)-1], start)
 		}
 		// Exhausted: the server asks for 1.5 s after the first attempt,
 		// more than the policy's 1 s; the policy's 2 s after the second.
-		got := run(&script{errs: []error{unavailableRetryIn(1500 * time.Millisecond), status.Error(codes.Unavailable, ""), status.Error(codes.Unavailable, "")}})
+		got := run(&bufconntest.Invoker{Errs: []error{unavailableRetryIn(1500 * time.Millisecond), status.Error(codes.Unavailable, ""), status.Error(codes.Unavailable, "")}})
 		want := []string{
 			"+0s grpcbackoff.retry grpcbackoff.attempt=1 grpc.status=UNAVAILABLE grpcbackoff.delay=1.5 grpcbackoff.server_delay=1.5",
 			"+1.5s grpcbackoff.retry grpcbackoff.attempt=2 grpc.status=UNAVAILABLE grpcbackoff.delay=2 grpcbackoff.server_delay=0",
@@ -83,17 +85,17 @@ func TestSpanEvents(t *testing.T) {
 
 		// Success after a retry (one token left after it), and a code that
 		// is not retryable: no give-up.
-		got = run(&script{errs: unavailable(1)})
+		got = run(&bufconntest.Invoker{Errs: bufconntest.Unavailable(1)})
 		if len(got) != 1 || !strings.Contains(got[0], "grpcbackoff.retry ") {
 			t.Errorf("events of a call that succeeded on its retry: %q, want one retry", got)
 		}
-		if got = run(&script{errs: []error{status.Error(codes.NotFound, "")}}); len(got) != 0 {
+		if got = run(&bufconntest.Invoker{Errs: []error{status.Error(codes.NotFound, "")}}); len(got) != 0 {
 			t.Errorf("events of a call not retried: %q, want none", got)
 		}
 
 		// Throttled: the last token pays for the first retry; the second is
 		// refused.
-		got = run(&script{errs: unavailable(5)})
+		got = run(&bufconntest.Invoker{Errs: bufconntest.Unavailable(5)})
 		want = []string{
 			"+0s grpcbackoff.retry grpcbackoff.attempt=1 grpc.status=UNAVAILABLE grpcbackoff.delay=1 grpcbackoff.server_delay=0",
 			"+1s grpcbackoff.gave_up grpcbackoff.attempts=2 grpc.status=UNAVAILABLE grpcbackoff.reason=throttled grpcbackoff.retry_delay=1",
@@ -118,10 +120,10 @@ func TestNoEventsOnSpanNotRecording(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n int
 		ctx := trace.ContextWithSpan(t.Context(), eventCounter{n: &n})
-		p := exact()
+		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		ic := interceptor.Unary(p, newRecorder(t, opentelemetry.Options{}).Option())
-		if err := call(ctx, t, ic, &script{errs: unavailable(5)}); status.Code(err) != codes.Unavailable {
+		if err := call(ctx, ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(5)}); status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v, want UNAVAILABLE after retries", err)
 		}
 		if n != 0 {

@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	redis "cloud.google.com/go/redis/apiv1"
 	"cloud.google.com/go/redis/apiv1/redispb"
 	"github.com/googleapis/gax-go/v2"
@@ -83,14 +85,6 @@ func gaps(srv *redistest.Server, method string) []time.Duration {
 	return g
 }
 
-func seconds(s ...float64) []time.Duration {
-	d := make([]time.Duration, len(s))
-	for i, v := range s {
-		d[i] = time.Duration(v * float64(time.Second))
-	}
-	return d
-}
-
 func TestRedisClientRetriesWithTheRecipe(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -99,9 +93,9 @@ func TestRedisClientRetriesWithTheRecipe(t *testing.T) {
 		wantGaps []time.Duration
 	}{
 		{"no failure", 0, codes.OK, nil},
-		{"three UNAVAILABLE", 3, codes.Unavailable, seconds(1, 2, 4)},
-		{"RESOURCE_EXHAUSTED", 2, codes.ResourceExhausted, seconds(1, 2)},
-		{"seven: the cap, then at the cap", 7, codes.Unavailable, seconds(1, 2, 4, 8, 16, 32, 32)},
+		{"three UNAVAILABLE", 3, codes.Unavailable, bufconntest.Seconds(1, 2, 4)},
+		{"RESOURCE_EXHAUSTED", 2, codes.ResourceExhausted, bufconntest.Seconds(1, 2)},
+		{"seven: the cap, then at the cap", 7, codes.Unavailable, bufconntest.Seconds(1, 2, 4, 8, 16, 32, 32)},
 		{"NOT_FOUND is not retried", 1, codes.NotFound, nil},
 		{"INTERNAL is not retried", 1, codes.Internal, nil},
 		{"DEADLINE_EXCEEDED from the server is not retried", 1, codes.DeadlineExceeded, nil},
@@ -178,7 +172,7 @@ func TestRedisClientKeepsStatusDetails(t *testing.T) {
 			t.Errorf("details = %v, want the server's RetryInfo of 2s", st.Details())
 		}
 		// RetryInfo 2 s is longer than 1 s, shorter than 4 s.
-		if got, want := gaps(srv, redistest.MethodGetInstance), seconds(2, 2, 4, 8, 16, 32, 32); !slices.Equal(got, want) {
+		if got, want := gaps(srv, redistest.MethodGetInstance), bufconntest.Seconds(2, 2, 4, 8, 16, 32, 32); !slices.Equal(got, want) {
 			t.Errorf("gaps = %v, want %v", got, want)
 		}
 	})
@@ -191,10 +185,10 @@ func TestRedisClientHonoursRetryInfo(t *testing.T) {
 		wantGaps []time.Duration
 		wantCode codes.Code
 	}{
-		{"longer than the backoff", 5 * time.Second, seconds(5), codes.OK},
-		{"shorter than the backoff", 200 * time.Millisecond, seconds(1), codes.OK},
+		{"longer than the backoff", 5 * time.Second, bufconntest.Seconds(5), codes.OK},
+		{"shorter than the backoff", 200 * time.Millisecond, bufconntest.Seconds(1), codes.OK},
 		{"longer than Max: not retried", time.Hour, nil, codes.ResourceExhausted},
-		{"negative: ignored", -time.Second, seconds(1), codes.OK},
+		{"negative: ignored", -time.Second, bufconntest.Seconds(1), codes.OK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -380,8 +374,8 @@ func TestRedisClientHonoursPushback(t *testing.T) {
 		wantGaps []time.Duration
 		wantCode codes.Code
 	}{
-		{"3000", seconds(3), codes.OK},
-		{"0", seconds(1), codes.OK}, // a hint never shortens the policy's wait
+		{"3000", bufconntest.Seconds(3), codes.OK},
+		{"0", bufconntest.Seconds(1), codes.OK}, // a hint never shortens the policy's wait
 		{"-1", nil, codes.Unavailable},
 		{"soon", nil, codes.Unavailable},
 		{"99999999999", nil, codes.Unavailable}, // longer than Max

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+
 	"cloud.google.com/go/redis/apiv1/redispb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -30,7 +32,7 @@ func hostilePolicy() grpcbackoff.Policy {
 }
 
 // exhaustedGaps are the gaps of a call that uses all five attempts.
-var exhaustedGaps = seconds(1, 2, 4, 8)
+var exhaustedGaps = bufconntest.Seconds(1, 2, 4, 8)
 
 func sum(ds []time.Duration) time.Duration {
 	var t time.Duration
@@ -53,7 +55,7 @@ func TestHostileRedisClient(t *testing.T) {
 		{"RetryInfo 100 years", redistest.Fault{RetryDelay: 100 * year}, nil, grpcbackoff.ReasonServerRefused},
 		{"RetryInfo −1 s", redistest.Fault{RetryDelay: -time.Second, RetryDelaySet: true}, exhaustedGaps, grpcbackoff.ReasonExhausted},
 		{"RetryInfo 0 s", redistest.Fault{RetryDelaySet: true}, exhaustedGaps, grpcbackoff.ReasonExhausted},
-		{"RetryInfo = Max", redistest.Fault{RetryDelay: 8 * time.Second}, seconds(8, 8, 8), grpcbackoff.ReasonDeadline},
+		{"RetryInfo = Max", redistest.Fault{RetryDelay: 8 * time.Second}, bufconntest.Seconds(8, 8, 8), grpcbackoff.ReasonDeadline},
 		{"pushback 0 forever", redistest.Fault{Pushback: "0"}, exhaustedGaps, grpcbackoff.ReasonExhausted},
 		{"pushback −1", redistest.Fault{Pushback: "-1"}, nil, grpcbackoff.ReasonServerRefused},
 	}
