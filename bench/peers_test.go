@@ -8,7 +8,6 @@ package bench
 
 import (
 	"context"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -28,78 +26,26 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// peerServer fails calls as its fail function says, and records when each
-// attempt arrived.
-type peerServer struct {
-	testgrpc.UnimplementedTestServiceServer
-	fail func(attempt int) error // nil: succeed
-	// sendFirst makes a server stream send one response before failing.
-	sendFirst bool
-
-	mu    sync.Mutex
-	times []time.Time
-}
-
-func (s *peerServer) arrive() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.times = append(s.times, time.Now())
-	return len(s.times) - 1
-}
-
-func (s *peerServer) attempts() []time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.times...)
-}
-
-func (s *peerServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	err := s.fail(s.arrive())
-	if _, ok := err.(pushbackError); ok {
-		grpc.SetTrailer(ctx, metadata.Pairs(grpcbackoff.PushbackKey, "20000"))
-		return nil, status.Error(codes.Unavailable, "pushback")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &testgrpc.SimpleResponse{}, nil
-}
-
-func (s *peerServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
-	n := s.arrive()
-	err := s.fail(n)
-	if err == nil || s.sendFirst {
-		if serr := ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte("r0")}}); serr != nil {
-			return serr
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return ss.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte("r1")}})
-}
-
-func (s *peerServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse]) error {
-	s.arrive()
-	for {
-		if _, err := ss.Recv(); err == io.EOF {
-			return ss.SendAndClose(&testgrpc.StreamingInputCallResponse{})
-		} else if err != nil {
-			return err
-		}
-	}
-}
-
 // peerMech connects mechanism name, with its production settings, to a new
-// peerServer that fails as fail says.
-func peerMech(t *testing.T, name string, fail func(int) error) (*mech, *peerServer) {
-	s := &peerServer{fail: fail}
-	gs := grpc.NewServer(grpc.WaitForHandlers(true))
-	testgrpc.RegisterTestServiceServer(gs, s)
-	lis := bufconntest.Listen()
-	bufconntest.Serve(t, gs, lis)
+// scripted server whose attempt n fails with fail(n), or succeeds when it is
+// nil (a server stream sends r0 and r1). With sendFirst a failing server
+// stream sends r0 first.
+func peerMech(t *testing.T, name string, fail func(int) error, sendFirst bool) (*mech, *bufconntest.Server) {
+	s := bufconntest.NewServer(t, func(_ string, n int) bufconntest.Step {
+		err := fail(n)
+		switch {
+		case err == nil:
+			return bufconntest.Succeed(2)
+		case err == pushbackError{}:
+			return bufconntest.Step{Err: status.Error(codes.Unavailable, "pushback"),
+				Trailer: metadata.Pairs(grpcbackoff.PushbackKey, "20000")}
+		case sendFirst:
+			return bufconntest.Step{Send: 1, Err: err}
+		}
+		return bufconntest.Fail(err)
+	})
 	m := &mech{name: name, retries: new(atomic.Int64)}
-	m.cc = bufconntest.Dial(t, lis.DialContext, dialOptions(name, defaults, m.retries)...)
+	m.cc = s.Conn(t, dialOptions(name, defaults, m.retries)...)
 	m.client = testgrpc.NewTestServiceClient(m.cc)
 	if name == gaxInvoke {
 		m.gax = []gax.CallOption{gaxRetry(defaults, m.retries)}
@@ -161,14 +107,14 @@ func (pushbackError) Error() string { return "pushback" }
 func waitsForHint(t *testing.T, name string, fail func(int) error) bool {
 	var waited time.Duration
 	synctest.Test(t, func(t *testing.T) {
-		m, s := peerMech(t, name, func(n int) error { return fail(n) })
+		m, s := peerMech(t, name, fail, false)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		if err := m.unary(ctx, &testgrpc.SimpleRequest{}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		as := s.attempts()
-		waited = as[1].Sub(as[0])
+		as := s.All()
+		waited = as[1].At.Sub(as[0].At)
 	})
 	return waited >= 20*time.Second
 }
@@ -180,7 +126,7 @@ func waitsForHint(t *testing.T, name string, fail func(int) error) bool {
 func returnsEarlyAtDeadline(t *testing.T, name string) bool {
 	early := true
 	synctest.Test(t, func(t *testing.T) {
-		m, _ := peerMech(t, name, unavailable)
+		m, _ := peerMech(t, name, unavailable, false)
 		for range 20 {
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			start := time.Now()
@@ -201,13 +147,12 @@ func returnsEarlyAtDeadline(t *testing.T, name string) bool {
 func noDuplicatesAfterData(t *testing.T, name string) bool {
 	var got []string
 	synctest.Test(t, func(t *testing.T) {
-		m, s := peerMech(t, name, func(n int) error {
+		m, _ := peerMech(t, name, func(n int) error {
 			if n == 0 {
 				return status.Error(codes.Unavailable, "after r0")
 			}
 			return nil
-		})
-		s.sendFirst = true
+		}, true)
 		st, err := m.serverStream(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -235,7 +180,7 @@ func noDuplicatesAfterData(t *testing.T, name string) bool {
 func clientStreamsWork(t *testing.T, name string) bool {
 	ok := false
 	synctest.Test(t, func(t *testing.T) {
-		m, _ := peerMech(t, name, func(int) error { return nil })
+		m, _ := peerMech(t, name, func(int) error { return nil }, false)
 		st, err := m.clientStream(t.Context())
 		if err != nil {
 			return
@@ -257,7 +202,7 @@ func throttlesAStorm(t *testing.T, name string) bool {
 	const waves, calls = 10, 100
 	var attempts int
 	synctest.Test(t, func(t *testing.T) {
-		m, s := peerMech(t, name, unavailable)
+		m, s := peerMech(t, name, unavailable, false)
 		var wg sync.WaitGroup
 		for range waves {
 			for range calls {
@@ -270,7 +215,7 @@ func throttlesAStorm(t *testing.T, name string) bool {
 			time.Sleep(time.Second)
 		}
 		wg.Wait()
-		attempts = len(s.attempts())
+		attempts = s.Count()
 	})
 	return float64(attempts) < 1.5*waves*calls
 }
