@@ -1,6 +1,6 @@
 package interceptor_test
 
-// The helpers of the stream tests (stream_test.go and streamtimeout_test.go):
+// The helpers of the stream tests (stream_test.go and stream_timeout_test.go):
 // what the attempts of internal/bufconntest's scripted server send and
 // receive, and the checks of what it saw.
 
