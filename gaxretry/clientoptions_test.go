@@ -1,7 +1,7 @@
 package gaxretry_test
 
-// The scenarios of every Google client family (pubsub_test.go,
-// bigtable_test.go, spanner_test.go, lro_test.go) run each client on its main
+// The scenarios of every Google client family (scenario_pubsub_test.go,
+// scenario_bigtable_test.go, scenario_spanner_test.go, scenario_lro_test.go) run each client on its main
 // paths twice: alone, and with the platform's standard options (one
 // ClientOptions slice, and Adopt where the README shows it), against its
 // in-process fake behind a faultProxy, and compare what reaches the wire.
