@@ -31,6 +31,7 @@ func TestRestartInFlight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real TCP and a real 1–2 s backoff")
 	}
+	t.Parallel() // real time: beside the other tests
 	const inFlight = 50
 	longRunOnly := grpcbackoff.Throttle{Ratio: 0.1, PerSecond: 0.5, Burst: 10}
 	cases := []struct {
@@ -44,6 +45,7 @@ func TestRestartInFlight(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -125,6 +127,7 @@ func TestRestartHedged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real TCP and real 1–3 s backoffs")
 	}
+	t.Parallel() // real time: beside the other tests
 	const calls = 30
 	hedging := grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * time.Millisecond}
 	nonFatal := hedging
