@@ -79,13 +79,7 @@ func (r *retried) OnEnd(context.Context, interceptor.End) {}
 func (r *retried) of(suffix string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for m, c := range r.n {
-		if strings.HasSuffix(m, suffix) {
-			n += c
-		}
-	}
-	return n
+	return bySuffix(r.n, suffix)
 }
 
 // with returns the options of a client of the fake at addr: the platform's

@@ -66,8 +66,13 @@ func (p *faultProxy) failWith(f func(method string, n int) error) {
 func (p *faultProxy) of(suffix string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return bySuffix(p.attempts, suffix)
+}
+
+// bySuffix sums the counts of the methods whose name ends with suffix.
+func bySuffix(counts map[string]int, suffix string) int {
 	n := 0
-	for m, c := range p.attempts {
+	for m, c := range counts {
 		if strings.HasSuffix(m, suffix) {
 			n += c
 		}

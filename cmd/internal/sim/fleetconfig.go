@@ -95,11 +95,6 @@ func (sc Fleet) Validate() error {
 	if sc.Interval <= 0 {
 		bad("interval (%v) must be positive", sc.Interval)
 	}
-	if sc.Duration < time.Second {
-		bad("duration (%v) must be at least 1s", sc.Duration)
-	}
-	if sc.PauseAt < 0 || sc.Pause < 0 || sc.PauseAt+sc.Pause > sc.Duration {
-		bad("the pause (%v from %v) must lie within the run (%v)", sc.Pause, sc.PauseAt, sc.Duration)
-	}
+	errs = append(errs, checkRun(sc.Duration, sc.PauseAt, sc.Pause)...)
 	return errors.Join(errs...)
 }

@@ -88,12 +88,7 @@ func (sc Storm) Validate() error {
 	if p.Timeout <= 0 {
 		bad("timeout (%v) must be positive", p.Timeout)
 	}
-	if sc.Duration < time.Second {
-		bad("duration (%v) must be at least 1s", sc.Duration)
-	}
-	if sc.PauseAt < 0 || sc.Pause < 0 || sc.PauseAt+sc.Pause > sc.Duration {
-		bad("the pause (%v from %v) must lie within the run (%v)", sc.Pause, sc.PauseAt, sc.Duration)
-	}
+	errs = append(errs, checkRun(sc.Duration, sc.PauseAt, sc.Pause)...)
 	if !(sc.Scale > 0) || math.IsInf(sc.Scale, 0) {
 		bad("scale (%v) must be a finite positive number", sc.Scale)
 	}
@@ -223,4 +218,17 @@ func summarize(sc Storm, st Strategy, rec *Recorder, conc, peaks []int, lat []ti
 	slices.Sort(lat)
 	res.P50, res.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	return res
+}
+
+// checkRun reports what is wrong with a run of duration whose pause of pause
+// starts at pauseAt.
+func checkRun(duration, pauseAt, pause time.Duration) []error {
+	var errs []error
+	if duration < time.Second {
+		errs = append(errs, fmt.Errorf("sim: duration (%v) must be at least 1s", duration))
+	}
+	if pauseAt < 0 || pause < 0 || pauseAt+pause > duration {
+		errs = append(errs, fmt.Errorf("sim: the pause (%v from %v) must lie within the run (%v)", pause, pauseAt, duration))
+	}
+	return errs
 }
