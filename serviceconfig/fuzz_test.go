@@ -1,6 +1,9 @@
 package serviceconfig
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // FuzzParseServiceConfig checks that any input either parses into policies
 // that Validate accepts, or fails with an error; never a panic.
@@ -31,8 +34,11 @@ func FuzzParse(f *testing.F) {
 			if err := m.Policy.Validate(); err != nil {
 				t.Fatalf("Methods[%d].Policy from %q does not validate: %v", i, data, err)
 			}
-			if d := m.Policy.Backoff(3); d <= 0 || d > m.Policy.Max {
-				t.Fatalf("Methods[%d].Policy.Backoff(3) = %v", i, d)
+			// Max caps the delay before JitterFactor, as grpc-go's maxBackoff
+			// does: a delay may exceed Max by that factor.
+			bound := time.Duration(float64(m.Policy.Max) * (1 + m.Policy.JitterFactor))
+			if d := m.Policy.Backoff(3); d <= 0 || d > bound {
+				t.Fatalf("Methods[%d].Policy.Backoff(3) = %v, want it in (0, %v]", i, d, bound)
 			}
 		}
 		if sc.Throttle != nil {
