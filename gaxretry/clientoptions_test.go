@@ -4,7 +4,7 @@ package gaxretry_test
 // scenario_bigtable_test.go, scenario_spanner_test.go, scenario_lro_test.go) run each client on its main
 // paths twice: alone, and with the platform's standard options (one
 // ClientOptions slice, and Adopt where the README shows it), against its
-// in-process fake behind a faultProxy, and compare what reaches the wire.
+// in-process fake behind a bufconntest.Proxy, and compare what reaches the wire.
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/gaxretry"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 // quick retries 4 times after 50, 100, 200, 200 ms: well within a 3 s
@@ -79,7 +80,7 @@ func (r *retried) OnEnd(context.Context, interceptor.End) {}
 func (r *retried) of(suffix string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return bySuffix(r.n, suffix)
+	return bufconntest.SumBySuffix(r.n, suffix)
 }
 
 // with returns the options of a client of the fake at addr: the platform's

@@ -21,14 +21,15 @@ import (
 
 	"github.com/platformkit/grpcbackoff/gaxretry"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 const table = "t"
 
 // bigtableFake is bttest with table t (family f) holding rows r0..r9, behind
-// a faultProxy. cut, when not nil, sees every server stream of ReadRows and
+// a bufconntest.Proxy. cut, when not nil, sees every server stream of ReadRows and
 // may end it after some rows.
-func bigtableFake(t *testing.T, cut grpc.StreamServerInterceptor, unary grpc.UnaryServerInterceptor) *faultProxy {
+func bigtableFake(t *testing.T, cut grpc.StreamServerInterceptor, unary grpc.UnaryServerInterceptor) *bufconntest.Proxy {
 	t.Helper()
 	var opts []grpc.ServerOption
 	if cut != nil {
@@ -63,7 +64,7 @@ func bigtableFake(t *testing.T, cut grpc.StreamServerInterceptor, unary grpc.Una
 			t.Fatal(err)
 		}
 	}
-	return newFaultProxy(t, srv.Addr)
+	return bufconntest.NewProxy(t, srv.Addr)
 }
 
 // bigtableClient is a Bigtable data client of the fake at addr with the
@@ -117,14 +118,14 @@ func TestBigtableReadRows(t *testing.T) {
 	var fault func(string, int) error
 	run := func(platform []option.ClientOption) (int, []string, error) {
 		proxy := bigtableFake(t, cutReadRowsAfter(3), nil)
-		proxy.failWith(fault)
+		proxy.FailWith(fault)
 		c := bigtableClient(t, platform, proxy.Addr)
 		var keys []string
 		err := c.Open(table).ReadRows(t.Context(), bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
 			keys = append(keys, r.Key())
 			return true
 		})
-		return proxy.of("/ReadRows"), keys, err
+		return proxy.Attempts("/ReadRows"), keys, err
 	}
 	alone, aloneKeys, err := run(nil)
 	if err != nil {
@@ -158,12 +159,12 @@ func TestBigtableMutateRow(t *testing.T) {
 	t.Parallel()
 	run := func(platform []option.ClientOption) (int, error) {
 		proxy := bigtableFake(t, nil, nil)
-		proxy.failWith(unavailableFor("/MutateRow", time.Second))
+		proxy.FailWith(unavailableFor("/MutateRow", time.Second))
 		c := bigtableClient(t, platform, proxy.Addr)
 		m := bigtable.NewMutation()
 		m.Set("f", "c", 2000, []byte("v"))
 		err := c.Open(table).Apply(t.Context(), "r0", m)
-		return proxy.of("/MutateRow"), err
+		return proxy.Attempts("/MutateRow"), err
 	}
 	alone, err := run(nil)
 	if err != nil {
@@ -273,7 +274,7 @@ func TestBigtableReadRowsGeneratedStub(t *testing.T) {
 			}
 		}
 	}
-	if n := proxy.of("/ReadRows"); n != 2 || len(keys) != 10 {
+	if n := proxy.Attempts("/ReadRows"); n != 2 || len(keys) != 10 {
 		t.Errorf("%d attempts, rows %v; want 2 attempts and r0..r9", n, keys)
 	}
 }
@@ -285,14 +286,14 @@ func TestBigtableAdmin(t *testing.T) {
 	t.Parallel()
 	run := func(platform []option.ClientOption) (int, []string, error) {
 		proxy := bigtableFake(t, nil, nil)
-		proxy.failWith(unavailableFor("/ListTables", time.Second))
+		proxy.FailWith(unavailableFor("/ListTables", time.Second))
 		admin, err := bigtable.NewAdminClient(t.Context(), "p", "i", with(platform, proxy.Addr)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer admin.Close()
 		tables, err := admin.Tables(t.Context())
-		return proxy.of("/ListTables"), tables, err
+		return proxy.Attempts("/ListTables"), tables, err
 	}
 	alone, _, err := run(nil)
 	if err != nil {

@@ -11,16 +11,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 	"github.com/platformkit/grpcbackoff/redistest"
 )
 
-// redisFake is redistest behind a faultProxy on loopback TCP, and a Cloud
+// redisFake is redistest behind a bufconntest.Proxy on loopback TCP, and a Cloud
 // Redis client of it with the platform's options.
-func redisFake(t *testing.T, platform []option.ClientOption) (*redis.CloudRedisClient, *faultProxy) {
+func redisFake(t *testing.T, platform []option.ClientOption) (*redis.CloudRedisClient, *bufconntest.Proxy) {
 	t.Helper()
 	srv := redistest.NewServer()
 	t.Cleanup(srv.Close)
-	proxy := newFaultProxy(t, "redistest", grpc.WithContextDialer(srv.Dialer()))
+	proxy := bufconntest.NewProxy(t, "redistest", grpc.WithContextDialer(srv.Dialer()))
 	c, err := redis.NewCloudRedisClient(t.Context(), with(platform, proxy.Addr)...)
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +45,14 @@ func TestRedisOperationWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxy.failWith(unavailableFor("/GetOperation", 1500*time.Millisecond))
+		proxy.FailWith(unavailableFor("/GetOperation", 1500*time.Millisecond))
 		// Waiting on an operation by name, as a process that resumes it
 		// does, polls it at least once.
 		inst, err := c.CreateInstanceOperation(op.Name()).Wait(t.Context())
 		if err != nil || inst.GetName() != parent+"/instances/cache" {
 			t.Fatalf("Wait: %v, %v", inst, err)
 		}
-		return proxy.of("/GetOperation")
+		return proxy.Attempts("/GetOperation")
 	}
 	alone := run(nil)
 	platform, r := counted(t)
@@ -67,9 +68,9 @@ func TestRedisGetInstance(t *testing.T) {
 	run := func(platform []option.ClientOption) (int, error) {
 		c, proxy := redisFake(t, platform)
 		name := createInstance(t, c, "cache")
-		proxy.failWith(unavailableFor("/GetInstance", 500*time.Millisecond))
+		proxy.FailWith(unavailableFor("/GetInstance", 500*time.Millisecond))
 		_, err := c.GetInstance(t.Context(), &redispb.GetInstanceRequest{Name: name})
-		return proxy.of("/GetInstance"), err
+		return proxy.Attempts("/GetInstance"), err
 	}
 	if n, err := run(nil); n != 1 || status.Code(err) != codes.Unavailable {
 		t.Errorf("alone: %d attempts, err %v; want 1 and UNAVAILABLE", n, err)

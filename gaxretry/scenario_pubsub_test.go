@@ -17,6 +17,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/gaxretry"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 const (
@@ -24,8 +25,8 @@ const (
 	subscription = "projects/proj/subscriptions/s"
 )
 
-// pubsubFake is pstest behind a faultProxy, with a topic and a subscription.
-func pubsubFake(t *testing.T) (*pstest.Server, *faultProxy) {
+// pubsubFake is pstest behind a bufconntest.Proxy, with a topic and a subscription.
+func pubsubFake(t *testing.T) (*pstest.Server, *bufconntest.Proxy) {
 	t.Helper()
 	srv := pstest.NewServer()
 	t.Cleanup(func() { srv.Close() })
@@ -36,7 +37,7 @@ func pubsubFake(t *testing.T) (*pstest.Server, *faultProxy) {
 	if _, err := srv.GServer.CreateSubscription(ctx, &pubsubpb.Subscription{Name: subscription, Topic: topic, AckDeadlineSeconds: 10}); err != nil {
 		t.Fatal(err)
 	}
-	return srv, newFaultProxy(t, srv.Addr)
+	return srv, bufconntest.NewProxy(t, srv.Addr)
 }
 
 // pubsubClient returns a Pub/Sub client of the fake at addr with the
@@ -70,14 +71,14 @@ func TestPubSubPublish(t *testing.T) {
 	t.Parallel()
 	run := func(platform []option.ClientOption, fault func(string, int) error) (int, int, error) {
 		srv, proxy := pubsubFake(t)
-		proxy.failWith(fault)
+		proxy.FailWith(fault)
 		c := pubsubClient(t, platform, proxy.Addr)
 		p := c.Publisher(topic)
 		defer p.Stop()
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		_, err := p.Publish(ctx, &pubsub.Message{Data: []byte("m")}).Get(ctx)
-		return proxy.of("/Publish"), len(srv.Messages()), err
+		return proxy.Attempts("/Publish"), len(srv.Messages()), err
 	}
 	alone, storedAlone, errAlone := run(nil, unavailableFirst("/Publish", 1))
 	platform, r := counted(t)
@@ -109,7 +110,7 @@ func TestPubSubSubscriber(t *testing.T) {
 		for i := range messages {
 			srv.Publish(topic, fmt.Appendf(nil, "m%d", i), nil)
 		}
-		proxy.failWith(unavailableFor("/StreamingPull", 1500*time.Millisecond))
+		proxy.FailWith(unavailableFor("/StreamingPull", 1500*time.Millisecond))
 		c := pubsubClient(t, platform, proxy.Addr)
 		s := c.Subscriber(subscription)
 		s.ReceiveSettings.NumGoroutines = 1
@@ -129,7 +130,7 @@ func TestPubSubSubscriber(t *testing.T) {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Receive: %v", err)
 		}
-		return proxy.of("/StreamingPull"), got
+		return proxy.Attempts("/StreamingPull"), got
 	}
 	alone, gotAlone := run(nil)
 	platform, r := counted(t)
@@ -158,7 +159,7 @@ func TestPubSubAdmin(t *testing.T) {
 	t.Parallel()
 	run := func(platform []option.ClientOption, adopt bool, fault func(string, int) error) (int, error) {
 		_, proxy := pubsubFake(t)
-		proxy.failWith(fault)
+		proxy.FailWith(fault)
 		c, err := pubsub.NewClient(t.Context(), "proj", with(platform, proxy.Addr)...)
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +173,7 @@ func TestPubSubAdmin(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		_, err = c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
-		return proxy.of("/GetTopic"), err
+		return proxy.Attempts("/GetTopic"), err
 	}
 	for _, tc := range []struct {
 		name     string
@@ -202,7 +203,7 @@ func TestPubSubAdmin(t *testing.T) {
 // *grpcbackoff.Error, which the client does not retry again.
 func TestPubSubAdoptOneRetryLayer(t *testing.T) {
 	_, proxy := pubsubFake(t)
-	proxy.failWith(func(method string, _ int) error {
+	proxy.FailWith(func(method string, _ int) error {
 		if method == "/google.pubsub.v1.Publisher/GetTopic" {
 			return status.Error(codes.Unavailable, "fake outage")
 		}
@@ -216,7 +217,7 @@ func TestPubSubAdoptOneRetryLayer(t *testing.T) {
 	if !errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonExhausted || status.Code(err) != codes.Unavailable {
 		t.Errorf("GetTopic: err = %v (%T), want a *grpcbackoff.Error, attempts exhausted", err, err)
 	}
-	if n := proxy.of("/GetTopic"); n != quick().MaxAttempts {
+	if n := proxy.Attempts("/GetTopic"); n != quick().MaxAttempts {
 		t.Errorf("GetTopic: %d attempts, want exactly MaxAttempts = %d", n, quick().MaxAttempts)
 	}
 }

@@ -12,13 +12,15 @@ import (
 	"cloud.google.com/go/spanner/spansql"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
+
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 const database = "projects/p/instances/i/databases/d"
 
 // spannerFake is spannertest with table T (K STRING, V INT64) holding row
-// k = 1, behind a faultProxy.
-func spannerFake(t *testing.T) *faultProxy {
+// k = 1, behind a bufconntest.Proxy.
+func spannerFake(t *testing.T) *bufconntest.Proxy {
 	t.Helper()
 	srv, err := spannertest.NewServer("127.0.0.1:0")
 	if err != nil {
@@ -32,7 +34,7 @@ func spannerFake(t *testing.T) *faultProxy {
 	if err := srv.UpdateDDL(ddl); err != nil {
 		t.Fatal(err)
 	}
-	proxy := newFaultProxy(t, srv.Addr)
+	proxy := bufconntest.NewProxy(t, srv.Addr)
 	if _, err := spannerClient(t, nil, proxy.Addr).Apply(t.Context(), []*spanner.Mutation{
 		spanner.InsertOrUpdate("T", []string{"K", "V"}, []any{"k", 1}),
 	}); err != nil {
@@ -62,8 +64,8 @@ func TestSpannerCommit(t *testing.T) {
 	run := func(platform []option.ClientOption) (int, int64) {
 		proxy := spannerFake(t)
 		c := spannerClient(t, platform, proxy.Addr)
-		proxy.failWith(failFor("/Commit", time.Second, codes.ResourceExhausted))
-		before := proxy.of("/Commit")
+		proxy.FailWith(failFor("/Commit", time.Second, codes.ResourceExhausted))
+		before := proxy.Attempts("/Commit")
 		if _, err := c.Apply(t.Context(), []*spanner.Mutation{
 			spanner.Update("T", []string{"K", "V"}, []any{"k", 2}),
 		}); err != nil {
@@ -77,7 +79,7 @@ func TestSpannerCommit(t *testing.T) {
 		if err := row.Column(0, &v); err != nil {
 			t.Fatal(err)
 		}
-		return proxy.of("/Commit") - before, v
+		return proxy.Attempts("/Commit") - before, v
 	}
 	alone, v := run(nil)
 	if v != 2 {
@@ -99,7 +101,7 @@ func TestSpannerRead(t *testing.T) {
 	run := func(platform []option.ClientOption) int {
 		proxy := spannerFake(t)
 		c := spannerClient(t, platform, proxy.Addr)
-		proxy.failWith(unavailableFor("/StreamingRead", time.Second))
+		proxy.FailWith(unavailableFor("/StreamingRead", time.Second))
 		row, err := c.Single().ReadRow(t.Context(), "T", spanner.Key{"k"}, []string{"V"})
 		if err != nil {
 			t.Fatalf("ReadRow: %v", err)
@@ -108,7 +110,7 @@ func TestSpannerRead(t *testing.T) {
 		if err := row.Column(0, &v); err != nil || v != 1 {
 			t.Errorf("V = %d (%v), want 1", v, err)
 		}
-		return proxy.of("/StreamingRead")
+		return proxy.Attempts("/StreamingRead")
 	}
 	alone := run(nil)
 	platform, r := counted(t)
@@ -127,7 +129,7 @@ func TestSpannerReadGeneratedStub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy.failWith(unavailableFirst("/StreamingRead", 1))
+	proxy.FailWith(unavailableFirst("/StreamingRead", 1))
 	stream, err := sp.StreamingRead(t.Context(), &spannerpb.ReadRequest{
 		Session: session.GetName(), Table: "T", Columns: []string{"V"},
 		KeySet: &spannerpb.KeySet{All: true},
@@ -146,7 +148,7 @@ func TestSpannerReadGeneratedStub(t *testing.T) {
 		}
 		values += len(part.GetValues())
 	}
-	if n := proxy.of("/StreamingRead"); n != 2 || values != 1 {
+	if n := proxy.Attempts("/StreamingRead"); n != 2 || values != 1 {
 		t.Errorf("%d attempts, %d values; want 2 attempts and the row's one value", n, values)
 	}
 }

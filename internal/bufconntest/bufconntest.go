@@ -1,6 +1,8 @@
-// Package bufconntest serves gRPC on private in-memory listeners for the
-// tests of this module: no TCP port, and nothing left running when a test
-// ends (inside a testing/synctest bubble too).
+// Package bufconntest holds the gRPC fixtures of this repository's tests:
+// a scripted TestService (Server) on private in-memory listeners or loopback
+// TCP, a counting Invoker, and a fault-injecting Proxy in front of the real
+// APIs' in-process fakes. Nothing is left running when a test ends (inside a
+// testing/synctest bubble too).
 package bufconntest
 
 import (
