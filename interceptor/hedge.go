@@ -270,7 +270,9 @@ func (h *hedgeCall) send(hedge bool) {
 	}
 	opts := a.attemptOptions(h.u.opts)
 	actx = context.WithValue(actx, headerKey{}, a)
+	var at attemptTimeout
 	if t := c.plan.policy.attemptTimeout(); t > 0 {
+		at = startAttemptTimeout(h.ctx, t)
 		actx, a.cancel = context.WithTimeout(actx, t)
 	} else {
 		actx, a.cancel = context.WithCancel(actx)
@@ -289,7 +291,7 @@ func (h *hedgeCall) send(hedge bool) {
 	h.sent = time.Now()
 	go func() {
 		a.err = h.u.invoker(actx, h.u.method, h.u.req, a.reply, h.u.cc, opts...)
-		a.cut = a.err != nil && h.ctx.Err() == nil && actx.Err() == context.DeadlineExceeded
+		a.cut = at.t > 0 && at.cut(h.ctx, actx, a.err)
 		a.cancel()
 		h.results <- a
 	}()

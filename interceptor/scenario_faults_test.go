@@ -8,6 +8,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -356,6 +357,53 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 				var e *grpcbackoff.Error
 				if !errors.As(err, &e) || e.Attempts != tc.want || e.Reason != tc.why {
 					t.Errorf("err = %v, want %d attempts, %v", err, tc.want, tc.why)
+				}
+			})
+		})
+	}
+}
+
+// TestHedgedAttemptTimeoutServerResetFirst is
+// TestUnaryAttemptTimeoutServerResetFirst with hedging, over bufconn: the
+// server ends each of the first two attempts with DEADLINE_EXCEEDED 1 ms
+// before the attempt's deadline, as a server over TCP often does before the
+// client's timer fires. Each was cut by its AttemptTimeout, hedged or not,
+// and the third attempt succeeds. Before, a hedged attempt counted as cut
+// only when its own context had ended: the call ended after the first
+// attempt pair with "code not retryable".
+func TestHedgedAttemptTimeoutServerResetFirst(t *testing.T) {
+	for _, hedged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hedged %v", hedged), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newFaultyServer(t, func(ctx context.Context, n int) error {
+					if n >= 2 {
+						return nil
+					}
+					dl, _ := ctx.Deadline()
+					if err := bufconntest.Pause(ctx, time.Until(dl)-time.Millisecond); err != nil {
+						return err
+					}
+					return status.Error(codes.DeadlineExceeded, "the server's reset, just before the client's timer")
+				}, respSize(1))
+				p := fastExact()
+				p.AttemptTimeout = time.Second
+				opts := []interceptor.Option{interceptor.WithoutThrottle()}
+				if hedged {
+					// The hedge follows the first attempt after 1.5 s: after
+					// its cut, so that each attempt is alone on the wire.
+					opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 1500 * msec}))
+				}
+				r, err := interceptor.New(p, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+				defer cancel()
+				if _, err := srv.Client(t, r.DialOptions()...).UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
+					t.Errorf("call failed: %v; want the third attempt's success", err)
+				}
+				if n := srv.Count(); n != 3 {
+					t.Errorf("the server saw %d attempts, want 3", n)
 				}
 			})
 		})

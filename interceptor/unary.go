@@ -169,21 +169,43 @@ func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connSta
 	if t <= 0 {
 		return r.invokeUnary(ctx, actx, conn, u)
 	}
-	adl := time.Now().Add(t)
-	dl, ok := ctx.Deadline()
-	own := !ok || adl.Before(dl) // the attempt's deadline is its own, not the caller's
+	at := startAttemptTimeout(ctx, t)
 	actx, cancel := context.WithTimeout(actx, t)
 	defer cancel()
 	f := r.invokeUnary(ctx, actx, conn, u)
-	// Cut by its own timeout, the caller's context live: the attempt's
-	// context has ended, or the server, which was sent the attempt's
-	// deadline, reset the call when that deadline passed a moment before
-	// the client's timer fired.
-	if f.err != nil && ctx.Err() == nil &&
-		(actx.Err() == context.DeadlineExceeded || own && status.Code(f.err) == codes.DeadlineExceeded && !time.Now().Add(t/10).Before(adl)) {
+	if at.cut(ctx, actx, f.err) {
 		f.cut, f.committed = true, false
 	}
 	return f
+}
+
+// attemptTimeout is the AttemptTimeout of one unary attempt, hedged or not.
+type attemptTimeout struct {
+	t   time.Duration
+	end time.Time // when it ends
+	own bool      // it ends before the caller's deadline
+}
+
+// startAttemptTimeout starts an attempt's timeout t, in the call of ctx.
+func startAttemptTimeout(ctx context.Context, t time.Duration) attemptTimeout {
+	end := time.Now().Add(t)
+	dl, ok := ctx.Deadline()
+	return attemptTimeout{t: t, end: end, own: !ok || end.Before(dl)}
+}
+
+// cut reports whether an attempt on actx that failed with err was cut by
+// its own timeout while the caller's ctx is live: actx has ended, or the
+// server, which was sent the attempt's deadline, ended the attempt with
+// DEADLINE_EXCEEDED when that deadline passed, a moment before the
+// client's timer fired.
+func (a attemptTimeout) cut(ctx, actx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	if actx.Err() == context.DeadlineExceeded {
+		return true
+	}
+	return a.own && status.Code(err) == codes.DeadlineExceeded && !time.Now().Add(a.t/10).Before(a.end)
 }
 
 // invokeUnary sends one attempt of u on actx and tells how it failed.
