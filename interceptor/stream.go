@@ -37,7 +37,9 @@ import (
 // server answers an attempt, the attempt is cut once the caller has waited
 // that long in one operation (SendMsg, RecvMsg, Header, the opening), and
 // retried unless the stream committed; a caller that is not waiting never
-// causes a cut. With AttemptTimeout, a goroutine per attempt waits for its
+// causes a cut. A RecvMsg or Header waits from the later of its start and
+// the caller's last message sent, so that a receiving goroutine does not
+// cut an upload the server answers at its end. With AttemptTimeout, a goroutine per attempt waits for its
 // headers. One goroutine may call SendMsg while another calls RecvMsg, and
 // Header may be called from any of them.
 func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
@@ -242,12 +244,22 @@ func (s *retryStream) waitLocked(a *attempt, o op) {
 }
 
 // doneWaitingLocked notes that the caller's operation of kind o on a
-// ended.
+// ended. A message sent means the caller is still making its request,
+// which the server may rightly wait for in full before it answers: a
+// receive or Header under way waits from then on.
 func (s *retryStream) doneWaitingLocked(a *attempt, o op) {
 	if s.timeout <= 0 {
 		return
 	}
 	a.waiting[o] = time.Time{}
+	if o == opSend {
+		now := time.Now()
+		for _, w := range [...]op{opRecv, opHeader} {
+			if !a.waiting[w].IsZero() {
+				a.waiting[w] = now
+			}
+		}
+	}
 	s.armLocked(a)
 }
 

@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -368,6 +369,102 @@ func TestStreamAttemptTimeoutSlowUpload(t *testing.T) {
 		}
 		if a := srv.Attempts(""); len(a) != 1 {
 			t.Errorf("attempts = %d, want 1", len(a))
+		}
+	})
+}
+
+// TestStreamAttemptTimeoutReceiverWhileSending: AttemptTimeout 1 s, a server
+// that answers once the caller half-closes, and a caller that receives in a
+// goroutine of its own while it sends 20 messages 600 ms apart. Each message
+// sent restarts the receiver's wait: one attempt, never cut, every message
+// delivered. Before, the receiver's wait counted from its start: the attempt
+// was cut at 1 s, and again after each replay, until the third attempt's cut
+// failed the stream (MaxAttempts 3) and Send of message 11 returned EOF.
+func TestStreamAttemptTimeoutReceiverWhileSending(t *testing.T) {
+	p := bufconntest.Exact()
+	p.AttemptTimeout, p.MaxAttempts = time.Second, 3
+	synctest.Test(t, func(t *testing.T) {
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 1}))
+		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		s, err := c.FullDuplexCall(callerContext(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		received := make(chan error, 1)
+		go func() {
+			n := 0
+			for {
+				_, err := s.Recv()
+				if err == io.EOF && n == 1 {
+					received <- nil
+					return
+				}
+				if err != nil {
+					received <- fmt.Errorf("Recv after %d responses: %w", n, err)
+					return
+				}
+				n++
+			}
+		}()
+		msgs := messages(20)
+		for _, m := range msgs {
+			if err := s.Send(outputRequest(m)); err != nil {
+				t.Fatalf("Send(%s): %v", m, err)
+			}
+			time.Sleep(600 * time.Millisecond) // the caller's own pace
+		}
+		if err := s.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-received; err != nil {
+			t.Error(err)
+		}
+		if as := srv.Attempts(""); len(as) != 1 || !slices.Equal(as[0].Msgs, msgs) {
+			t.Errorf("%d attempts, want one that received all %d messages", len(as), len(msgs))
+		}
+	})
+}
+
+// TestStreamAttemptTimeoutReceiverAfterSending: the same caller against a
+// server that reads and never answers, the caller sending 3 messages 600 ms
+// apart and then neither sending nor half-closing. The receiver has waited
+// 1 s once the last message was sent: the attempt is cut then, at 2.2 s, and
+// retried, as a hung server's must be.
+func TestStreamAttemptTimeoutReceiverAfterSending(t *testing.T) {
+	p := bufconntest.Exact()
+	p.AttemptTimeout, p.MaxAttempts = time.Second, 2
+	synctest.Test(t, func(t *testing.T) {
+		srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers))
+		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		s, err := c.FullDuplexCall(callerContext(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		received := make(chan error, 1)
+		go func() {
+			_, err := s.Recv()
+			received <- err
+		}()
+		for i, m := range messages(3) {
+			if i > 0 {
+				time.Sleep(600 * time.Millisecond)
+			}
+			if err := s.Send(outputRequest(m)); err != nil {
+				t.Fatalf("Send(%s): %v", m, err)
+			}
+		}
+		err = <-received
+		var e *grpcbackoff.Error
+		if !errors.As(err, &e) || status.Code(err) != codes.DeadlineExceeded || e.Attempts != 2 {
+			t.Errorf("Recv: %v, want DEADLINE_EXCEEDED after 2 cut attempts", err)
+		}
+		synctest.Wait()
+		as := srv.Attempts("")
+		if len(as) != 2 {
+			t.Fatalf("%d attempts, want 2", len(as))
+		}
+		if got, want := as[0].End.Sub(as[0].At), 2200*time.Millisecond; got != want {
+			t.Errorf("the first attempt lasted %v, want %v (cut 1 s after the last message)", got, want)
 		}
 	})
 }
