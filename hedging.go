@@ -37,11 +37,13 @@ type Hedging struct {
 	// until the method has enough recent calls to measure the quantile.
 	Delay time.Duration
 
-	// NonFatalCodes are the status codes after which the call goes on: the
-	// next attempt is sent at once instead of after the delay. Any other
-	// code, like a response, ends the call and cancels the attempts still
-	// in flight. It may be empty; it must not contain OK or a code outside
-	// the 17 defined by gRPC.
+	// NonFatalCodes are the status codes that do not end a hedged call:
+	// after one, the attempts in flight go on. Failures answer to the
+	// method's Policy: after a code it retries, the next attempt follows its
+	// backoff; after one it does not, no attempt follows. Any other code
+	// ends the call, like a response, and cancels the attempts in flight.
+	// It may be empty; it must not contain OK or a code outside the 17
+	// defined by gRPC.
 	NonFatalCodes []codes.Code
 
 	// Quantile, when not 0, makes the delay adaptive: each call waits the

@@ -58,7 +58,7 @@ func (d Decision) String() string {
 			fmt.Fprintf(&b, " (or the p%g latency, in [%v, %v])", d.Hedging.Quantile*100, d.Hedging.MinDelay, d.Hedging.MaxDelay)
 		}
 		if len(d.Hedging.NonFatalCodes) > 0 {
-			fmt.Fprintf(&b, ", at once after %s", codeList(d.Hedging.NonFatalCodes))
+			fmt.Fprintf(&b, ", the others going on after %s", codeList(d.Hedging.NonFatalCodes))
 		}
 		b.WriteString("; ")
 		if d.Policy == nil {
@@ -75,6 +75,9 @@ func (d Decision) String() string {
 	fmt.Fprintf(&b, "up to %d attempts on %s", d.MaxAttempts, codeList(d.Codes))
 	if len(d.Codes) < len(d.Policy.Codes) && d.Policy.Retryable(codes.Unavailable) {
 		b.WriteString(" (UNAVAILABLE only when the connection could not be made)")
+	}
+	if d.Policy.AttemptTimeout > 0 {
+		fmt.Fprintf(&b, ", each attempt cut after %v without an answer", d.Policy.AttemptTimeout)
 	}
 	fmt.Fprintf(&b, " [%s]; %s: %s", d.PolicySource, d.Safety, d.Source)
 	d.writeTail(&b)

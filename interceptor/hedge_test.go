@@ -764,3 +764,55 @@ func BenchmarkHedgedUnaryNoHedge(b *testing.B) {
 		})
 	}
 }
+
+// TestHedgeNonFatalCodes: what NonFatalCodes change, as Explain says it.
+// Failures answer to the Policy (Exact: 1 s to the first retry); a code it
+// does not retry ends the call, unless it is non-fatal: then the attempts
+// in flight go on, and none follows.
+func TestHedgeNonFatalCodes(t *testing.T) {
+	aborted := status.Error(codes.Aborted, "aborted")
+	cases := []struct {
+		name    string
+		h       grpcbackoff.Hedging
+		steps   []hedgeStep
+		reply   string
+		code    codes.Code
+		took    time.Duration
+		started []time.Duration
+	}{
+		{"non-fatal: the attempt in flight goes on", hedging(2, 100*msec, codes.Aborted),
+			[]hedgeStep{{latency: 500 * msec}, {latency: 50 * msec, err: aborted}}, "a0", codes.OK, 500 * msec, []time.Duration{0, 100 * msec}},
+		{"fatal: it ends the call", hedging(2, 100*msec),
+			[]hedgeStep{{latency: 500 * msec}, {latency: 50 * msec, err: aborted}}, "", codes.Aborted, 150 * msec, []time.Duration{0, 100 * msec}},
+		{"non-fatal, none in flight, not retried: no attempt follows", hedging(2, time.Second, codes.Aborted),
+			[]hedgeStep{{latency: 10 * msec, err: aborted}, {}}, "", codes.Aborted, 10 * msec, []time.Duration{0}},
+		{"retried by the Policy: after its backoff", hedging(2, time.Second, codes.Unavailable),
+			[]hedgeStep{{latency: 10 * msec, err: status.Error(codes.Unavailable, "down")}, {}}, "a1", codes.OK, 1010 * msec, []time.Duration{0, 1010 * msec}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHedgeInvoker(tc.steps...)
+				reply, took, err := callHedged(t.Context(), hedgingInterceptor(t, tc.h, interceptor.WithoutThrottle()), s)
+				if reply != tc.reply || status.Code(err) != tc.code || took != tc.took {
+					t.Errorf("reply %q, err %v after %v; want %q, %v after %v", reply, err, took, tc.reply, tc.code, tc.took)
+				}
+				if got := s.startTimes(); !slices.Equal(got, tc.started) {
+					t.Errorf("attempts started at %v, want %v", got, tc.started)
+				}
+			})
+		})
+	}
+
+	p := bufconntest.Exact()
+	p.AttemptTimeout = 2 * time.Second
+	r, err := interceptor.New(p, interceptor.WithHedging(hedgedMethod, hedging(3, time.Second, codes.Aborted)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := hedgedMethod + ": hedged, 3 attempts at most in flight, one every 1s while none answers, the others going on after ABORTED; " +
+		"failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED, each attempt cut after 2s without an answer [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc"
+	if got := r.Explain(hedgedMethod).String(); got != want {
+		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
+	}
+}
