@@ -34,14 +34,11 @@ import (
 // caller.
 //
 // Policy.AttemptTimeout bounds a silent server, not a slow caller: until the
-// server answers an attempt, the attempt is cut once the caller has waited
-// that long in one operation (SendMsg, RecvMsg, Header, the opening), and
-// retried unless the stream committed; a caller that is not waiting never
-// causes a cut. A RecvMsg or Header waits from the later of its start and
-// the caller's last message sent, so that a receiving goroutine does not
-// cut an upload the server answers at its end. With AttemptTimeout, a goroutine per attempt waits for its
-// headers. One goroutine may call SendMsg while another calls RecvMsg, and
-// Header may be called from any of them.
+// server answers an attempt, the attempt is cut, and retried, once the
+// caller has waited that long in one operation (SendMsg, RecvMsg, Header,
+// the opening); a RecvMsg or Header waits from the later of its start and
+// the caller's last message sent. A goroutine per attempt then waits for
+// its headers. SendMsg and RecvMsg may run on two goroutines, Header on any.
 func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	return mustNew(p, opts).Stream()
 }
