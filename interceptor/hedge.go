@@ -101,7 +101,10 @@ type hedgeAttempt struct {
 // headersArrived is called, once or more, when a's response headers arrive.
 func (a *hedgeAttempt) headersArrived() {
 	if a.headers.CompareAndSwap(false, true) {
-		a.h.headersIn <- a // buffered for every attempt: never blocks
+		select {
+		case a.h.headersIn <- a:
+		default: // an earlier arrival is queued: it commits the call first
+		}
 	}
 }
 
@@ -137,7 +140,7 @@ type hedgeCall struct {
 	deadline time.Time     // the caller's; zero for none
 
 	results   chan *hedgeAttempt // unbuffered: every attempt sent is received
-	headersIn chan *hedgeAttempt // attempts whose headers arrived
+	headersIn chan *hedgeAttempt // the first attempt whose headers arrived since the loop last looked
 	flight    []*hedgeAttempt    // attempts in flight
 	round     int                // attempts sent in the current round
 	sent      time.Time          // when the last attempt was sent
@@ -160,7 +163,7 @@ func (r *Retrier) newHedgeCall(ctx context.Context, p *plan, conn *connState, u 
 		return nil
 	}
 	h := &hedgeCall{c: r.newCall(p, u.cc, conn), hp: p.hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.opts),
-		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, p.max)}
+		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
 	h.deadline, _ = ctx.Deadline()
 	return h
 }
@@ -229,7 +232,12 @@ func (h *hedgeCall) loop() (end *hedgeAttempt, waited bool) {
 				return end, false
 			}
 		case a := <-h.headersIn:
-			h.commit(a)
+			if !slices.Contains(h.flight, a) {
+				a = h.answered() // a returned meanwhile; a later arrival may not have been queued
+			}
+			if a != nil {
+				h.commit(a)
+			}
 		case <-ctxDone:
 			h.why = grpcbackoff.ReasonDeadline
 			if h.ctx.Err() == context.Canceled {
@@ -384,6 +392,16 @@ func (h *hedgeCall) pay() bool {
 		c.observe(h.ctx, code, err, grpcbackoff.Hint{}, now.Sub(h.sent), false, true)
 	}
 	return true
+}
+
+// answered returns an attempt in flight whose headers arrived, or nil.
+func (h *hedgeCall) answered() *hedgeAttempt {
+	for _, a := range h.flight {
+		if a.headers.Load() {
+			return a
+		}
+	}
+	return nil
 }
 
 // commit commits the call to a, whose response headers arrived: no

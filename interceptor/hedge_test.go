@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -814,5 +815,36 @@ func TestHedgeNonFatalCodes(t *testing.T) {
 		"failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED, each attempt cut after 2s without an answer [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc"
 	if got := r.Explain(hedgedMethod).String(); got != want {
 		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestHedgeHugeMaxAttempts: a valid but huge MaxAttempts, from the Policy or
+// CallMaxAttempts, costs a hedged call nothing more. Before, every hedged
+// call made a channel of MaxAttempts slots: math.MaxInt panicked on the
+// caller's goroutine ("makechan: size out of range"), 1<<40 ran the process
+// out of memory, 1<<24 took 134 MB per call.
+func TestHedgeHugeMaxAttempts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		max   int
+		opts  []grpc.CallOption
+		reply string
+		took  time.Duration
+	}{
+		{"Policy.MaxAttempts math.MaxInt", math.MaxInt, nil, "a0", 25 * msec},
+		{"Policy.MaxAttempts 1<<40", 1 << 40, nil, "a0", 25 * msec},
+		// n hedges a round: the third, sent at 20 ms, answers at once.
+		{"CallMaxAttempts(math.MaxInt)", 8, []grpc.CallOption{interceptor.CallMaxAttempts(math.MaxInt)}, "a2", 20 * msec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHedgeInvoker(hedgeStep{latency: 25 * msec}, hedgeStep{latency: 50 * msec})
+				ic := hedgingInterceptorMax(t, hedging(2, 10*msec), tc.max, interceptor.WithoutThrottle())
+				reply, took, err := callHedged(t.Context(), ic, s, tc.opts...)
+				if err != nil || reply != tc.reply || took != tc.took {
+					t.Errorf("reply %q, err %v after %v; want %s after %v", reply, err, took, tc.reply, tc.took)
+				}
+			})
+		})
 	}
 }
