@@ -106,10 +106,11 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 //
 // Adopt marks the calls of every method as handed over, so that the
 // Retrier retries them (WithClientRetries would otherwise leave them to the
-// client), and wraps the client's gax Retryer: when the interceptor retried
-// a call (its error is a *grpcbackoff.Error), gax does not; otherwise, as
-// when the interceptor does not resend a write that may have been applied,
-// the client's own Retryer decides, as it would alone. If code inside the
+// client), and wraps the client's gax Retryer: when the interceptor gave up
+// on a call (a *grpcbackoff.Error whose Reason is not ReasonNotRetryable),
+// gax does not retry it; an error the interceptor does not retry (a code
+// outside its Policy, a write that may have been applied) goes to the
+// client's own Retryer, which decides as it would alone. If code inside the
 // client drops the mark (the Pub/Sub publisher replaces the gRPC options of
 // Publish), the client keeps its own retries. The gRPC options a method has
 // are kept. Call Adopt before the client is used; calling it again changes
@@ -164,16 +165,18 @@ func newRetryer(factory func() gax.Retryer) gax.Retryer {
 }
 
 // handOver is the gax Retryer Adopt installs: it leaves a call the
-// interceptor retried (or refused to retry: its budget, the deadline) to the
-// interceptor's verdict, and otherwise asks the client's own Retryer, own.
-// It is never nil, as code that wraps a client's Retryer needs it.
+// interceptor gave up on (its attempts, budget, or the deadline spent) to
+// the interceptor's verdict, and asks the client's own Retryer, own, about
+// an error the interceptor does not retry (a code outside its Policy, or a
+// write that may have been applied), as the client alone would. It is never
+// nil, as code that wraps a client's Retryer needs it.
 type handOver struct {
 	own gax.Retryer // the client's Retryer for this call; nil: none
 }
 
 func (r *handOver) Retry(err error) (time.Duration, bool) {
 	var ge *grpcbackoff.Error
-	if errors.As(err, &ge) || r.own == nil {
+	if errors.As(err, &ge) && ge.Reason != grpcbackoff.ReasonNotRetryable || r.own == nil {
 		return 0, false
 	}
 	return r.own.Retry(err)

@@ -25,9 +25,9 @@
 //     polling of op.Wait.
 //   - Calls of a generated client whose CallOptions were given to Adopt: the
 //     Retrier retries them, with its Policy, budget and metrics, and the
-//     client does not retry again what the Retrier retried. What it did not
-//     retry (a write, a code outside its Policy) goes to the client's own
-//     retry, as alone.
+//     client does not retry again what the Retrier gave up on. What it does
+//     not retry (a write, a code outside its Policy), even after retrying
+//     other codes, goes to the client's own retry, as alone.
 //
 // Each call of ClientOptions makes a new Retrier, with its own retry budget
 // per backend: give the same slice to every client of a process.

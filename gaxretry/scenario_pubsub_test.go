@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,7 +153,9 @@ func TestPubSubSubscriber(t *testing.T) {
 // TestPubSubAdmin: an admin call, GetTopic, failing twice, then answered.
 // Adopted, the interceptor retries it (the Policy's delays, its budget);
 // not adopted, the client's own retry is the only layer; alone, the same.
-// 3 attempts each time. Then GetTopic in a 1 s outage, not adopted: the
+// 3 attempts each time, also when the second failure is UNKNOWN, which the
+// interceptor does not retry and the client does (before, adopted, the
+// call ended there). Then GetTopic in a 1 s outage, not adopted: the
 // generated client's CallOptions retry it, and the standard options add no
 // retry under them.
 func TestPubSubAdmin(t *testing.T) {
@@ -175,6 +178,18 @@ func TestPubSubAdmin(t *testing.T) {
 		_, err = c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
 		return proxy.Attempts("/GetTopic"), err
 	}
+	// UNAVAILABLE, which the interceptor retries, then UNKNOWN, which it
+	// does not and the client does: adopted, the client decides on it.
+	unavailableThenUnknown := func(method string, n int) error {
+		switch {
+		case !strings.HasSuffix(method, "/GetTopic"):
+		case n == 1:
+			return status.Error(codes.Unavailable, "fake outage")
+		case n == 2:
+			return status.Error(codes.Unknown, "fake blip")
+		}
+		return nil
+	}
 	for _, tc := range []struct {
 		name     string
 		platform []option.ClientOption
@@ -183,6 +198,10 @@ func TestPubSubAdmin(t *testing.T) {
 		n, err := run(tc.platform, tc.adopt, unavailableFirst("/GetTopic", 2))
 		if n != 3 || err != nil {
 			t.Errorf("%s: %d attempts, err %v; want 3 and success", tc.name, n, err)
+		}
+		n, err = run(tc.platform, tc.adopt, unavailableThenUnknown)
+		if n != 3 || err != nil {
+			t.Errorf("%s, UNAVAILABLE then UNKNOWN: %d attempts, err %v; want 3 and success", tc.name, n, err)
 		}
 	}
 
