@@ -299,8 +299,9 @@ func (pl planner) geometric(n int) time.Duration {
 		return planMul(pl.p.Initial, n)
 	}
 	// expm1 and log1p keep the precision that r^n - 1 and r - 1 lose when
-	// r is close to 1.
-	f := float64(pl.p.Initial) * math.Expm1(float64(n)*pl.logR) / (pl.p.Multiplier - 1)
+	// r is close to 1; dividing before multiplying keeps a huge r from
+	// overflowing the first terms.
+	f := math.Expm1(float64(n)*pl.logR) / (pl.p.Multiplier - 1) * float64(pl.p.Initial)
 	return planDuration(f)
 }
 

@@ -640,3 +640,27 @@ func TestJitterFactor(t *testing.T) {
 		t.Errorf("AttemptsWithin(1.3 s) = %d, %d, want 4, 5", fewest, most)
 	}
 }
+
+// TestHugeMultiplier: a Multiplier Validate accepts, however large, plans the
+// schedule it gives: retry 1 after Initial, every later one after Max.
+// Before, the first terms of the series overflowed for 1e300: retry 1
+// started at 2562047h and AttemptsWithin(600 s) said 1 of 8.
+func TestHugeMultiplier(t *testing.T) {
+	p := grpcbackoff.DefaultPolicy()
+	p.Jitter = 0
+	p.Multiplier = 1e300
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 33 * time.Second, 7: 193 * time.Second} {
+		if got := plan.Retry(p, n).Elapsed; got != want {
+			t.Errorf("Retry(p, %d).Elapsed = %v, want %v", n, got, want)
+		}
+	}
+	if fewest, most := plan.AttemptsWithin(p, 600*time.Second); fewest != 8 || most != 8 {
+		t.Errorf("AttemptsWithin(p, 600s) = %d, %d; want 8, 8", fewest, most)
+	}
+	if err := plan.CheckDeadline(p, 600*time.Second); err != nil {
+		t.Errorf("CheckDeadline(p, 600s) = %v, want nil", err)
+	}
+}
