@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"io"
 	"math"
 	"os"
@@ -121,6 +122,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := p.Validate(); err != nil { // not expected after the checks above
 		return bad("%v", err)
 	}
+	var sd protoreflect.ServiceDescriptor
+	if set["service"] {
+		var err error
+		if sd, err = findService(*service); err != nil {
+			return bad("%v", err)
+		}
+	}
 
 	pr := printer{w: stdout, prec: precision(p)}
 	fmt.Fprintf(stdout, "policy: initial %v, multiplier %v, max %v, jitter %v, attempts %d\n",
@@ -142,7 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			opts = append(opts, interceptor.WithNonIdempotentRetries())
 		}
 		fmt.Fprintln(stdout)
-		if err := explainService(stdout, p, *service, opts...); err != nil {
+		if err := explainService(stdout, p, sd, opts...); err != nil {
 			return bad("%v", err)
 		}
 	}

@@ -45,7 +45,10 @@ func TestServiceUnknown(t *testing.T) {
 		{"no.such.Service", `backoffplan: -service "no.such.Service": no such service registered`},
 		{"google.cloud.redis.v1.Instance", `backoffplan: -service "google.cloud.redis.v1.Instance": a message, not a service`},
 	} {
-		status, _, errOut := runPlan(t, "-service", tc.service)
+		status, out, errOut := runPlan(t, "-service", tc.service)
+		if out != "" {
+			t.Errorf("-service %s: stdout %q, want nothing before the error", tc.service, out)
+		}
 		if status != 2 || !strings.HasPrefix(errOut, tc.want) {
 			t.Errorf("-service %s: status %d, stderr %q, want 2 and %q", tc.service, status, errOut, tc.want)
 		}
