@@ -27,7 +27,10 @@
 //     Retrier retries them, with its Policy, budget and metrics, and the
 //     client does not retry again what the Retrier gave up on. What it does
 //     not retry (a write, a code outside its Policy), even after retrying
-//     other codes, goes to the client's own retry, as alone.
+//     other codes, goes to the client's own retry, as alone. Adopted calls
+//     wait as the Policy says, and one whose next wait would pass its
+//     deadline ends then: in an outage of most of the deadline, sooner than
+//     the client alone, whose own waits are often shorter.
 //
 // Each call of ClientOptions makes a new Retrier, with its own retry budget
 // per backend: give the same slice to every client of a process.
