@@ -367,7 +367,9 @@ func (h *hedgeCall) fire() {
 // pay asks adaptive throttling and the budget for a hedge, which is paid
 // from the budget's long-run allowance, as the retry of a cut attempt is:
 // the server may be working on every attempt in flight. A refused hedge is
-// not sent; the attempts in flight go on.
+// not sent, nor is any other of its round; the attempts in flight go on,
+// and a failure of theirs is decided on as any other (the reserve may pay
+// for its retry).
 func (h *hedgeCall) pay() bool {
 	c := &h.c
 	now := time.Now()
@@ -378,13 +380,13 @@ func (h *hedgeCall) pay() bool {
 		code = status.Code(err)
 	}
 	if c.adaptive != nil && !c.adaptive.Allow(now, rand.Float64()) {
-		h.stop(grpcbackoff.ReasonRejectedLocally)
+		h.round = c.plan.hedges
 		return false
 	}
 	if b := c.conn.t.budget; b != nil {
 		if !b.AllowLongRun(now) {
 			c.observe(h.ctx, code, err, grpcbackoff.Hint{}, 0, true, true)
-			h.stop(grpcbackoff.ReasonThrottled)
+			h.round = c.plan.hedges
 			return false
 		}
 	}

@@ -848,3 +848,28 @@ func TestHedgeHugeMaxAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeRefusedThenRetried: a hedge the budget refuses (its long-run
+// allowance spent by an earlier call's hedge) is not sent, and the attempt
+// in flight goes on; when it fails, its retry is decided on as any other,
+// and the reserve pays for it. Before, the refused hedge ended the call
+// ("throttled") with the reserve at 100.
+func TestHedgeRefusedThenRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ic := hedgingInterceptor(t, hedging(2, 100*msec), interceptor.WithThrottle(grpcbackoff.Throttle{
+			Burst: 1, MinReserve: 100, Window: 10 * time.Second,
+		}))
+		first := newHedgeInvoker(hedgeStep{latency: 300 * msec}, hedgeStep{})
+		if reply, _, err := callHedged(t.Context(), ic, first); err != nil || reply != "a1" {
+			t.Fatalf("first call: %q, %v; want the hedge's a1 (it spends the long-run allowance)", reply, err)
+		}
+		s := newHedgeInvoker(hedgeStep{latency: 200 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{})
+		reply, took, err := callHedged(t.Context(), ic, s)
+		if err != nil || reply != "a1" || took != 1200*msec {
+			t.Errorf("reply %q, err %v after %v; want a1 after 1.2s (the retry, paid by the reserve)", reply, err, took)
+		}
+		if got, want := s.startTimes(), []time.Duration{0, 1200 * msec}; !slices.Equal(got, want) {
+			t.Errorf("attempts started at %v, want %v: no hedge, then the retry", got, want)
+		}
+	})
+}
