@@ -42,12 +42,53 @@ type failure struct {
 	trailer   metadata.MD // for pushback; nil if not read
 	committed bool        // response headers had arrived: the server has the call
 	cut       bool        // the attempt's own AttemptTimeout ended it
+	attempt   int         // its number, from 1; 0 for c.attempts
+}
+
+// number returns the number of the attempt that failed as f.
+func (c *call) number(f failure) int {
+	if f.attempt > 0 {
+		return f.attempt
+	}
+	return c.attempts
 }
 
 // decide is the retry decision after attempt c.attempts failed as f: the
 // delay before the next attempt, or the error to return to the caller (with
-// c.reason set). It asks the budget to pay for the retry.
+// c.reason set). It asks adaptive throttling and the budget to pay for the
+// retry.
 func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
+	return c.decideRetry(ctx, f, true)
+}
+
+// decideUnpaid is decide without asking adaptive throttling and the budget,
+// for a retry that may not be sent: payRetry asks them when it is due.
+func (c *call) decideUnpaid(ctx context.Context, f failure) (time.Duration, error) {
+	return c.decideRetry(ctx, f, false)
+}
+
+// payRetry asks adaptive throttling and the budget for the retry, due now,
+// after the attempt that failed as f, decided on by decideUnpaid with delay
+// d. It returns the error that ends the call if they refuse.
+func (c *call) payRetry(ctx context.Context, f failure, d time.Duration) error {
+	now := time.Now()
+	st := status.Convert(f.err)
+	hint := grpcbackoff.ServerHint(st, f.trailer)
+	if c.adaptive != nil && !c.adaptive.Allow(now, rand.Float64()) {
+		return c.fail(f.err, now, grpcbackoff.ReasonRejectedLocally)
+	}
+	if b := c.conn.t.budget; b != nil {
+		ok := f.cut && b.AllowLongRun(now) || !f.cut && b.Allow(now)
+		if !ok {
+			c.observe(ctx, c.number(f), st.Code(), f.err, hint, 0, true, false)
+			return c.fail(f.err, now, grpcbackoff.ReasonThrottled)
+		}
+	}
+	c.observe(ctx, c.number(f), st.Code(), f.err, hint, d, false, false)
+	return nil
+}
+
+func (c *call) decideRetry(ctx context.Context, f failure, pay bool) (time.Duration, error) {
 	now := time.Now()
 	if c.start.IsZero() {
 		c.start = now
@@ -62,21 +103,27 @@ func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
 	a := decide.Attempt{Number: c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
 		Final: f.committed || futile(st) || !c.r.safeToRetry(&c.plan, st),
 		Hint:  grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
-	if c.adaptive != nil {
-		a.U = rand.Float64()
-	}
 	var b decide.Budget
-	if tb := c.conn.t.budget; tb != nil {
+	ad := c.adaptive
+	if tb := c.conn.t.budget; tb != nil && pay {
 		b = tb
 	}
-	switch d := decide.Decide(&c.plan.policy.Policy, a, b, c.adaptive); {
+	if !pay {
+		ad = nil
+	}
+	if ad != nil {
+		a.U = rand.Float64()
+	}
+	switch d := decide.Decide(&c.plan.policy.Policy, a, b, ad); {
 	case d.Retry:
-		c.observe(ctx, a.Code, f.err, a.Hint, d.Delay, false, false)
+		if pay {
+			c.observe(ctx, c.number(f), a.Code, f.err, a.Hint, d.Delay, false, false)
+		}
 		return d.Delay, nil
 	case d.Reason == 0: // the caller's context ended during the first attempt
 		return 0, f.err
 	case d.Reason == grpcbackoff.ReasonThrottled:
-		c.observe(ctx, a.Code, f.err, a.Hint, 0, true, false)
+		c.observe(ctx, c.number(f), a.Code, f.err, a.Hint, 0, true, false)
 		return 0, c.fail(f.err, now, d.Reason)
 	default:
 		return 0, c.fail(f.err, now, d.Reason)
@@ -94,9 +141,9 @@ func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
 }
 
-func (c *call) observe(ctx context.Context, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled, hedge bool) {
+func (c *call) observe(ctx context.Context, attempt int, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled, hedge bool) {
 	for _, o := range c.r.observers {
-		o.OnRetry(ctx, Retry{Method: c.plan.method, Target: target(c.cc), Attempt: c.attempts, Code: code, Err: err,
+		o.OnRetry(ctx, Retry{Method: c.plan.method, Target: target(c.cc), Attempt: attempt, Code: code, Err: err,
 			Hint: h, Delay: d, Throttled: throttled, Hedge: hedge})
 	}
 }

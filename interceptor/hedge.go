@@ -108,6 +108,13 @@ func (a *hedgeAttempt) headersArrived() {
 	}
 }
 
+// unpaidRetry is a retry decided on without paying for it (decideUnpaid),
+// after the attempt that failed as f, due after delay.
+type unpaidRetry struct {
+	f     failure
+	delay time.Duration
+}
+
 // timerKind says what the next firing of a hedged call's timer sends.
 type timerKind int8
 
@@ -147,6 +154,7 @@ type hedgeCall struct {
 	timer     *time.Timer
 	timerC    <-chan time.Time // timer.C while armed
 	next      timerKind
+	unpaid    *unpaidRetry  // the retry due next, decided on while attempts were in flight
 	committed *hedgeAttempt // the attempt whose headers arrived first
 	last      *hedgeAttempt // the last attempt that failed
 	stopped   bool          // no further attempt will be sent
@@ -356,7 +364,17 @@ func (h *hedgeCall) fire() {
 	h.next = noTimer
 	switch k {
 	case retryNext:
-		h.send(false) // paid for when decided
+		if u := h.unpaid; u != nil {
+			h.unpaid = nil
+			if err := h.c.payRetry(h.ctx, u.f, u.delay); err != nil {
+				h.stop(h.c.reason)
+				if len(h.flight) == 0 {
+					h.final = err
+				}
+				return
+			}
+		}
+		h.send(false)
 	case hedgeNext:
 		if h.pay() {
 			h.send(true)
@@ -385,13 +403,13 @@ func (h *hedgeCall) pay() bool {
 	}
 	if b := c.conn.t.budget; b != nil {
 		if !b.AllowLongRun(now) {
-			c.observe(h.ctx, code, err, grpcbackoff.Hint{}, 0, true, true)
+			c.observe(h.ctx, c.attempts, code, err, grpcbackoff.Hint{}, 0, true, true)
 			h.round = c.plan.hedges
 			return false
 		}
 	}
 	if len(c.r.observers) > 0 {
-		c.observe(h.ctx, code, err, grpcbackoff.Hint{}, now.Sub(h.sent), false, true)
+		c.observe(h.ctx, c.attempts, code, err, grpcbackoff.Hint{}, now.Sub(h.sent), false, true)
 	}
 	return true
 }
@@ -469,8 +487,19 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	if c.r.noPushback {
 		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
-	d, final := c.decide(h.ctx, failure{err: a.err, trailer: trailer, cut: a.cut})
+	f := failure{err: a.err, trailer: trailer, cut: a.cut, attempt: a.n}
+	var d time.Duration
+	var final error
+	if len(h.flight) > 0 {
+		// An attempt in flight may answer before the retry is due: the
+		// retry is paid for, and told to observers, when it is.
+		d, final = c.decideUnpaid(h.ctx, f)
+		h.unpaid = &unpaidRetry{f: f, delay: d}
+	} else {
+		d, final = c.decide(h.ctx, f)
+	}
 	if final != nil {
+		h.unpaid = nil
 		h.stop(c.reason)
 		if len(h.flight) == 0 {
 			h.final = final

@@ -873,3 +873,47 @@ func TestHedgeRefusedThenRetried(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgeWinsDuringBackoff: attempt 1 fails at 150 ms while the hedge sent
+// at 100 ms is in flight; the hedge answers at 300 ms, before the retry
+// due at 1.15 s. That retry is never sent, so it is neither paid for nor
+// told to observers: the budget paid for the hedge alone (5 → 4), and the
+// one Retry event is the hedge's. Before, the retry was paid for and told
+// when decided (5 → 3, two events).
+func TestHedgeWinsDuringBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)),
+			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 5}), interceptor.WithObserver(rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newHedgeInvoker(hedgeStep{latency: 150 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{latency: 200 * msec})
+		reply, took, err := callHedged(t.Context(), r.Unary(), s)
+		if err != nil || reply != "a1" || took != 300*msec {
+			t.Fatalf("reply %q, err %v after %v; want the hedge's a1 after 300ms", reply, err, took)
+		}
+		if len(rec.retries) != 1 || !rec.retries[0].Hedge {
+			t.Errorf("Retry events %+v, want the hedge's alone", rec.retries)
+		}
+		if st := r.States(); len(st) != 1 || st[0].Retries != 4 {
+			t.Errorf("States() = %+v, want 4 retries left (5, less the hedge)", st)
+		}
+
+		// The hedge fails too, at 400 ms: the retry is sent at 1.15 s, paid
+		// for then (4 → 3) and told then, as the retry of attempt 1.
+		rec.retries = nil
+		s = newHedgeInvoker(hedgeStep{latency: 150 * msec, err: status.Error(codes.Unavailable, "down")},
+			hedgeStep{latency: 300 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{})
+		reply, took, err = callHedged(t.Context(), r.Unary(), s)
+		if err != nil || reply != "a2" || took != 1150*msec {
+			t.Fatalf("reply %q, err %v after %v; want the retry's a2 after 1.15s", reply, err, took)
+		}
+		if len(rec.retries) != 2 || !rec.retries[0].Hedge || rec.retries[1].Hedge || rec.retries[1].Attempt != 1 || rec.retries[1].Delay != time.Second {
+			t.Errorf("Retry events %+v, want the hedge's, then attempt 1's retry after 1s", rec.retries)
+		}
+		if st := r.States(); len(st) != 1 || st[0].Retries != 2 {
+			t.Errorf("States() = %+v, want 2 retries left (4, less the hedge and the retry)", st)
+		}
+	})
+}
