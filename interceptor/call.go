@@ -143,7 +143,7 @@ func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 
 func (c *call) observe(ctx context.Context, attempt int, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled, hedge bool) {
 	for _, o := range c.r.observers {
-		o.OnRetry(ctx, Retry{Method: c.plan.method, Target: target(c.cc), Attempt: attempt, Code: code, Err: err,
+		o.OnRetry(ctx, Retry{Method: c.plan.method, StaticMethod: c.plan.static, Target: target(c.cc), Conn: c.cc, Attempt: attempt, Code: code, Err: err,
 			Hint: h, Delay: d, Throttled: throttled, Hedge: hedge})
 	}
 }

@@ -89,9 +89,14 @@ func compile(p grpcbackoff.Policy) (compiled, error) {
 // none.
 type Retry struct {
 	Method string
+	// StaticMethod is true when the call carried grpc.StaticMethod(), as in
+	// End.
+	StaticMethod bool
 	// Target is the target of the call's ClientConn (cc.Target()), "" when
 	// the interceptor was called without one.
-	Target    string
+	Target string
+	// Conn is the call's ClientConn, as in End.
+	Conn      *grpc.ClientConn
 	Attempt   int
 	Code      codes.Code
 	Err       error

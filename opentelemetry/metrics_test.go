@@ -333,3 +333,43 @@ func TestMetricsRejectedLocally(t *testing.T) {
 		}
 	})
 }
+
+// TestMetricsBudgetRefusedKinds: each attempt the budget refuses is counted
+// once, as what it was. A hedged call's retry refused counts as a retry;
+// a hedge refused counts as a hedge, though the call then succeeds. Before,
+// refusals were counted from the call's end: a hedged call's refused retry
+// was a "hedge", and a refused hedge of a call that succeeded was missed.
+func TestMetricsBudgetRefusedKinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
+		r, err := interceptor.New(bufconntest.Exact(), rec.Option(),
+			interceptor.WithHedging("/pkg.Svc/Get", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 100 * time.Millisecond}),
+			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ic := r.Unary()
+		slow := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			time.Sleep(200 * time.Millisecond)
+			return nil
+		}
+		hedged := func(invoker grpc.UnaryInvoker) error {
+			return ic(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, invoker, grpc.StaticMethod())
+		}
+		if err := hedged(slow); err != nil { // its hedge spends the budget's one retry
+			t.Fatal(err)
+		}
+		if err := hedged(slow); err != nil { // its hedge is refused; it succeeds
+			t.Fatal(err)
+		}
+		failing := &bufconntest.Invoker{Errs: bufconntest.Unavailable(10)}
+		if err := hedged(failing.Invoke); status.Code(err) != codes.Unavailable { // its retry is refused
+			t.Fatalf("err = %v, want UNAVAILABLE", err)
+		}
+		check(t, collect(t, reader), opentelemetry.MetricBudgetRefused, nil, map[string]string{
+			get + " grpcbackoff.attempt_type=hedge": "1",
+			get + " grpcbackoff.attempt_type=retry": "1",
+		})
+	})
+}

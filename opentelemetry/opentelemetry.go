@@ -38,8 +38,7 @@
 //
 // Our own metrics, where A96 has no equivalent, are prefixed grpcbackoff.:
 // MetricCallGaveUp, MetricBudgetRefused, MetricBudgetAvailable,
-// MetricThrottleRejectionProbability, and MetricCallRejected (not recorded
-// yet).
+// MetricThrottleRejectionProbability and MetricCallRejected.
 //
 // # Traces
 //
@@ -96,9 +95,9 @@ const (
 	// with the attributes MethodKey, TargetKey, StatusKey (the last code)
 	// and ReasonKey. Unit {call}.
 	MetricCallGaveUp = "grpcbackoff.client.call.gave_up"
-	// MetricBudgetRefused counts the attempts the retry budget refused, with
-	// the attributes MethodKey, TargetKey and AttemptTypeKey ("retry", or
-	// "hedge" for a hedged call). Unit {attempt}.
+	// MetricBudgetRefused counts the attempts the retry budget refused, each
+	// once, with the attributes MethodKey, TargetKey and AttemptTypeKey.
+	// Unit {attempt}.
 	MetricBudgetRefused = "grpcbackoff.client.budget.refused"
 	// MetricCallRejected counts the calls that adaptive client-side
 	// throttling (interceptor.WithAdaptiveThrottle) rejected without sending
@@ -127,7 +126,8 @@ const (
 	// ReasonKey says why a call gave up: "exhausted", "not_retryable",
 	// "deadline", "canceled", "server_refused" or "throttled".
 	ReasonKey = attribute.Key("grpcbackoff.reason")
-	// AttemptTypeKey says what kind of attempt the budget refused: "retry".
+	// AttemptTypeKey says what kind of attempt the budget refused: "retry"
+	// or "hedge".
 	AttemptTypeKey = attribute.Key("grpcbackoff.attempt_type")
 )
 
@@ -204,7 +204,7 @@ type Recorder struct {
 
 	targets sync.Map // raw target -> string, its label, from the ClientConn
 	guesses sync.Map // raw target -> string, its label, guessed without it
-	labels  sync.Map // labelKey -> *labelSet
+	sets    sync.Map // labelKey -> *labelSet
 	gaveUps sync.Map // gaveUpKey -> []metric.AddOption
 
 	mu       sync.Mutex
@@ -302,9 +302,16 @@ func (rec *Recorder) Option() interceptor.Option {
 	}
 }
 
-// OnRetry adds EventRetry to the span of ctx, if it is recording.
+// OnRetry counts a retry or hedge the budget refused, and adds EventRetry
+// (EventHedge) for one sent to the span of ctx, if it is recording.
 func (rec *Recorder) OnRetry(ctx context.Context, r interceptor.Retry) {
 	if r.Throttled {
+		set := rec.labels(r.Method, r.StaticMethod, r.Target, r.Conn)
+		if r.Hedge {
+			rec.refused.Add(ctx, 1, set.hedge...)
+		} else {
+			rec.refused.Add(ctx, 1, set.refused...)
+		}
 		return
 	}
 	span := trace.SpanFromContext(ctx)
@@ -344,13 +351,6 @@ func (rec *Recorder) OnEnd(ctx context.Context, e interceptor.End) {
 	}
 	if retries > 0 || e.Hedges > 0 || e.Delay > 0 {
 		rec.retryDelay.Record(ctx, e.Delay.Seconds(), set.record...)
-	}
-	if e.Reason == grpcbackoff.ReasonThrottled {
-		if e.Hedged {
-			rec.refused.Add(ctx, 1, set.hedge...)
-		} else {
-			rec.refused.Add(ctx, 1, set.refused...)
-		}
 	}
 	if !gaveUp {
 		return
@@ -428,17 +428,23 @@ func canonicalTarget(raw string) string {
 
 // labelSet returns the label set of the call that ended with e.
 func (rec *Recorder) labelSet(e interceptor.End) *labelSet {
-	k := labelKey{method: rec.methodLabel(e.Method, e.StaticMethod), target: e.Target}
-	if v, ok := rec.labels.Load(k); ok {
+	return rec.labels(e.Method, e.StaticMethod, e.Target, e.Conn)
+}
+
+// labels returns the label sets of a call of method on a ClientConn conn
+// whose target is raw.
+func (rec *Recorder) labels(method string, static bool, raw string, conn *grpc.ClientConn) *labelSet {
+	k := labelKey{method: rec.methodLabel(method, static), target: raw}
+	if v, ok := rec.sets.Load(k); ok {
 		return v.(*labelSet)
 	}
-	target := rec.targetLabel(e.Target, e.Conn)
+	target := rec.targetLabel(raw, conn)
 	attrs := metric.WithAttributeSet(attribute.NewSet(MethodKey.String(k.method), TargetKey.String(target)))
 	refused := func(kind string) []metric.AddOption {
 		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
 			MethodKey.String(k.method), TargetKey.String(target), AttemptTypeKey.String(kind)))}
 	}
-	v, _ := rec.labels.LoadOrStore(k, &labelSet{
+	v, _ := rec.sets.LoadOrStore(k, &labelSet{
 		key:     k,
 		target:  target,
 		record:  []metric.RecordOption{attrs},
