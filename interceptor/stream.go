@@ -486,8 +486,9 @@ func (s *retryStream) SendMsg(m any) error {
 				continue
 			}
 			s.sends++
+			cs := a.cs
 			s.mu.Unlock()
-			return a.cs.SendMsg(m)
+			return cs.SendMsg(m)
 		}
 		if n, ok := sizeOf(m); ok && s.size+n <= s.c.r.bufLimit {
 			s.sent = append(s.sent, m)
@@ -509,8 +510,9 @@ func (s *retryStream) SendMsg(m any) error {
 		return nil // the next attempt, or the replay, sends m
 	}
 	s.waitLocked(a, opSend)
+	cs := a.cs // a.cs is nil once a fails and is released: read it under mu
 	s.mu.Unlock()
-	err := a.cs.SendMsg(m)
+	err := cs.SendMsg(m)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.doneWaitingLocked(a, opSend)
@@ -557,10 +559,11 @@ func (s *retryStream) CloseSend() error {
 	s.closed = true
 	a := s.cur
 	// While a retry or a replay is under way, it closes the next attempt.
-	direct := s.state != streamRetrying && !a.broken && !a.replaying && a.cs != nil
+	cs := a.cs
+	direct := s.state != streamRetrying && !a.broken && !a.replaying && cs != nil
 	s.mu.Unlock()
 	if direct {
-		return a.cs.CloseSend()
+		return cs.CloseSend()
 	}
 	return nil
 }
@@ -580,13 +583,14 @@ func (s *retryStream) RecvMsg(m any) error {
 		a := s.cur
 		a.receiving = true
 		s.waitLocked(a, opRecv)
+		cs := a.cs
 		s.mu.Unlock()
-		err := a.cs.RecvMsg(m)
+		err := cs.RecvMsg(m)
 		committed := false
 		if err != nil && err != io.EOF {
 			// Whether response headers came before the failure: if so, the
 			// server has the call, and it commits (gRFC A6).
-			md, _ := a.cs.Header()
+			md, _ := cs.Header()
 			committed = md != nil
 		}
 		s.mu.Lock()
@@ -683,14 +687,15 @@ func (s *retryStream) Header() (metadata.MD, error) {
 			s.changed.Wait()
 			continue
 		case streamCommitted:
-			a := s.cur
+			cs := s.cur.cs
 			s.mu.Unlock()
-			return a.cs.Header()
+			return cs.Header()
 		}
 		a := s.cur
 		s.waitLocked(a, opHeader)
+		cs := a.cs
 		s.mu.Unlock()
-		md, err := a.cs.Header()
+		md, err := cs.Header()
 		s.mu.Lock()
 		s.doneWaitingLocked(a, opHeader)
 		if a != s.cur || s.state == streamRetrying || s.state == streamEnded {
@@ -721,8 +726,9 @@ func (s *retryStream) headerlessLocked(a *attempt) (done bool) {
 		return false
 	}
 	a.receiving = true
+	cs := a.cs
 	s.mu.Unlock()
-	err := a.cs.RecvMsg(new(emptypb.Empty))
+	err := cs.RecvMsg(new(emptypb.Empty))
 	s.mu.Lock()
 	a.receiving = false
 	s.changed.Broadcast()
@@ -757,9 +763,12 @@ func (s *retryStream) Context() context.Context {
 		s.changed.Wait()
 	}
 	s.commitLocked()
-	a := s.cur
+	cs := s.cur.cs
 	s.mu.Unlock()
-	return a.cs.Context()
+	if cs == nil { // the stream ended while it retried: no attempt is left
+		return s.ctx
+	}
+	return cs.Context()
 }
 
 // plainStream opens a stream that is not retried, bounded by the plan's
