@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -215,4 +216,33 @@ func TestLoggerRateLimitsRefusedHedges(t *testing.T) {
 			t.Errorf("%d refused hedges told to observers, %d logged; want 99 and 3 (at 0, 1 and 2 s)", refused, logged)
 		}
 	})
+}
+
+// TestStreamCommittedAfterRetry: a stream whose first attempt fails, and
+// whose second sends headers and then fails, ends as a unary call does: the
+// committed attempt's code, in a *grpcbackoff.Error of 2 attempts whose
+// Reason is ReasonNotRetryable, and observers see the call give up. Before,
+// the stream returned the bare error and its End had no Reason.
+func TestStreamCommittedAfterRetry(t *testing.T) {
+	for _, k := range allKinds {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				unavailable := status.Error(codes.Unavailable, "down")
+				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(unavailable), bufconntest.Step{Header: true, Err: unavailable}))
+				rec := &recorder{}
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+				r := runCall(t.Context(), c, k, hostileMessages, howToRun{})
+				var e *grpcbackoff.Error
+				if !errors.As(r.Err, &e) || e.Attempts != 2 || e.Reason != grpcbackoff.ReasonNotRetryable || status.Code(r.Err) != codes.Unavailable {
+					t.Errorf("err = %v, want UNAVAILABLE in a *grpcbackoff.Error of 2 attempts, not retryable", r.Err)
+				}
+				if len(rec.ends) != 1 || rec.ends[0].Attempts != 2 || !rec.ends[0].GaveUp() || rec.ends[0].Reason != grpcbackoff.ReasonNotRetryable {
+					t.Errorf("ends = %+v, want one: 2 attempts, gave up, not retryable", rec.ends)
+				}
+				if n := srv.Count(); n != 2 {
+					t.Errorf("the server saw %d attempts, want 2", n)
+				}
+			})
+		})
+	}
 }

@@ -636,6 +636,18 @@ func (s *retryStream) RecvMsg(m any) error {
 		}
 		s.commitLocked()
 		err, _ = s.failureLocked(a, err)
+		if err != io.EOF && s.c.attempts > 1 {
+			// After retries, as a unary call's: the committed attempt's
+			// error, with the call's attempts and why retrying stopped.
+			why := grpcbackoff.ReasonNotRetryable
+			switch s.ctx.Err() {
+			case context.Canceled:
+				why = grpcbackoff.ReasonCanceled
+			case context.DeadlineExceeded:
+				why = grpcbackoff.ReasonDeadline
+			}
+			err = s.c.fail(err, time.Now(), why)
+		}
 		a.release()
 		s.mu.Unlock()
 		return s.ended(err)
