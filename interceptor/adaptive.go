@@ -80,10 +80,17 @@ func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.
 
 // record counts, for the adaptive throttling of cs's target, an attempt of
 // a call with context ctx that ended with err. An attempt the caller ended
-// (its cancellation, or its deadline) is not counted: the backend refused
-// nothing.
+// (its cancellation, or its deadline, which the server may report a moment
+// before ctx's own timer fires) is not counted: the backend refused nothing.
 func (cs *connState) record(ctx context.Context, err error) {
-	if a := cs.t.adaptive; a != nil && ctx.Err() == nil {
-		a.Record(time.Now(), adaptive.Accepted(status.Code(err)))
+	a := cs.t.adaptive
+	if a == nil || ctx.Err() != nil {
+		return
 	}
+	now := time.Now()
+	code := status.Code(err)
+	if dl, ok := ctx.Deadline(); ok && code == codes.DeadlineExceeded && !now.Before(dl) {
+		return
+	}
+	a.Record(now, adaptive.Accepted(code))
 }

@@ -261,3 +261,33 @@ func TestAdaptiveThrottleIgnoresCallerCancellations(t *testing.T) {
 		}
 	})
 }
+
+// expiredContext is a context whose deadline has passed while its timer has
+// not fired yet: Err is still nil, as it is for a moment when the server
+// reports the caller's deadline first.
+type expiredContext struct{ context.Context }
+
+func (expiredContext) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestAdaptiveThrottleIgnoresCallerDeadline: attempts that end with
+// DEADLINE_EXCEEDED once the caller's deadline has passed are the caller's,
+// though its context's timer has not fired yet: they are not refusals, and
+// later calls are not rejected. Before, they counted as refusals, and
+// within 100 such calls the next were rejected locally.
+func TestAdaptiveThrottleIgnoresCallerDeadline(t *testing.T) {
+	r, err := interceptor.New(bufconntest.Exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.DefaultAdaptiveThrottle()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		return status.Error(codes.DeadlineExceeded, "the server's copy of the caller's deadline")
+	}
+	for range 100 {
+		if err := r.Unary()(expiredContext{t.Context()}, "/pkg.Svc/Get", "req", new(string), nil, late); status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("err = %v, want DEADLINE_EXCEEDED", err)
+		}
+	}
+	if st := r.States(); len(st) != 1 || st[0].RejectProbability != 0 {
+		t.Errorf("States() = %+v, want rejection probability 0", st)
+	}
+}
