@@ -239,6 +239,9 @@ func (h *hedgeCall) loop() (end *hedgeAttempt, waited bool) {
 			if end, done := h.result(a); done {
 				return end, false
 			}
+			if len(h.flight) == 0 {
+				h.payUnpaid() // nothing can answer before the retry now
+			}
 		case a := <-h.headersIn:
 			if !slices.Contains(h.flight, a) {
 				a = h.answered() // a returned meanwhile; a later arrival may not have been queued
@@ -314,6 +317,25 @@ func (h *hedgeCall) send(hedge bool) {
 	h.arm(h.delay, hedgeNext)
 }
 
+// payUnpaid pays for the retry due next if it was decided on unpaid, and
+// reports whether it may be sent. If it is refused, no attempt follows: the
+// call ends with the last attempt's error once none is in flight.
+func (h *hedgeCall) payUnpaid() bool {
+	u := h.unpaid
+	if u == nil {
+		return true
+	}
+	h.unpaid = nil
+	if err := h.c.payRetry(h.ctx, u.f, u.delay); err != nil {
+		h.stop(h.c.reason)
+		if len(h.flight) == 0 {
+			h.final = &grpcbackoff.Error{Err: h.last.err, Attempts: h.c.attempts, Elapsed: time.Since(h.c.start), Reason: h.c.reason}
+		}
+		return false
+	}
+	return true
+}
+
 // take removes a, which returned, from the attempts in flight, and counts
 // it for adaptive throttling unless the call itself canceled it.
 func (h *hedgeCall) take(a *hedgeAttempt) {
@@ -364,17 +386,9 @@ func (h *hedgeCall) fire() {
 	h.next = noTimer
 	switch k {
 	case retryNext:
-		if u := h.unpaid; u != nil {
-			h.unpaid = nil
-			if err := h.c.payRetry(h.ctx, u.f, u.delay); err != nil {
-				h.stop(h.c.reason)
-				if len(h.flight) == 0 {
-					h.final = err
-				}
-				return
-			}
+		if h.payUnpaid() {
+			h.send(false)
 		}
-		h.send(false)
 	case hedgeNext:
 		if h.pay() {
 			h.send(true)

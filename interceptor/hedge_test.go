@@ -917,3 +917,30 @@ func TestHedgeWinsDuringBackoff(t *testing.T) {
 		}
 	})
 }
+
+// TestHedgeUnpaidRetryRefusedAtOnce: attempt 1 fails at 150 ms while the
+// hedge is in flight, so its retry (due at 1.15 s) is not paid for yet; the
+// hedge fails at 300 ms, and nothing can answer any more: the retry is
+// paid for then. The budget, spent by the hedge, refuses it, and the call
+// ends at once with the last error, as an unhedged call does, not at 1.15 s
+// with the first error and no idle time counted.
+func TestHedgeUnpaidRetryRefusedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)),
+			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}), interceptor.WithObserver(rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newHedgeInvoker(hedgeStep{latency: 150 * msec, err: status.Error(codes.Unavailable, "first")},
+			hedgeStep{latency: 200 * msec, err: status.Error(codes.Unavailable, "second")})
+		_, took, err := callHedged(t.Context(), r.Unary(), s)
+		var e *grpcbackoff.Error
+		if !errors.As(err, &e) || e.Reason != grpcbackoff.ReasonThrottled || status.Convert(e.Err).Message() != "second" || took != 300*msec {
+			t.Errorf("err %v after %v, want the hedge's error, throttled, at 300ms", err, took)
+		}
+		if len(rec.ends) != 1 || rec.ends[0].Delay != 0 || rec.ends[0].Attempts != 2 {
+			t.Errorf("ends %+v, want one: 2 attempts, no idle time", rec.ends)
+		}
+	})
+}
