@@ -777,8 +777,12 @@ func (s *retryStream) Context() context.Context {
 	s.commitLocked()
 	cs := s.cur.cs
 	s.mu.Unlock()
-	if cs == nil { // the stream ended while it retried: no attempt is left
-		return s.ctx
+	if cs == nil {
+		// The stream ended while it retried: no attempt is left. As a
+		// grpc-go stream's that ended, its context is done.
+		ctx, cancel := context.WithCancel(s.ctx)
+		cancel()
+		return ctx
 	}
 	return cs.Context()
 }

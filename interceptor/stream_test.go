@@ -641,6 +641,37 @@ func TestStreamContextCommits(t *testing.T) {
 	})
 }
 
+// TestStreamContextAfterGivingUp: a stream that gave up while it retried has
+// no attempt left; its Context is done, as a grpc-go stream's that ended,
+// and keeps the caller's values. Before, Context panicked on the released
+// attempt (a nil stream); the first fix returned the caller's context, which
+// was not done.
+func TestStreamContextAfterGivingUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(status.Error(codes.Unavailable, "down"))))
+		p := bufconntest.Exact()
+		p.MaxAttempts = 2
+		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		type key struct{}
+		s, err := c.StreamingOutputCall(context.WithValue(t.Context(), key{}, "v"), &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("Recv = %v, want UNAVAILABLE after 2 attempts", err)
+		}
+		ctx := s.Context()
+		select {
+		case <-ctx.Done():
+		default:
+			t.Error("Context is not done after the stream gave up")
+		}
+		if ctx.Value(key{}) != "v" {
+			t.Error("Context lost the caller's values")
+		}
+	})
+}
+
 // TestStreamConcurrentSendRecv sends from one goroutine and receives from
 // another while the server fails the first attempts at different points;
 // run it with -race.
