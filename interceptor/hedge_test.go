@@ -882,12 +882,7 @@ func TestHedgeRefusedThenRetried(t *testing.T) {
 // when decided (5 → 3, two events).
 func TestHedgeWinsDuringBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
-		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)),
-			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 5}), interceptor.WithObserver(rec))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, rec := observedHedging(t, 5)
 		s := newHedgeInvoker(hedgeStep{latency: 150 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{latency: 200 * msec})
 		reply, took, err := callHedged(t.Context(), r.Unary(), s)
 		if err != nil || reply != "a1" || took != 300*msec {
@@ -926,12 +921,7 @@ func TestHedgeWinsDuringBackoff(t *testing.T) {
 // with the first error and no idle time counted.
 func TestHedgeUnpaidRetryRefusedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
-		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)),
-			interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}), interceptor.WithObserver(rec))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, rec := observedHedging(t, 1)
 		s := newHedgeInvoker(hedgeStep{latency: 150 * msec, err: status.Error(codes.Unavailable, "first")},
 			hedgeStep{latency: 200 * msec, err: status.Error(codes.Unavailable, "second")})
 		_, took, err := callHedged(t.Context(), r.Unary(), s)
@@ -943,4 +933,18 @@ func TestHedgeUnpaidRetryRefusedAtOnce(t *testing.T) {
 			t.Errorf("ends %+v, want one: 2 attempts, no idle time", rec.ends)
 		}
 	})
+}
+
+// observedHedging returns a Retrier that hedges hedgedMethod (2 attempts,
+// 100 ms apart) under Exact, with a budget of burst retries and no reserve,
+// and the recorder that observes it.
+func observedHedging(t *testing.T, burst int) (*interceptor.Retrier, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	r, err := interceptor.New(bufconntest.Exact(), interceptor.WithHedging(hedgedMethod, hedging(2, 100*msec)),
+		interceptor.WithThrottle(grpcbackoff.Throttle{Burst: burst}), interceptor.WithObserver(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, rec
 }

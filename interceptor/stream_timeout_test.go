@@ -301,15 +301,7 @@ func TestStreamAttemptTimeoutCallerPace(t *testing.T) {
 			t.Fatal(err)
 		}
 		msgs := messages(5)
-		for _, m := range msgs {
-			if err := s.Send(outputRequest(m)); err != nil {
-				t.Fatalf("Send(%s): %v", m, err)
-			}
-			time.Sleep(600 * time.Millisecond) // the caller's own pace
-		}
-		if err := s.CloseSend(); err != nil {
-			t.Fatal(err)
-		}
+		sendPaced(t, s, msgs, 600*time.Millisecond)
 		var got []string
 		for {
 			m, err := s.Recv()
@@ -407,15 +399,7 @@ func TestStreamAttemptTimeoutReceiverWhileSending(t *testing.T) {
 			}
 		}()
 		msgs := messages(20)
-		for _, m := range msgs {
-			if err := s.Send(outputRequest(m)); err != nil {
-				t.Fatalf("Send(%s): %v", m, err)
-			}
-			time.Sleep(600 * time.Millisecond) // the caller's own pace
-		}
-		if err := s.CloseSend(); err != nil {
-			t.Fatal(err)
-		}
+		sendPaced(t, s, msgs, 600*time.Millisecond)
 		if err := <-received; err != nil {
 			t.Error(err)
 		}
@@ -467,4 +451,19 @@ func TestStreamAttemptTimeoutReceiverAfterSending(t *testing.T) {
 			t.Errorf("the first attempt lasted %v, want %v (cut 1 s after the last message)", got, want)
 		}
 	})
+}
+
+// sendPaced sends msgs on s, waiting gap after each (the caller's own
+// pace), then half-closes.
+func sendPaced(t *testing.T, s testgrpc.TestService_FullDuplexCallClient, msgs []string, gap time.Duration) {
+	t.Helper()
+	for _, m := range msgs {
+		if err := s.Send(outputRequest(m)); err != nil {
+			t.Fatalf("Send(%s): %v", m, err)
+		}
+		time.Sleep(gap)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
 }
