@@ -6,5 +6,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/offline"
 )
 
-// TestMain keeps every test on the machine: see package offline.
+// TestMain keeps every test on the machine: offline.Main points
+// GCE_METADATA_HOST at a loopback stand-in for the metadata server
+// (169.254.169.254) and turns Bigtable's Direct Access off.
 func TestMain(m *testing.M) { offline.Main(m) }
