@@ -71,20 +71,30 @@ func (c *call) decideUnpaid(ctx context.Context, f failure) (time.Duration, erro
 // after the attempt that failed as f, decided on by decideUnpaid with delay
 // d. It returns the error that ends the call if they refuse.
 func (c *call) payRetry(ctx context.Context, f failure, d time.Duration) error {
-	now := time.Now()
+	a := decide.Attempt{TimedOut: f.cut, Now: time.Now()}
+	if c.adaptive != nil {
+		a.U = rand.Float64()
+	}
 	st := status.Convert(f.err)
 	hint := grpcbackoff.ServerHint(st, f.trailer)
-	if c.adaptive != nil && !c.adaptive.Allow(now, rand.Float64()) {
-		return c.fail(f.err, now, grpcbackoff.ReasonRejectedLocally)
+	switch why := decide.Pay(c.budget(), c.adaptive, a); why {
+	case 0:
+		c.observe(ctx, c.number(f), st.Code(), f.err, hint, d, false, false)
+		return nil
+	case grpcbackoff.ReasonThrottled:
+		c.observe(ctx, c.number(f), st.Code(), f.err, hint, 0, true, false)
+		fallthrough
+	default:
+		return c.fail(f.err, a.Now, why)
 	}
+}
+
+// budget returns the budget of c's target, nil (an interface) if it has
+// none.
+func (c *call) budget() decide.Budget {
 	if b := c.conn.t.budget; b != nil {
-		ok := f.cut && b.AllowLongRun(now) || !f.cut && b.Allow(now)
-		if !ok {
-			c.observe(ctx, c.number(f), st.Code(), f.err, hint, 0, true, false)
-			return c.fail(f.err, now, grpcbackoff.ReasonThrottled)
-		}
+		return b
 	}
-	c.observe(ctx, c.number(f), st.Code(), f.err, hint, d, false, false)
 	return nil
 }
 
@@ -105,10 +115,9 @@ func (c *call) decideRetry(ctx context.Context, f failure, pay bool) (time.Durat
 		Hint:  grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
 	var b decide.Budget
 	ad := c.adaptive
-	if tb := c.conn.t.budget; tb != nil && pay {
-		b = tb
-	}
-	if !pay {
+	if pay {
+		b = c.budget()
+	} else {
 		ad = nil
 	}
 	if ad != nil {

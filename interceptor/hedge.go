@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/decide"
 )
 
 // hedgePolicy is a validated Hedging with its non-fatal codes as a bit set
@@ -411,16 +412,16 @@ func (h *hedgeCall) pay() bool {
 		err = h.last.err
 		code = status.Code(err)
 	}
-	if c.adaptive != nil && !c.adaptive.Allow(now, rand.Float64()) {
+	a := decide.Attempt{TimedOut: true, Now: now} // paid as a cut attempt's retry: from the long run
+	if c.adaptive != nil {
+		a.U = rand.Float64()
+	}
+	if why := decide.Pay(c.budget(), c.adaptive, a); why != 0 {
+		if why == grpcbackoff.ReasonThrottled {
+			c.observe(h.ctx, c.attempts, code, err, grpcbackoff.Hint{}, 0, true, true)
+		}
 		h.round = c.plan.hedges
 		return false
-	}
-	if b := c.conn.t.budget; b != nil {
-		if !b.AllowLongRun(now) {
-			c.observe(h.ctx, c.attempts, code, err, grpcbackoff.Hint{}, 0, true, true)
-			h.round = c.plan.hedges
-			return false
-		}
 	}
 	if len(c.r.observers) > 0 {
 		c.observe(h.ctx, c.attempts, code, err, grpcbackoff.Hint{}, now.Sub(h.sent), false, true)

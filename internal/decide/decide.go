@@ -118,21 +118,27 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State)
 	if hasDeadline && !a.Now.Add(d).Before(a.Deadline) {
 		return Decision{Reason: grpcbackoff.ReasonDeadline}
 	}
-	if ad != nil && !ad.Allow(a.Now, a.U) {
-		return Decision{Reason: grpcbackoff.ReasonRejectedLocally}
-	}
-	if budget != nil && !pay(budget, a) {
-		return Decision{Reason: grpcbackoff.ReasonThrottled}
+	if why := Pay(budget, ad, a); why != 0 {
+		return Decision{Reason: why}
 	}
 	return Decision{Retry: true, Delay: d}
 }
 
-// pay asks budget to pay for the retry of a: from the long-run allowance
-// alone for an attempt that timed out, whose work the server may still be
-// doing; from the reserve first otherwise.
-func pay(budget Budget, a Attempt) bool {
-	if a.TimedOut {
-		return budget.AllowLongRun(a.Now)
+// Pay is steps 6 and 7 of Decide, for a retry of a decided on without them
+// (a nil budget and ad) and now due: adaptive throttling, if ad is not nil,
+// may reject it (ReasonRejectedLocally), and the budget, if not nil, must
+// pay for it (else ReasonThrottled): from the long-run allowance alone for
+// an attempt that timed out, whose work the server may still be doing;
+// from the reserve first otherwise. It returns 0 when the retry may go.
+func Pay(budget Budget, ad *adaptive.State, a Attempt) grpcbackoff.Reason {
+	if ad != nil && !ad.Allow(a.Now, a.U) {
+		return grpcbackoff.ReasonRejectedLocally
 	}
-	return budget.Allow(a.Now)
+	if budget == nil {
+		return 0
+	}
+	if a.TimedOut && !budget.AllowLongRun(a.Now) || !a.TimedOut && !budget.Allow(a.Now) {
+		return grpcbackoff.ReasonThrottled
+	}
+	return 0
 }
