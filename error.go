@@ -12,8 +12,11 @@ import (
 type Reason int
 
 const (
+	// ReasonNone: nothing stopped a retry; the call succeeded, or its only
+	// attempt ended with the caller's context. It is Reason's zero value.
+	ReasonNone Reason = iota
 	// ReasonExhausted: the call used all of Policy.MaxAttempts.
-	ReasonExhausted Reason = iota + 1
+	ReasonExhausted
 	// ReasonNotRetryable: the last attempt failed with a code the Policy does not
 	// retry, or in a way no retry can mend (a message too large for a size
 	// limit; a unary call whose response headers had arrived), after earlier
@@ -38,9 +41,15 @@ const (
 	// A call rejected before its first attempt has Attempts 0 and the code
 	// UNAVAILABLE; a rejected retry keeps the last attempt's error.
 	ReasonRejectedLocally
+	// ReasonClientRetries: the last attempt failed with a code that the
+	// Google Cloud client making the call retries by itself for its method:
+	// the error went back to the client, whose retry is the only layer for
+	// that code (see package interceptor).
+	ReasonClientRetries
 )
 
 var reasonText = [...]string{
+	ReasonNone:          "none",
 	ReasonExhausted:     "attempts exhausted",
 	ReasonNotRetryable:  "code not retryable",
 	ReasonDeadline:      "next retry would pass the deadline",
@@ -49,11 +58,12 @@ var reasonText = [...]string{
 	ReasonThrottled:     "retry throttled",
 
 	ReasonRejectedLocally: "rejected locally by adaptive throttling",
+	ReasonClientRetries:   "left to the client's own retry",
 }
 
 // String returns a short phrase for r, as used in Error's message.
 func (r Reason) String() string {
-	if r > 0 && int(r) < len(reasonText) {
+	if r >= 0 && int(r) < len(reasonText) {
 		return reasonText[r]
 	}
 	return fmt.Sprintf("Reason(%d)", int(r))

@@ -27,9 +27,10 @@ func TestReasonString(t *testing.T) {
 		{grpcbackoff.ReasonCanceled, "canceled while waiting"},
 		{grpcbackoff.ReasonServerRefused, "server asked not to retry"},
 		{grpcbackoff.ReasonThrottled, "retry throttled"},
-		{0, "Reason(0)"},
+		{grpcbackoff.ReasonNone, "none"},
 		{grpcbackoff.ReasonRejectedLocally, "rejected locally by adaptive throttling"},
-		{grpcbackoff.ReasonRejectedLocally + 1, "Reason(8)"},
+		{grpcbackoff.ReasonClientRetries, "left to the client's own retry"},
+		{grpcbackoff.ReasonClientRetries + 1, "Reason(9)"},
 		{-1, "Reason(-1)"},
 		{1 << 40, "Reason(1099511627776)"},
 	}

@@ -1,42 +1,41 @@
 package gaxretry
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
 // ClientOptions returns the options that make a gRPC client of
-// cloud.google.com/go retry as p says, through the interceptor package: one
-// Retrier, built by interceptor.New with opts and WithClientRetries, whose
-// dial options it installs with option.WithGRPCDialOption. It returns
-// interceptor.New's error, naming every bad setting.
+// cloud.google.com/go retry as p says, through the interceptor package: the
+// dial options of interceptor.New(p, opts...), installed with
+// option.WithGRPCDialOption. It returns interceptor.New's error, naming
+// every bad setting.
 //
 // Give the same slice to every client of a process: they then share the one
 // Retrier, and with it a retry budget per backend. Each call of
-// ClientOptions makes a new Retrier.
+// ClientOptions makes a new Retrier; to keep it, for its Explain and
+// States, build it with interceptor.New and give it to
+// RetrierClientOptions.
 func ClientOptions(p grpcbackoff.Policy, opts ...interceptor.Option) ([]option.ClientOption, error) {
-	r, err := interceptor.New(p, append(opts, WithClientRetries())...)
+	r, err := interceptor.New(p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gaxretry: ClientOptions: %w", err)
 	}
 	return RetrierClientOptions(r), nil
 }
 
-// RetrierClientOptions is ClientOptions for a Retrier built by the caller,
-// for example to read its States for metrics. Build it with
-// WithClientRetries, or the clients that retry by themselves retry twice.
+// RetrierClientOptions returns the client options that install the dial
+// options of r, a Retrier built by the caller.
 func RetrierClientOptions(r *interceptor.Retrier) []option.ClientOption {
 	dos := r.DialOptions()
 	cos := make([]option.ClientOption, len(dos))
@@ -45,53 +44,6 @@ func RetrierClientOptions(r *interceptor.Retrier) []option.ClientOption {
 	}
 	return cos
 }
-
-// WithClientRetries is the interceptor option that keeps the Retrier out of
-// the way of the retries of cloud.google.com/go clients. A call a Google
-// Cloud client makes (its outgoing metadata carries x-goog-api-client) gets
-// a single attempt from the Retrier (interceptor.WithOuterRetry): the client
-// may retry it in its CallOptions or in its own code (the Pub/Sub publisher
-// and subscriber, Bigtable, Spanner, the polling of op.Wait), and it stays
-// the only layer, as alone. Two kinds of calls are retried by the Retrier:
-// those of the clients known to retry nothing by themselves, Cloud Redis
-// and Redis Cluster, and those whose retries Adopt handed over. Calls of
-// generated stubs on a connection of your own carry no x-goog-api-client
-// and are retried as the Retrier's Policy says.
-func WithClientRetries() interceptor.Option {
-	return interceptor.WithOuterRetry(clientRetries)
-}
-
-// retryNothing are the services whose Google Cloud Go clients retry none of
-// their calls (their CallOptions and Google's service configs have no retry
-// policy); the Retrier retries those calls.
-var retryNothing = map[string]bool{
-	"/google.cloud.redis.v1.CloudRedis/":                     true,
-	"/google.cloud.redis.v1beta1.CloudRedis/":                true,
-	"/google.cloud.redis.cluster.v1.CloudRedisCluster/":      true,
-	"/google.cloud.redis.cluster.v1beta1.CloudRedisCluster/": true,
-}
-
-// googleClientHeader is the metadata key of the Google Cloud clients, which
-// generated code (x-goog-api-client) and the hand-written clients set.
-const googleClientHeader = "x-goog-api-client"
-
-// clientRetries reports whether a call of method is one a Google Cloud
-// client may retry by itself: see WithClientRetries.
-func clientRetries(ctx context.Context, method string, opts []grpc.CallOption) bool {
-	if i := strings.LastIndexByte(method, '/'); i > 0 && retryNothing[method[:i+1]] {
-		return false
-	}
-	for _, o := range opts {
-		if _, ok := o.(handedOver); ok {
-			return false
-		}
-	}
-	return len(metadata.ValueFromOutgoingContext(ctx, googleClientHeader)) > 0
-}
-
-// handedOver is the call option by which Adopt tells the Retrier that a
-// call's retries were handed over to it. gRPC ignores it.
-type handedOver struct{ grpc.EmptyCallOption }
 
 var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 
@@ -147,7 +99,7 @@ func Adopt(callOptions any) error {
 			}
 		}
 		// WithGRPCOptions replaces the gRPC options before it: keep them.
-		grpcOpts := append(append([]grpc.CallOption(nil), settings.GRPC...), handedOver{})
+		grpcOpts := append(append([]grpc.CallOption(nil), settings.GRPC...), googleclients.HandedOver{})
 		adopted := append(append(make([]gax.CallOption, 0, len(opts)+2), opts...),
 			gax.WithRetry(func() gax.Retryer { return &handOver{own: newRetryer(own)} }),
 			gax.WithGRPCOptions(grpcOpts...))
@@ -176,7 +128,7 @@ type handOver struct {
 
 func (r *handOver) Retry(err error) (time.Duration, bool) {
 	var ge *grpcbackoff.Error
-	if errors.As(err, &ge) && ge.Reason != grpcbackoff.ReasonNotRetryable || r.own == nil {
+	if errors.As(err, &ge) && ge.Reason != grpcbackoff.ReasonNotRetryable && ge.Reason != grpcbackoff.ReasonClientRetries || r.own == nil {
 		return 0, false
 	}
 	return r.own.Retry(err)

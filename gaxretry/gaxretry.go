@@ -10,19 +10,21 @@
 //
 // # Who retries what
 //
-// Every call goes through the Retrier; what it does depends on who else
-// retries the call (WithClientRetries):
+// Every call goes through the Retrier, which retries in one layer per method
+// and code (see package interceptor):
 //
-//   - Calls of clients that retry nothing by themselves, Cloud Redis and
-//     Redis Cluster, and of generated stubs on a connection of your own:
-//     the Retrier retries them, as its Policy and what it knows of the method
-//     say (interceptor.Safety: a write that may apply twice is not resent
-//     after a failure the server may have applied).
-//   - Calls of every other Google Cloud client: the Retrier makes one attempt
-//     per attempt of the client, whose own retries stay the only layer, as
-//     alone. Among them are the retries no option reaches: the Pub/Sub
-//     publisher and subscriber, Bigtable's and Spanner's clients, and the
-//     polling of op.Wait.
+//   - Calls of a Google Cloud client: a code the client retries for the
+//     method (in its CallOptions, or in its own code: the Pub/Sub publisher
+//     and subscriber, Bigtable, Spanner, Storage, the polling of op.Wait)
+//     gets one attempt and goes back to the client; every other code of the
+//     Policy, RESOURCE_EXHAUSTED on most clients and every code on clients
+//     that retry nothing (Cloud Redis), is retried by the Retrier, as its
+//     Policy and what it knows of the method say (interceptor.Safety: a
+//     write that may apply twice is not resent after a failure the server
+//     may have applied). Retrier.Explain says which codes are whose.
+//   - Calls of generated stubs on a connection of your own, or with an
+//     x-goog-api-client of your own: the Retrier retries every code of its
+//     Policy.
 //   - Calls of a generated client whose CallOptions were given to Adopt: the
 //     Retrier retries them, with its Policy, budget and metrics, and the
 //     client does not retry again what the Retrier gave up on. What it does

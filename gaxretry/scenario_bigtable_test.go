@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/gaxretry"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
@@ -237,7 +236,7 @@ func TestBigtableIncrementNotDuplicated(t *testing.T) {
 // their only retry layer.
 func stubConn(t *testing.T, addr string, opts ...interceptor.Option) *grpc.ClientConn {
 	t.Helper()
-	r, err := interceptor.New(quick(), append(opts, gaxretry.WithClientRetries())...)
+	r, err := interceptor.New(quick(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 // read on 2026-11-24) retries it on, "-" for none. Where Google's config
 // retries a method that may apply twice (Publish, Commit), it is because
 // Google's own client expects to, and that client keeps its own retries
-// (WithClientRetries).
+// (one layer per code: the Retrier leaves the codes it retries to it).
 var googleMethods = []struct {
 	method string
 	http   string

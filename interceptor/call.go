@@ -22,8 +22,9 @@ type call struct {
 	r        *Retrier
 	plan     plan
 	cc       *grpc.ClientConn
-	conn     *connState      // the ClientConn's state: its target's budget, its closing
-	adaptive *adaptive.State // the target's adaptive throttling; nil: none or Critical
+	conn     *connState        // the ClientConn's state: its target's budget, its closing
+	opts     []grpc.CallOption // the caller's call options
+	adaptive *adaptive.State   // the target's adaptive throttling; nil: none or Critical
 
 	attempts int                // attempts sent so far
 	hedges   int                // hedges sent so far
@@ -32,8 +33,8 @@ type call struct {
 	reason   grpcbackoff.Reason // why retrying stopped, once it did
 }
 
-func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState) call {
-	return call{r: r, plan: *p, cc: cc, conn: conn, adaptive: r.adaptiveFor(conn, p)}
+func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState, opts []grpc.CallOption) call {
+	return call{r: r, plan: *p, cc: cc, conn: conn, opts: opts, adaptive: r.adaptiveFor(conn, p)}
 }
 
 // failure is what the end of a failed attempt told.
@@ -42,6 +43,7 @@ type failure struct {
 	trailer   metadata.MD // for pushback; nil if not read
 	committed bool        // response headers had arrived: the server has the call
 	cut       bool        // the attempt's own AttemptTimeout ended it
+	opening   bool        // a stream's first opening failed: its caller's to retry, if it retries the opening
 	attempt   int         // its number, from 1; 0 for c.attempts
 }
 
@@ -110,9 +112,10 @@ func (c *call) decideRetry(ctx context.Context, f failure, pay bool) (time.Durat
 	}
 	st := status.Convert(f.err)
 	dl, _ := ctx.Deadline()
-	a := decide.Attempt{Number: c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
-		Final: f.committed || futile(st) || !c.r.safeToRetry(&c.plan, st),
-		Hint:  grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
+	a := decide.Attempt{Number: c.plan.prior + c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
+		Client: c.leftToClient(ctx, st.Code(), f.opening),
+		Final:  f.committed || futile(st) || !c.r.safeToRetry(&c.plan, st),
+		Hint:   grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
 	var b decide.Budget
 	ad := c.adaptive
 	if pay {
@@ -139,12 +142,20 @@ func (c *call) decideRetry(ctx context.Context, f failure, pay bool) (time.Durat
 	}
 }
 
+// leftToClient reports whether a failure with code is the Google Cloud
+// client's to retry (clients.go); opening says it was a stream's first
+// opening.
+func (c *call) leftToClient(ctx context.Context, code codes.Code, opening bool) bool {
+	c.plan.learnClient(ctx, c.opts)
+	return c.plan.client.leaves(code, opening)
+}
+
 // fail returns the error for a call that ends after its attempt c.attempts
 // failed with err: err itself if it was the only attempt and simply not
 // retryable, a *grpcbackoff.Error otherwise.
 func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
 	c.reason = why
-	if c.attempts == 1 && why == grpcbackoff.ReasonNotRetryable {
+	if c.attempts == 1 && (why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
 		return err
 	}
 	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}

@@ -39,10 +39,13 @@ type Decision struct {
 	// applied: Policy.Codes, less those (see Safety) for a method that is
 	// NotIdempotent unless WithNonIdempotentRetries is set.
 	Codes []codes.Code
-	// OuterRetry says the Retrier has WithOuterRetry: calls their caller
-	// retries by itself get a single attempt instead (Explain's call has no
-	// context, so it cannot tell which).
-	OuterRetry bool
+	// Clients says what the Google Cloud clients that call the method retry
+	// by themselves, one entry per kind of client: for their calls, the
+	// Retrier makes one attempt on those codes and retries the others of
+	// Codes. Calls made otherwise (generated stubs on a connection of your
+	// own) are retried on every code of Codes. Empty for a method no Google
+	// Cloud client is known to call.
+	Clients []ClientRetries
 }
 
 // String describes d in one line, e.g.
@@ -84,13 +87,41 @@ func (d Decision) String() string {
 	return b.String()
 }
 
-// writeTail adds the call timeout and the outer retry, if any.
+// writeTail adds the call timeout and who retries what for the callers
+// that retry by themselves, if any.
 func (d Decision) writeTail(b *strings.Builder) {
 	if d.Timeout > 0 {
 		fmt.Fprintf(b, "; each call bounded by %v", d.Timeout)
 	}
-	if d.OuterRetry {
-		b.WriteString("; one attempt when its caller retries it (WithOuterRetry)")
+	for _, c := range d.Clients {
+		fmt.Fprintf(b, "; called by %s: ", c.Client)
+		var left codeSet
+		for _, code := range c.Codes {
+			left |= 1 << code
+		}
+		var theirs, ours []codes.Code
+		for _, code := range d.Codes {
+			if left.has(code) {
+				theirs = append(theirs, code)
+			} else {
+				ours = append(ours, code)
+			}
+		}
+		if d.Policy == nil && d.Hedging == nil {
+			ours = nil
+		}
+		switch {
+		case len(theirs) == 0 && len(ours) == 0:
+			b.WriteString("nothing retried here")
+		case len(theirs) == 0:
+			b.WriteString("every code by this library")
+		case c.OpeningOnly:
+			fmt.Fprintf(b, "%s by the client's own retry at the stream's opening; once open, every code by this library until the stream commits", codeList(theirs))
+		case len(ours) == 0:
+			fmt.Fprintf(b, "%s by the client's own retry, one attempt each here", codeList(theirs))
+		default:
+			fmt.Fprintf(b, "%s by the client's own retry, one attempt each here; %s by this library", codeList(theirs), codeList(ours))
+		}
 	}
 }
 
@@ -113,7 +144,7 @@ func codeList(cs []codes.Code) string {
 func (r *Retrier) Explain(fullMethod string) Decision {
 	var p plan
 	r.plan(&p, context.Background(), fullMethod, nil)
-	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, OuterRetry: r.outer != nil}
+	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max}
 	if p.hedge != nil {
 		h := p.hedge.Hedging
 		h.NonFatalCodes = slices.Clone(h.NonFatalCodes)
@@ -138,6 +169,7 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	if r.unsafeRetries && k.s == NotIdempotent {
 		d.Source += " (retried anyway: WithNonIdempotentRetries)"
 	}
+	d.Clients = clientRetries(fullMethod)
 	return d
 }
 

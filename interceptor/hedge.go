@@ -171,7 +171,7 @@ func (r *Retrier) newHedgeCall(ctx context.Context, p *plan, conn *connState, u 
 	if !ok {
 		return nil
 	}
-	h := &hedgeCall{c: r.newCall(p, u.cc, conn), hp: p.hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.opts),
+	h := &hedgeCall{c: r.newCall(p, u.cc, conn, u.opts), hp: p.hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.opts),
 		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
 	h.deadline, _ = ctx.Deadline()
 	return h
@@ -208,7 +208,8 @@ func (h *hedgeCall) run() error {
 	err := h.final
 	if err == nil {
 		err = end.err
-		if h.c.attempts > 1 || waited || h.why != grpcbackoff.ReasonNotRetryable && h.why != grpcbackoff.ReasonDeadline && h.why != grpcbackoff.ReasonCanceled {
+		if h.c.attempts > 1 || waited || h.why != grpcbackoff.ReasonNotRetryable && h.why != grpcbackoff.ReasonClientRetries &&
+			h.why != grpcbackoff.ReasonDeadline && h.why != grpcbackoff.ReasonCanceled {
 			err = &grpcbackoff.Error{Err: err, Attempts: h.c.attempts, Elapsed: now.Sub(h.c.start), Reason: h.why}
 		}
 	}
@@ -288,7 +289,7 @@ func (h *hedgeCall) send(hedge bool) {
 		a.reply = h.rt.new()
 		actx = c.retryContext(actx) // c.attempts attempts came before
 	}
-	opts := a.attemptOptions(h.u.opts)
+	opts := a.attemptOptions(h.u.opts, mark)
 	actx = context.WithValue(actx, headerKey{}, a)
 	var at attemptTimeout
 	if t := c.plan.policy.attemptTimeout(); t > 0 {
@@ -484,6 +485,10 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	code := status.Code(a.err)
+	if c.leftToClient(h.ctx, code, false) {
+		h.why = grpcbackoff.ReasonClientRetries // the client retries it: the call ends
+		return a, true
+	}
 	retryable := c.plan.policy != nil && (c.plan.policy.Retryable(code) || a.cut)
 	nonFatal := h.hp.isNonFatal(code)
 	switch {

@@ -73,9 +73,12 @@ type End struct {
 // GaveUp reports whether the call gave up: it ended failing after a retry
 // was asked for (after retries, or with its only attempt's code retryable but
 // no retry allowed). A first attempt that failed with a code that is not
-// retryable did not give up: nothing asked for a retry.
+// retryable did not give up: nothing asked for a retry; nor did a call that
+// handed its error to its Google Cloud client's own retry
+// (ReasonClientRetries).
 func (e End) GaveUp() bool {
-	return e.Reason != 0 && !(e.Reason == grpcbackoff.ReasonNotRetryable && e.Attempts == 1)
+	return e.Reason != grpcbackoff.ReasonNone && e.Reason != grpcbackoff.ReasonClientRetries &&
+		!(e.Reason == grpcbackoff.ReasonNotRetryable && e.Attempts == 1)
 }
 
 // WithObserver adds o to the observers of the Retrier; each is told of

@@ -23,7 +23,9 @@ type plan struct {
 	stated   stated        // which call option stated safety, if one did
 	critical bool          // Critical: exempt from adaptive throttling
 	static   bool          // grpc.StaticMethod: Method is a fixed name, for observers
-	outer    bool          // WithOuterRetry: the caller retries the call itself
+	through  bool          // an earlier Retrier on the connection takes the call: its attempts pass through (clients.go)
+	client   client        // what a Google Cloud client making the call retries by itself, once learnt
+	prior    int           // retries made in the client's earlier attempts of the call (clients.go)
 }
 
 // level is where a method's settings come from.
@@ -58,6 +60,9 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 	var callPolicy *compiled
 	for _, o := range opts {
 		switch o := o.(type) {
+		case *layerMark:
+			p.through, p.policy, p.hedge = true, nil, nil
+			return
 		case grpc.StaticMethodCallOption:
 			p.static = true
 		case *criticalOption:
@@ -80,9 +85,6 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 				maxAttempts = o.maxAttempts
 			}
 		}
-	}
-	if r.outer != nil && r.outer(ctx, method, opts) {
-		p.outer, noRetry = true, true
 	}
 	switch {
 	case noRetry:

@@ -32,9 +32,9 @@ type callerOutputs struct {
 // attemptOptions returns the caller's options opts with their Header,
 // Trailer and Peer targets replaced by out's, plus a Header and a Trailer
 // option of out's own (the attempt reads both: headers commit the call,
-// the trailer carries pushback).
-func (out *outputs) attemptOptions(opts []grpc.CallOption) []grpc.CallOption {
-	ao := make([]grpc.CallOption, 0, len(opts)+2)
+// the trailer carries pushback), and the Retrier's layer mark.
+func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption) []grpc.CallOption {
+	ao := make([]grpc.CallOption, 0, len(opts)+3)
 	for _, o := range opts {
 		switch o.(type) {
 		case grpc.HeaderCallOption, grpc.TrailerCallOption:
@@ -44,7 +44,7 @@ func (out *outputs) attemptOptions(opts []grpc.CallOption) []grpc.CallOption {
 			ao = append(ao, o)
 		}
 	}
-	return append(ao, grpc.Header(&out.header), grpc.Trailer(&out.trailer))
+	return append(ao, mark, grpc.Header(&out.header), grpc.Trailer(&out.trailer))
 }
 
 // callerOutputsOf returns the caller's targets in opts.

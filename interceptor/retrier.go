@@ -4,9 +4,20 @@
 //
 //	conn, err := grpc.NewClient(target, append(interceptor.DialOptions(grpcbackoff.DefaultPolicy()), creds)...)
 //
-// For cloud.google.com/go clients, the gaxretry module turns a Retrier's
-// dial options into client options (gaxretry.ClientOptions), and hands the
-// clients' own retries over to it (gaxretry.Adopt).
+// The Google Cloud clients (cloud.google.com/go) retry by themselves, in
+// their CallOptions or their own code. One retry layer per method and code,
+// never two, never none: for a call of such a client (its x-goog-api-client
+// carries a gapic/ or gccl/ token), the Retrier makes one attempt on a code
+// the client retries for that method and hands the error back
+// (ReasonClientRetries), and retries every other code of its Policy itself;
+// Explain says which codes are whose. A client retries a call with one
+// context, by which the Retrier knows its attempts: its own retries of one
+// call stay within MaxAttempts across them, and once it gave up, a further
+// attempt of the client is refused at once with the same error. The gaxretry
+// module gives a Retrier's dial options to such clients
+// (gaxretry.ClientOptions) and can hand their own retries over to it
+// (gaxretry.Adopt). A Retrier installed twice on one connection (the same
+// dial options, or two Retriers') retries in one layer: the first one.
 //
 // Beyond retries, a Retrier hedges the methods given WithHedging, cuts hung
 // attempts (Policy.AttemptTimeout), keeps a retry budget per backend target,
@@ -22,7 +33,6 @@
 package interceptor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,7 +73,7 @@ type Retrier struct {
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
-	outer func(ctx context.Context, method string, opts []grpc.CallOption) bool // WithOuterRetry; nil: none
+	logical logicalCalls // Google Cloud clients' calls, across the clients' attempts (clients.go)
 
 	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
 }
@@ -151,24 +161,6 @@ func WithOnRetry(f func(Retry)) Option {
 // no server sends pushback and every allocation counts.
 func WithoutPushback() Option {
 	return func(r *Retrier) error { r.noPushback = true; return nil }
-}
-
-// WithOuterRetry tells the Retrier which calls their caller retries by
-// itself, such as a client library's own retry loop around a call: f
-// reports whether the call of method with ctx and opts is one. Such a call
-// gets a single attempt, neither retried nor hedged, and its error is
-// returned unchanged, so that the caller's attempts never multiply with
-// ours. f runs on every call: it must be fast and safe for concurrent use.
-// gaxretry.ClientOptions uses it for the Google Cloud clients that retry by
-// themselves.
-func WithOuterRetry(f func(ctx context.Context, method string, opts []grpc.CallOption) bool) Option {
-	return func(r *Retrier) error {
-		if f == nil {
-			return errors.New("interceptor: WithOuterRetry(nil): the function is nil")
-		}
-		r.outer = f
-		return nil
-	}
 }
 
 // WithLogger logs, with l, each retry decision at level Info (Warn when

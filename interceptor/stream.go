@@ -47,9 +47,12 @@ func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	conn := r.conn(cc)
 	var p plan
 	r.plan(&p, ctx, method, opts)
+	if p.through {
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	conn := r.conn(cc)
 	if p.err != nil {
 		return nil, status.Error(codes.InvalidArgument, p.err.Error())
 	}
@@ -59,11 +62,12 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		}
 	}
 	conn.started()
+	opts = append(opts[:len(opts):len(opts)], mark)
 	if p.policy == nil {
 		return plainStream(ctx, &p, desc, cc, method, streamer, opts)
 	}
 	p.hedge = nil // streams are not hedged: their Policy applies
-	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.policy.AttemptTimeout, c: r.newCall(&p, cc, conn)}
+	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.policy.AttemptTimeout, c: r.newCall(&p, cc, conn, opts)}
 	s.c.attempts = 1
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
@@ -74,6 +78,7 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if err := s.open(s.ctx, s.cur); err != nil {
 		// No other goroutine has s yet; mu is taken for retryLocked's rules.
 		s.mu.Lock()
+		s.opening = true // a Google Cloud client's own retry may cover it
 		final := s.retryLocked(s.cur, err)
 		s.mu.Unlock()
 		if final != nil {
@@ -150,6 +155,7 @@ type retryStream struct {
 	sends   int      // messages the caller sent
 	err     error    // the error the stream ended with, in state streamEnded
 	endSeen bool     // the observers were told of the end
+	opening bool     // the failure being decided on is the first opening's
 
 	// c follows the attempts. The goroutine that retries, in state
 	// streamRetrying, is the only one to change it.
@@ -384,7 +390,8 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		a.cs, a.trailer = nil, trailer
 		s.mu.Unlock()
 
-		d, final := s.c.decide(s.ctx, failure{err: err, trailer: trailer, cut: cut})
+		d, final := s.c.decide(s.ctx, failure{err: err, trailer: trailer, cut: cut, opening: s.opening})
+		s.opening = false
 		if final == nil {
 			final = s.c.wait(s.ctx, d, err)
 		}

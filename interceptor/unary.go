@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -66,12 +67,17 @@ type unaryState struct {
 
 var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 
-func getUnaryState(opts []grpc.CallOption) *unaryState {
+// getUnaryState returns a state whose options are opts, then mark (see
+// layerMark), then, if trailer, grpc.Trailer of its trailer.
+func getUnaryState(opts []grpc.CallOption, mark grpc.CallOption, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
-	if n := len(opts) + 1; cap(s.opts) < n {
+	if n := len(opts) + 2; cap(s.opts) < n {
 		s.opts = make([]grpc.CallOption, 0, n)
 	}
-	s.opts = append(append(s.opts[:0], opts...), grpc.Trailer(&s.trailer))
+	s.opts = append(append(s.opts[:0], opts...), mark)
+	if trailer {
+		s.opts = append(s.opts, grpc.Trailer(&s.trailer))
+	}
 	return s
 }
 
@@ -83,9 +89,12 @@ func (s *unaryState) release() {
 }
 
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	conn := r.conn(cc)
 	var p plan
 	r.plan(&p, ctx, method, opts)
+	if p.through {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	conn := r.conn(cc)
 	if p.err != nil {
 		return status.Error(codes.InvalidArgument, p.err.Error())
 	}
@@ -94,19 +103,23 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 			return err
 		}
 	}
+	if r.logical.n.Load() > 0 {
+		var final error
+		if p.prior, final = r.logical.get(ctx); final != nil {
+			return r.refuseAgain(ctx, &p, cc, final)
+		}
+	}
 	conn.started()
+	// Field by field: a composite literal would be built aside and copied.
+	var u unaryCall
+	u.method, u.req, u.reply, u.cc, u.invoker, u.opts = method, req, reply, cc, invoker, opts
 	if p.policy == nil && p.hedge == nil {
 		if ctx2, cancel := p.withTimeout(ctx); cancel != nil {
 			defer cancel()
 			ctx = ctx2
 		}
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		conn.record(ctx, err)
-		return err
+		return r.invokeOnce(ctx, conn, &u)
 	}
-	// Field by field: a composite literal would be built aside and copied.
-	var u unaryCall
-	u.method, u.req, u.reply, u.cc, u.invoker, u.opts = method, req, reply, cc, invoker, opts
 	if p.hedge != nil || p.timeout > 0 {
 		return r.unaryCall(ctx, &p, conn, &u)
 	}
@@ -114,11 +127,40 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if f.err != nil {
 		return r.failedUnary(ctx, &p, conn, &u, f)
 	}
-	conn.succeeded()
-	if len(r.observers) > 0 {
-		r.endFirst(ctx, &p, cc)
-	}
+	r.succeededUnary(ctx, &p, conn, cc)
 	return nil
+}
+
+// succeededUnary tells the budget, the memory of the caller's attempts and
+// the observers of a call whose first attempt succeeded.
+func (r *Retrier) succeededUnary(ctx context.Context, p *plan, conn *connState, cc *grpc.ClientConn) {
+	conn.succeeded()
+	if r.logical.n.Load() > 0 {
+		r.logical.put(ctx, 0, nil)
+	}
+	if len(r.observers) > 0 {
+		r.endFirst(ctx, p, cc)
+	}
+}
+
+// invokeOnce makes the single attempt of a call that is not retried.
+func (r *Retrier) invokeOnce(ctx context.Context, conn *connState, u *unaryCall) error {
+	s := getUnaryState(u.opts, mark, false)
+	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, s.opts...)
+	s.release()
+	conn.record(ctx, err)
+	return err
+}
+
+// refuseAgain ends at once, with the error final the Retrier gave up with,
+// an attempt of a call its caller retries by itself (see WithOuterRetry).
+func (r *Retrier) refuseAgain(ctx context.Context, p *plan, cc *grpc.ClientConn, final error) error {
+	c := call{r: r, plan: *p, cc: cc, conn: r.conn(cc)}
+	var ge *grpcbackoff.Error
+	if errors.As(final, &ge) {
+		c.reason = ge.Reason
+	}
+	return c.end(ctx, final)
 }
 
 // unaryCall carries out the plan p of a unary call that is hedged or
@@ -133,27 +175,40 @@ func (r *Retrier) unaryCall(ctx context.Context, p *plan, conn *connState, u *un
 			return h.run()
 		}
 		if p.policy == nil { // a reply hedging cannot copy: one attempt
-			err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
-			conn.record(ctx, err)
-			return err
+			return r.invokeOnce(ctx, conn, u)
 		}
 	}
 	f := r.attemptUnary(ctx, ctx, p, conn, u)
 	if f.err != nil {
 		return r.failedUnary(ctx, p, conn, u, f)
 	}
-	conn.succeeded()
-	if len(r.observers) > 0 {
-		r.endFirst(ctx, p, u.cc)
-	}
+	r.succeededUnary(ctx, p, conn, u.cc)
 	return nil
 }
 
 // failedUnary goes on with a unary call whose first attempt failed as f.
 func (r *Retrier) failedUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f failure) error {
-	c := r.newCall(p, u.cc, conn)
+	c := r.newCall(p, u.cc, conn, u.opts)
 	c.attempts = 1
-	return c.end(ctx, r.retryUnary(ctx, &c, u, f))
+	err := c.end(ctx, r.retryUnary(ctx, &c, u, f))
+	if c.plan.client.google {
+		r.remember(ctx, &c, err)
+	}
+	return err
+}
+
+// remember keeps, for the next attempt its caller may make of the call c
+// that ended with err, the retries c made and, if c gave up, err.
+func (r *Retrier) remember(ctx context.Context, c *call, err error) {
+	retries := c.plan.prior + c.attempts - 1
+	switch c.reason {
+	case 0, grpcbackoff.ReasonCanceled:
+		r.logical.put(ctx, 0, nil) // success, or the caller gave up
+	case grpcbackoff.ReasonNotRetryable, grpcbackoff.ReasonClientRetries:
+		r.logical.put(ctx, retries, nil) // another layer may retry it
+	default:
+		r.logical.put(ctx, retries, err) // the Retrier gave up
+	}
 }
 
 // endFirst tells the observers of a call whose first attempt succeeded.
@@ -210,17 +265,15 @@ func (a attemptTimeout) cut(ctx, actx context.Context, err error) bool {
 
 // invokeUnary sends one attempt of u on actx and tells how it failed.
 func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall) failure {
-	if r.noPushback {
-		err := u.invoker(actx, u.method, u.req, u.reply, u.cc, u.opts...)
-		conn.record(ctx, err)
-		return failure{err: err}
-	}
-	s := getUnaryState(u.opts)
+	s := getUnaryState(u.opts, mark, !r.noPushback)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
 	conn.record(ctx, err)
 	var f failure
 	if err != nil {
-		f = failure{err: err, trailer: s.trailer, committed: headersArrived(err, s.trailer)}
+		f = failure{err: err}
+		if !r.noPushback {
+			f.trailer, f.committed = s.trailer, headersArrived(err, s.trailer)
+		}
 	}
 	s.release()
 	return f

@@ -415,9 +415,11 @@ func TestUnaryManyCallOptions(t *testing.T) {
 		}
 		// Re-derived for issue 20: the commit on headers is read from the
 		// trailer, so an attempt no longer carries a grpc.Header option.
+		// Issue 26: and the layer mark that keeps a Retrier installed twice
+		// to one layer.
 		for i, o := range s.opts {
-			if len(o) != 13 {
-				t.Errorf("attempt %d got %d options, want the caller's 12 and the trailer", i+1, len(o))
+			if len(o) != 14 {
+				t.Errorf("attempt %d got %d options, want the caller's 12, the layer mark and the trailer", i+1, len(o))
 			}
 		}
 	})

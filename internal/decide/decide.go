@@ -35,6 +35,9 @@ type Attempt struct {
 	// (Policy.AttemptTimeout) while the caller's context was live: it is
 	// retried like a retryable code, whatever Code is.
 	TimedOut bool
+	// Client says the attempt's code is one the Google Cloud client that
+	// makes the call retries by itself: the error goes back to it.
+	Client bool
 	// Final says the attempt must not be retried whatever the Policy says:
 	// the call committed (response headers arrived), no retry can fix the
 	// error (a message over a size limit), or the method is not safe to send
@@ -80,18 +83,19 @@ type Budget interface {
 //
 //  1. the caller's context ended, or its deadline passed: stop
 //     (ReasonCanceled or ReasonDeadline; Reason 0 after the first attempt);
-//  2. the attempt is Final, or its code is not retried and it did not time
+//  2. the code is the Client's to retry: ReasonClientRetries;
+//  3. the attempt is Final, or its code is not retried and it did not time
 //     out: ReasonNotRetryable;
-//  3. MaxAttempts reached: ReasonExhausted;
-//  4. the delay is p.RetryDelay(Number−1−Hedges, Hint); a server that refuses gives
+//  4. MaxAttempts reached: ReasonExhausted;
+//  5. the delay is p.RetryDelay(Number−1−Hedges, Hint); a server that refuses gives
 //     ReasonServerRefused;
-//  5. the next attempt could not start before the deadline: ReasonDeadline;
-//  6. adaptive throttling, if ad is not nil, rejects the retry
+//  6. the next attempt could not start before the deadline: ReasonDeadline;
+//  7. adaptive throttling, if ad is not nil, rejects the retry
 //     (ad.Allow with U): ReasonRejectedLocally;
-//  7. the budget, if not nil, cannot pay for the retry (see Budget):
+//  8. the budget, if not nil, cannot pay for the retry (see Budget):
 //     ReasonThrottled.
 //
-// Otherwise the call retries after the delay. Only steps 6 and 7 change
+// Otherwise the call retries after the delay. Only steps 7 and 8 change
 // state (a rejection counted, a token spent), and only the delay's jitter is
 // random.
 func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State) Decision {
@@ -104,6 +108,9 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State)
 			return Decision{Reason: grpcbackoff.ReasonCanceled}
 		}
 		return Decision{Reason: grpcbackoff.ReasonDeadline}
+	}
+	if a.Client {
+		return Decision{Reason: grpcbackoff.ReasonClientRetries}
 	}
 	if a.Final || !a.TimedOut && !p.Retryable(a.Code) {
 		return Decision{Reason: grpcbackoff.ReasonNotRetryable}
@@ -124,7 +131,7 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State)
 	return Decision{Retry: true, Delay: d}
 }
 
-// Pay is steps 6 and 7 of Decide, for a retry of a decided on without them
+// Pay is steps 7 and 8 of Decide, for a retry of a decided on without them
 // (a nil budget and ad) and now due: adaptive throttling, if ad is not nil,
 // may reject it (ReasonRejectedLocally), and the budget, if not nil, must
 // pay for it (else ReasonThrottled): from the long-run allowance alone for
