@@ -14,8 +14,9 @@ import (
 // A retry is paid from the reserve first, then from the long-run allowance:
 //
 //   - the reserve, for short outages and restarts: Reserve retries per call
-//     that succeeded in the last Window, plus MinReserve per Window while
-//     calls succeed (or the budget is younger than the Window);
+//     that succeeded in the last Window, plus a floor of MinReserve, paid at
+//     most once per Window and once since the last success (a quiet spell
+//     keeps it whole; an outage, in which nothing succeeds, pays it once);
 //   - the long-run allowance, for quiet clients and long outages: Ratio
 //     retries per call started plus PerSecond per second, up to Burst saved
 //     (a new budget starts with Burst).
@@ -43,10 +44,11 @@ type Throttle struct {
 	// Reserve is the number of retries each successful call earns for the
 	// Window, between 0 and 1; 0 turns it off. Default 0.2.
 	Reserve float64
-	// MinReserve is a number of retries the reserve adds, per Window, while a
-	// call succeeded in the last Window, and during the first Window of a
-	// budget; it must not be negative. Default 100, so that a restart is
-	// retried whole even at low traffic or on a new client.
+	// MinReserve is the reserve's floor: retries it pays whatever the
+	// traffic, at most MinReserve per Window and MinReserve since the last
+	// success; it must not be negative. Default 100, so that a restart is
+	// retried whole even at low traffic, after a quiet spell, or on a new
+	// client.
 	MinReserve int
 	// Window is how long the reserve keeps a success's earnings and a
 	// retry's cost (between 9/10 of it and all of it: the window moves in

@@ -115,16 +115,6 @@ type layerMark struct{ grpc.EmptyCallOption }
 
 var mark grpc.CallOption = &layerMark{}
 
-// marked reports whether opts carry the mark of an earlier Retrier.
-func marked(opts []grpc.CallOption) bool {
-	for _, o := range opts {
-		if _, ok := o.(*layerMark); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // logical remembers what the Retrier did across its client's attempts of
 // one call.
 type logical struct {

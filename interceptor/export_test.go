@@ -46,3 +46,11 @@ func (s *retryStream) Buffer() (size, kept int, firstHeld, committed bool) {
 	defer s.mu.Unlock()
 	return s.size, len(s.sent), s.sent0[0] != nil, s.state == streamCommitted
 }
+
+// SetMaxTargets sets the number of targets past which the idle ones are
+// dropped, and returns a function that puts it back.
+func SetMaxTargets(n int) (restore func()) {
+	old := maxTargets
+	maxTargets = n
+	return func() { maxTargets = old }
+}

@@ -7,6 +7,7 @@ package interceptor_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -23,24 +24,38 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// Many short-lived ClientConns: each is closed; nothing must remain.
-func TestShortLivedConnsLeaveNoState(t *testing.T) {
+// Many short-lived ClientConns to one target share its one state, which
+// outlives them; short-lived ClientConns to ever new targets keep at most
+// maxTargets states, and leave no goroutine behind. (Re-derived for issue
+// 27: a target's state went with its last ClientConn.)
+func TestShortLivedConnsShareOneState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer interceptor.SetMaxTargets(8)()
 		r, err := interceptor.New(bufconntest.Exact())
 		if err != nil {
 			t.Fatal(err)
 		}
 		b := newBackend(t, codes.Unavailable, 0)
-		for i := 0; i < 20; i++ {
-			cc := dialAs(t, b, "passthrough:///x", r.DialOptions()...)
+		call := func(target string) {
+			cc := dialAs(t, b, target, r.DialOptions()...)
 			if _, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
 				t.Fatal(err)
 			}
 			cc.Close()
 		}
+		for range 20 {
+			call("passthrough:///x")
+		}
 		synctest.Wait()
-		if got := r.States(); len(got) != 0 {
-			t.Errorf("States after close = %v", got)
+		if got := r.States(); len(got) != 1 || got[0].Target != "passthrough:///x" {
+			t.Errorf("States after 20 ClientConns to one target = %v, want its one state", got)
+		}
+		for i := range 100 {
+			call(fmt.Sprintf("passthrough:///t%d", i))
+		}
+		synctest.Wait()
+		if got := r.States(); len(got) > 8 {
+			t.Errorf("States after 100 ClientConns to as many targets: %d states, want at most 8", len(got))
 		}
 	})
 }

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -46,6 +47,7 @@ type targetState struct {
 	budget   *budget.Budget  // nil: no throttle
 	adaptive *adaptive.State // nil: no adaptive throttling
 	conns    int             // ClientConns registered for it; guarded by targets.mu
+	idle     time.Time       // when its last ClientConn shut down; zero while it has one; guarded by targets.mu
 }
 
 // connState is what a call needs of its ClientConn: its target's state, and
@@ -58,24 +60,63 @@ type connState struct {
 
 // targets is the Retrier's registry of ClientConns and their targets. A
 // ClientConn is registered by its first call, and unregistered when it shuts
-// down, by one goroutine per ClientConn that watches its state; a target is
-// dropped with its last ClientConn, so that nothing outlives the
-// connections.
+// down, by one goroutine per ClientConn that watches its state. A target's
+// state lives as long as the Retrier, whatever its ClientConns do: a
+// ClientConn per request shares one budget, and an outage's floor is paid
+// once. Past maxTargets, the targets idle longest (without a ClientConn) are
+// dropped; one that comes back gets a budget with its floor paid until a
+// call succeeds (budget.Revived), never a new full one.
 type targets struct {
 	conns sync.Map // *grpc.ClientConn -> *connState
 
 	mu        sync.Mutex
 	byName    map[string]*targetState
-	local     connState   // calls without a ClientConn; its t is set by New
-	localUsed atomic.Bool // a call was made without a ClientConn
+	dropped   *droppedNames // targets dropped for disuse; nil until one is
+	local     connState     // calls without a ClientConn; its t is set by New
+	localUsed atomic.Bool   // a call was made without a ClientConn
+}
+
+// maxTargets is the number of targets past which the idle ones are dropped.
+// A target's state weighs under a kilobyte.
+var maxTargets = 1024
+
+// droppedNames is the set of the names of targets dropped for disuse, as
+// bits of a hash: a name that was never dropped may be taken for one (one
+// chance in 8 after 8 192 drops), and then gets a revived budget too.
+type droppedNames struct {
+	seed maphash.Seed
+	bits [1 << 16 / 64]uint64
+}
+
+func (d *droppedNames) bit(name string) (int, uint64) {
+	h := maphash.String(d.seed, name) % (1 << 16)
+	return int(h / 64), 1 << (h % 64)
+}
+
+func (d *droppedNames) add(name string) {
+	i, m := d.bit(name)
+	d.bits[i] |= m
+}
+
+func (d *droppedNames) has(name string) bool {
+	if d == nil {
+		return false
+	}
+	i, m := d.bit(name)
+	return d.bits[i]&m != 0
 }
 
 // newTargetState returns a target's state with a full budget for the
-// Retrier's throttle.
+// Retrier's throttle, or, for a target dropped for disuse, a revived one.
+// r.targets.mu is held, or r is being built.
 func (r *Retrier) newTargetState(name string) *targetState {
 	t := &targetState{name: name}
 	if r.throttle != nil {
-		t.budget, _ = budget.New(*r.throttle, time.Now()) // validated by WithThrottle
+		newBudget := budget.New
+		if r.targets.dropped.has(name) {
+			newBudget = budget.Revived
+		}
+		t.budget, _ = newBudget(*r.throttle, time.Now()) // validated by WithThrottle
 	}
 	if r.adaptive != nil {
 		t.adaptive, _ = adaptive.New(*r.adaptive) // validated by WithAdaptiveThrottle
@@ -108,6 +149,9 @@ func (r *Retrier) register(cc *grpc.ClientConn) *connState {
 	name := cc.CanonicalTarget()
 	t := ts.byName[name]
 	if t == nil {
+		if len(ts.byName) >= maxTargets {
+			ts.dropIdle()
+		}
 		t = r.newTargetState(name)
 		if ts.byName == nil {
 			ts.byName = make(map[string]*targetState)
@@ -115,6 +159,7 @@ func (r *Retrier) register(cc *grpc.ClientConn) *connState {
 		ts.byName[name] = t
 	}
 	t.conns++
+	t.idle = time.Time{}
 	cs := &connState{t: t, closed: make(chan struct{})}
 	ts.conns.Store(cc, cs)
 	go r.watch(cc, cs)
@@ -132,14 +177,34 @@ func (r *Retrier) watch(cc *grpc.ClientConn, cs *connState) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.conns.Delete(cc)
-	if cs.t.conns--; cs.t.conns == 0 && ts.byName[cs.t.name] == cs.t {
-		delete(ts.byName, cs.t.name)
+	if cs.t.conns--; cs.t.conns == 0 {
+		cs.t.idle = time.Now()
 	}
 }
 
-// States returns the retry state of every target r has open ClientConns to,
-// sorted by target, and of calls made without a ClientConn (Target "") if
-// there were any. It is meant for metrics gauges; each call reads every
+// dropIdle drops the tenth of maxTargets idle longest, at least one, if
+// that many are idle, remembering their names. ts.mu is held.
+func (ts *targets) dropIdle() {
+	var idle []*targetState
+	for _, t := range ts.byName {
+		if t.conns == 0 {
+			idle = append(idle, t)
+		}
+	}
+	slices.SortFunc(idle, func(a, b *targetState) int { return a.idle.Compare(b.idle) })
+	if ts.dropped == nil && len(idle) > 0 {
+		ts.dropped = &droppedNames{seed: maphash.MakeSeed()}
+	}
+	for _, t := range idle[:min(len(idle), max(maxTargets/10, 1))] {
+		ts.dropped.add(t.name)
+		delete(ts.byName, t.name)
+	}
+}
+
+// States returns the retry state of every target r keeps a budget for (the
+// targets of its ClientConns, open or closed, but those dropped for
+// disuse), sorted by target, and of calls made without a ClientConn
+// (Target "") if there were any. It is meant for metrics gauges; each call reads every
 // budget once.
 func (r *Retrier) States() []TargetState {
 	now := time.Now()

@@ -58,8 +58,10 @@ func statesOf(r *interceptor.Retrier) map[string]float64 {
 
 // One Retrier (one slice of dial options) shared by the clients of two
 // backends: an outage of one uses up its own budget only, every ClientConn
-// to one backend shares that backend's budget, and closed ClientConns leave
-// nothing behind.
+// to one backend shares that backend's budget, and the budget outlives the
+// ClientConns: a new one to the backend finds it as they left it.
+// (Re-derived for issue 27: closed ClientConns left nothing behind, and a
+// new one started with a full budget.)
 func TestBudgetPerBackend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 3}))
@@ -107,8 +109,13 @@ func TestBudgetPerBackend(t *testing.T) {
 		a2.Close()
 		b.Close()
 		synctest.Wait()
-		if got := r.States(); len(got) != 0 {
-			t.Errorf("States() = %v after every ClientConn closed, want none", got)
+		if got := statesOf(r); got["passthrough:///backend-a"] != 0 || got["passthrough:///backend-b"] != 2 || len(got) != 2 {
+			t.Errorf("States() = %v after every ClientConn closed, want both backends as they were", got)
+		}
+		a3 := dialAs(t, down, "passthrough:///backend-a", r.DialOptions()...)
+		_, err = testgrpc.NewTestServiceClient(a3).UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if !errors.As(err, &ge) || ge.Attempts != 1 || ge.Reason != grpcbackoff.ReasonThrottled {
+			t.Errorf("call on a new ClientConn to the broken backend: err = %v, want 1 attempt then throttled (its budget is still spent)", err)
 		}
 	})
 }

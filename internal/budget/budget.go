@@ -22,9 +22,11 @@ import (
 //     Burst; a new budget starts with Burst;
 //   - the reserve: Reserve per successful call, each deposit living for the
 //     Window (between 9/10 of it and all of it: the window moves in tenths),
-//     and never less than MinReserve while a call succeeded within the Window
-//     (or the budget is younger than the Window). The retries it paid count
-//     against it for the Window too.
+//     plus a floor of MinReserve retries, of which no more than MinReserve
+//     are paid within one Window, nor since the last success: a quiet spell
+//     keeps the floor whole, and an outage, in which nothing succeeds, is
+//     paid MinReserve once. The retries it paid count against it for the
+//     Window too.
 //
 // Started and Succeeded are on every call's path. Started writes no shared
 // memory while the long-run pool is known to be full and is otherwise a
@@ -46,7 +48,8 @@ type Budget struct {
 	credited int64     // value of started already turned into tokens
 	last     time.Time // the latest time seen; PerSecond is credited up to it
 
-	created time.Time        // the budget's start: the reserve is MinReserve for a Window after
+	created time.Time        // the budget's start: the tenths of the Window count from it
+	floor   float64          // retries the floor paid since the last success was put in buckets
 	seen    time.Time        // when successes were last put in buckets
 	counted int64            // successes already put in buckets
 	width   time.Duration    // a tenth of the Window
@@ -75,6 +78,18 @@ const creditEvery = 64
 // it, so that a burst of traffic after a quiet spell is counted in the
 // Window it fell in, at the cost of one clock read every datingEvery calls.
 const datingEvery = 64
+
+// Revived returns a budget for t as a target's budget comes back after it
+// was dropped for disuse: its long-run pool full, no success in its Window
+// and its floor paid, until a call succeeds. Then the floor of an outage
+// under way is not paid twice.
+func Revived(t grpcbackoff.Throttle, now time.Time) (*Budget, error) {
+	b, err := New(t, now)
+	if err == nil {
+		b.floor = float64(t.MinReserve)
+	}
+	return b, err
+}
 
 // New returns a budget for t that starts at now, with its long-run pool
 // full, or t's validation error.
@@ -204,6 +219,9 @@ func (b *Budget) observe(now time.Time) int64 {
 	total := b.succeeded.Load()
 	n := total - b.counted
 	b.counted = total
+	if n > 0 {
+		b.floor = 0 // a success: the floor is paid anew
+	}
 	// The successes happened at unknown times since the previous
 	// observation: spread them evenly over that span.
 	from := b.seen
@@ -247,22 +265,18 @@ func (b *Budget) live(k int64, f func(*bucket)) {
 
 // reserve returns the retries the reserve can pay for in tenth k: what is
 // left of the earnings of the Window's successes, plus what is left of
-// MinReserve if a call succeeded in the Window or the budget is younger
-// than it.
+// MinReserve, less the larger of the retries the floor paid in the Window
+// and since the last success.
 func (b *Budget) reserve(k int64) float64 {
 	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
 		return 0
 	}
-	var earned, left, floor float64
+	var left, floor float64
 	b.live(k, func(bk *bucket) {
-		earned += bk.earned
 		left += bk.left
 		floor += bk.floor
 	})
-	if earned > 0 || k < nBuckets {
-		left += max(float64(b.t.MinReserve)-floor, 0)
-	}
-	return left
+	return left + max(float64(b.t.MinReserve)-max(floor, b.floor), 0)
 }
 
 // spend pays one retry in tenth k from the reserve, which can pay it: from
@@ -277,5 +291,6 @@ func (b *Budget) spend(k int64) {
 	})
 	if cost > 0 {
 		b.at(k).floor += cost
+		b.floor += cost
 	}
 }

@@ -279,15 +279,30 @@ func TestReserve(t *testing.T) {
 			// The tenth [5 s, 6 s) expired too.
 			tokens(15*s, 0.5*20*6/7),
 		}},
-		{"MinReserve while young, then only after a success", reserveOnly(0.2, 3), []step{
+		// Re-derived for issue 27: the floor was MinReserve only while a
+		// success was in the Window (or the budget young), so a restart
+		// after a quiet spell found none.
+		{"MinReserve once since the last success, whole after a quiet spell", reserveOnly(0, 3), []step{
 			tokens(0, 4),
 			allow(9*s, true, 3), // from MinReserve
 			tokens(9*s, 1),
-			tokens(10*s, 1), // older than the Window, no success: no MinReserve
+			tokens(10*s, 1), // no success since: the floor stays paid
+			tokens(60*s, 1), // however long
 			succeeded(1),
-			tokens(12*s, 1+0.2+3-3), // the success earned 0.2; the 3 retries of t = 9 s still count
-			tokens(19*s, 1+0.2+3),   // they expired; the success of (10 s, 12 s] counts
-			tokens(23*s, 1),         // and it expired too
+			tokens(62*s, 1+3),    // a success: the floor is whole again
+			allow(62*s, true, 4), // the floor thrice, then the long-run retry
+			tokens(62*s, 0),
+			tokens(120*s, 0), // no success since: an outage may be under way
+			succeeded(1),
+			tokens(121*s, 3),
+			tokens(300*s, 3), // a quiet spell after a success keeps the floor whole
+		}},
+		{"a revived budget's floor waits for a success", reserveOnly(0.2, 3), []step{
+			{op: "revived"},
+			tokens(0, 1),
+			tokens(30*s, 1),
+			succeeded(1),
+			tokens(31*s, 1+0.2+3),
 		}},
 		{"earnings first, then MinReserve", reserveOnly(0.5, 2), []step{
 			succeeded(3),
@@ -336,7 +351,11 @@ func TestReserve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runSteps(t, newBudget(tt.th), tt.steps)
+			b := newBudget(tt.th)
+			if tt.steps[0].op == "revived" {
+				b, _ = budget.Revived(tt.th, t0)
+			}
+			runSteps(t, b, tt.steps)
 		})
 	}
 }
@@ -687,4 +706,42 @@ func BenchmarkSuccessPath(b *testing.B) {
 			bt.Succeeded()
 		}
 	})
+}
+
+// TestReserveAfterQuietSpell: bursts of n calls every 60 s, all
+// successful, then a restart as the sixth burst starts: each of its calls
+// fails once and asks for a retry. After a quiet spell longer than the
+// Window, the earnings of the last burst have expired (as they must, for
+// the bound of a total outage after a quiet spell), but the floor is whole
+// whatever n: the restart's retries are paid up to MinReserve + Burst, 110
+// with DefaultThrottle (and Ratio of the calls started beyond), wherever
+// the batches of successes ended. (Issue 27:
+// with 64 calls, 54 were refused, as the last burst's successes were dated
+// out of the Window; with 63 none, as they were spread over the quiet
+// spell.)
+func TestReserveAfterQuietSpell(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	for _, n := range []int{1, 63, 64, 65, 100, 110, 128, 256} {
+		b := newBudget(th)
+		var now time.Time
+		budget.SetClock(b, func() time.Time { return now })
+		for burst := range 5 {
+			now = t0.Add(time.Duration(burst) * time.Minute)
+			for range n {
+				b.Started()
+				b.Succeeded()
+			}
+		}
+		now = t0.Add(5 * time.Minute)
+		paid := 0
+		for range n {
+			b.Started()
+			if b.Allow(now) {
+				paid++
+			}
+		}
+		if want := min(n, th.MinReserve+th.Burst); paid < want {
+			t.Errorf("bursts of %d: %d of the restart's retries paid, want at least %d", n, paid, want)
+		}
+	}
 }
