@@ -2,6 +2,7 @@ package gaxretry_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -73,25 +74,31 @@ func TestRedisSafetyFromAnnotations(t *testing.T) {
 
 // With the standard options, the real Cloud Redis client against the fake:
 // FailoverInstance is retried after RESOURCE_EXHAUSTED (refused, so not
-// applied) but not after UNAVAILABLE (may have been applied); GetInstance,
-// which the API marks safe, keeps the whole recipe.
+// applied) but not after UNAVAILABLE (may have been applied), even with its
+// delays tuned by a Policy of its own (issue 27: it was then taken as safe,
+// and applied twice); GetInstance, which the API marks safe, keeps the
+// whole recipe.
 func TestRedisFailoverNotRetriedAfterUnavailable(t *testing.T) {
+	tuned := grpcbackoff.DefaultPolicy()
+	tuned.Initial, tuned.Max = 100*time.Millisecond, time.Second
 	cases := []struct {
 		method   string
 		code     codes.Code
 		attempts int
+		opts     []interceptor.Option
 	}{
-		{redistest.MethodFailoverInstance, codes.ResourceExhausted, 2},
-		{redistest.MethodFailoverInstance, codes.Unavailable, 1},
-		{redistest.MethodGetInstance, codes.Unavailable, 2},
-		{redistest.MethodGetInstance, codes.ResourceExhausted, 2},
+		{redistest.MethodFailoverInstance, codes.ResourceExhausted, 2, nil},
+		{redistest.MethodFailoverInstance, codes.Unavailable, 1, nil},
+		{redistest.MethodFailoverInstance, codes.Unavailable, 1, []interceptor.Option{interceptor.WithMethod(redistest.MethodFailoverInstance, tuned)}},
+		{redistest.MethodGetInstance, codes.Unavailable, 2, nil},
+		{redistest.MethodGetInstance, codes.ResourceExhausted, 2, nil},
 	}
 	for _, tc := range cases {
-		t.Run(tc.method[strings.LastIndexByte(tc.method, '/')+1:]+"/"+tc.code.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/tuned %v", tc.method[strings.LastIndexByte(tc.method, '/')+1:], tc.code, tc.opts != nil), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := redistest.NewServer()
 				defer srv.Close()
-				opts, err := gaxretry.ClientOptions(grpcbackoff.DefaultPolicy())
+				opts, err := gaxretry.ClientOptions(grpcbackoff.DefaultPolicy(), tc.opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

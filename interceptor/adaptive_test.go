@@ -190,7 +190,7 @@ func TestAdaptiveThrottleStreams(t *testing.T) {
 
 func TestAdaptiveThrottleOptions(t *testing.T) {
 	_, err := interceptor.New(bufconntest.Exact(), interceptor.WithAdaptiveThrottle(grpcbackoff.AdaptiveThrottle{K: 0.5, Window: time.Minute}))
-	if err == nil || err.Error() != "grpcbackoff: AdaptiveThrottle.K (0.5) must be a finite number ≥ 1" {
+	if err == nil || err.Error() != "interceptor: opts[0]: grpcbackoff: AdaptiveThrottle.K (0.5) must be a finite number ≥ 1" {
 		t.Errorf("New with K 0.5: %v, want the field named", err)
 	}
 }

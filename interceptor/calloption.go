@@ -40,9 +40,10 @@ func CallMaxAttempts(n int) grpc.CallOption {
 	return &callOption{maxAttempts: n}
 }
 
-// CallPolicy replaces, for one call, the Policy that applies to it. An
-// invalid p makes the call fail at once with INVALID_ARGUMENT and Validate's
-// message, without reaching the server.
+// CallPolicy replaces, for one call, the Policy that applies to it: its
+// delays, codes and attempts, not the method's Safety (CallIdempotent states
+// that). An invalid p makes the call fail at once with INVALID_ARGUMENT and
+// Validate's message, without reaching the server.
 func CallPolicy(p grpcbackoff.Policy) grpc.CallOption {
 	c, err := compile(p)
 	if err != nil {

@@ -87,8 +87,8 @@ func ExampleNew() {
 	// grpcbackoff: Multiplier (0.5) must be at least 1
 	// grpcbackoff: Max (0s) must be positive
 	// grpcbackoff: Codes is empty: no code would be retried
-	// interceptor: method name "pkg.Svc/Get": want "/pkg.Service/Method" or "/pkg.Service/"
-	// /pkg.Svc/Get: up to 4 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/Get]; idempotent: its own Policy (WithMethod or WithServiceConfig)
+	// interceptor: opts[0]: method name "pkg.Svc/Get": want "/pkg.Service/Method" or "/pkg.Service/"
+	// /pkg.Svc/Get: up to 4 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/Get]; safety unknown: no descriptor registered for pkg.Svc
 	// /pkg.Svc/Increment: never retried (WithoutRetryFor, or a service config entry without a retryPolicy, for /pkg.Svc/Increment)
 	// /pkg.Svc/List: hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc
 }
@@ -118,6 +118,6 @@ func ExampleWithServiceConfig() {
 	fmt.Println(r.Explain("/pkg.Svc/Get"))
 	fmt.Println(r.Explain("/pkg.Svc/Put"))
 	// Output:
-	// /pkg.Svc/Get: up to 4 attempts on UNAVAILABLE [WithMethod or WithServiceConfig for /pkg.Svc/Get]; idempotent: its own Policy (WithMethod or WithServiceConfig)
+	// /pkg.Svc/Get: up to 4 attempts on UNAVAILABLE [WithMethod or WithServiceConfig for /pkg.Svc/Get]; idempotent: a service config's retryPolicy for it (WithServiceConfig)
 	// /pkg.Svc/Put: never retried (no default Policy: WithServiceConfig's default entry has no retryPolicy)
 }

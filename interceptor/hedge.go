@@ -22,6 +22,7 @@ import (
 // and, for an adaptive delay, a latency tracker per method.
 type hedgePolicy struct {
 	grpcbackoff.Hedging
+	config   bool // from a service config: its MaxAttempts bounds every attempt of the call, as in grpc-go
 	nonFatal uint32
 	minCount uint64   // calls the window must hold before the quantile is used
 	trackers sync.Map // method name -> *latencyTracker

@@ -35,7 +35,7 @@ func ExampleWithHedging() {
 		interceptor.WithHedging("/pkg.Svc/Get", grpcbackoff.Hedging{MaxAttempts: 1, Quantile: 0.95}))
 	fmt.Println(err)
 	// Output:
-	// interceptor: WithHedging("/pkg.Svc/Get"): grpcbackoff: Hedging.MaxAttempts (1) must be at least 2
-	// grpcbackoff: Hedging.MaxDelay (0s) must be positive with Quantile set
-	// grpcbackoff: Hedging.Window (0s) must be at least 1ms with Quantile set
+	// interceptor: opts[0]: WithHedging("/pkg.Svc/Get"): grpcbackoff: Hedging.MaxAttempts (1) must be at least 2
+	// interceptor: opts[0]: grpcbackoff: Hedging.MaxDelay (0s) must be positive with Quantile set
+	// interceptor: opts[0]: grpcbackoff: Hedging.Window (0s) must be at least 1ms with Quantile set
 }

@@ -92,10 +92,14 @@ func TestNotIdempotentNotRetriedAfterMaybeApplied(t *testing.T) {
 			interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent),
 			interceptor.WithSafety(write, interceptor.Idempotent)}, nil, bufconntest.Unavailable(2), 3},
 		{"CallIdempotent wins over WithSafety", write, []interceptor.Option{notIdem}, opt(interceptor.CallIdempotent()), bufconntest.Unavailable(2), 3},
-		{"CallPolicy states the call may be retried", write, []interceptor.Option{notIdem}, opt(interceptor.CallPolicy(bufconntest.Exact())), bufconntest.Unavailable(2), 3},
+		// Re-derived for issue 27: a Policy of the library's own stated
+		// the method safe to resend (a tuned FailoverInstance applied twice).
+		{"CallPolicy changes delays, not safety", write, []interceptor.Option{notIdem}, opt(interceptor.CallPolicy(bufconntest.Exact())), bufconntest.Unavailable(2), 1},
 		{"CallNotIdempotent", write, nil, opt(interceptor.CallNotIdempotent()), bufconntest.Unavailable(2), 1},
-		{"WithMethod for the method states it may be retried", write, []interceptor.Option{
-			interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent), interceptor.WithMethod(write, bufconntest.Exact())}, nil, bufconntest.Unavailable(2), 3},
+		{"WithMethod changes delays, not safety", write, []interceptor.Option{
+			interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent), interceptor.WithMethod(write, bufconntest.Exact())}, nil, bufconntest.Unavailable(2), 1},
+		{"a service config's retryPolicy states it may be retried", write, []interceptor.Option{
+			interceptor.WithSafety("/idemtest.Store/", interceptor.NotIdempotent), interceptor.WithServiceConfig(retryWrites(write))}, nil, bufconntest.Unavailable(2), 3},
 		{"idempotency_level NO_SIDE_EFFECTS", "/idemtest.Store/Read", nil, opt(interceptor.CallNotIdempotent(), interceptor.CallIdempotent()), bufconntest.Unavailable(2), 3},
 		{"later call option wins", write, nil, opt(interceptor.CallIdempotent(), interceptor.CallNotIdempotent()), bufconntest.Unavailable(2), 1},
 	}
@@ -204,7 +208,7 @@ func equalCodes(a, b []codes.Code) bool {
 
 func TestWithSafetyBadInput(t *testing.T) {
 	if _, err := interceptor.New(bufconntest.Exact(), interceptor.WithSafety("/idemtest.Store/Write", interceptor.Safety(7))); err == nil ||
-		err.Error() != `interceptor: WithSafety("/idemtest.Store/Write", 7): unknown Safety` {
+		err.Error() != `interceptor: opts[0]: WithSafety("/idemtest.Store/Write", 7): unknown Safety` {
 		t.Errorf("WithSafety(7) error = %v", err)
 	}
 	if _, err := interceptor.New(bufconntest.Exact(), interceptor.WithSafety("Write", interceptor.Idempotent)); err == nil || !strings.Contains(err.Error(), `"Write"`) {
@@ -268,4 +272,11 @@ func TestExplainHedged(t *testing.T) {
 	if d := r.Explain("/pkg.Svc/Put"); d.Hedging != nil || d.MaxAttempts != 3 {
 		t.Errorf("Explain(Put) = %+v, want the service's Policy, not hedged", d)
 	}
+}
+
+// retryWrites is a service config that retries method on UNAVAILABLE with
+// bufconntest.Exact's delays.
+func retryWrites(method string) serviceconfig.Config {
+	p := bufconntest.Exact()
+	return serviceconfig.Config{Methods: []serviceconfig.Method{{Names: []string{method}, Policy: &p}}}
 }

@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,20 +18,24 @@ type entry struct {
 	policy  *compiled     // with set and hedge nil: the Policy; nil: no retry
 	hedge   *hedgePolicy  // with set: hedged instead
 	timeout time.Duration // bound on each call of the name; 0: none
+	config  bool          // from WithServiceConfig: a Policy of its states the name safe to retry
 }
 
 // WithMethod gives the methods that name matches their own Policy. name is
 // matched as in a gRPC service config: "/pkg.Service/Method" names one
 // method, "/pkg.Service/" every method of a service. For a call, the method's
 // own entry wins over its service's, which wins over the Policy given to New.
+// The Policy changes delays, codes and attempts, never whether a method may
+// be sent again after a failure that may have been applied: WithSafety
+// states that (see Safety).
 func WithMethod(name string, p grpcbackoff.Policy) Option {
 	return func(r *Retrier) error {
-		if err := checkMethodName(name); err != nil {
-			return err
-		}
 		c, err := compile(p)
 		if err != nil {
-			return fmt.Errorf("interceptor: WithMethod(%q): %w", name, err)
+			err = fmt.Errorf("interceptor: WithMethod(%q): %w", name, err)
+		}
+		if err := errors.Join(checkMethodName(name), err); err != nil {
+			return err
 		}
 		r.entry(name).setPolicy(&c)
 		return nil
@@ -72,12 +77,12 @@ func WithoutRetryFor(name string) Option {
 // method is. A reply must be a proto.Message or a pointer to be hedged.
 func WithHedging(name string, h grpcbackoff.Hedging) Option {
 	return func(r *Retrier) error {
-		if err := checkMethodName(name); err != nil {
-			return err
-		}
 		hp, err := compileHedging(h)
 		if err != nil {
-			return fmt.Errorf("interceptor: WithHedging(%q): %w", name, err)
+			err = fmt.Errorf("interceptor: WithHedging(%q): %w", name, err)
+		}
+		if err := errors.Join(checkMethodName(name), err); err != nil {
+			return err
 		}
 		r.entry(name).setHedge(hp)
 		return nil
@@ -101,9 +106,9 @@ func (r *Retrier) entry(name string) *entry {
 	return e
 }
 
-func (e *entry) setPolicy(p *compiled) { e.set, e.policy, e.hedge = true, p, nil }
+func (e *entry) setPolicy(p *compiled) { e.set, e.policy, e.hedge, e.config = true, p, nil, false }
 
-func (e *entry) setHedge(h *hedgePolicy) { e.set, e.policy, e.hedge = true, nil, h }
+func (e *entry) setHedge(h *hedgePolicy) { e.set, e.policy, e.hedge, e.config = true, nil, h, false }
 
 // checkMethodName accepts "/pkg.Service/Method" and "/pkg.Service/".
 func checkMethodName(name string) error {

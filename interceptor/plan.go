@@ -44,11 +44,10 @@ const (
 	byNone stated = iota
 	byCallIdempotent
 	byCallNotIdempotent
-	byCallPolicy
 )
 
 func (s stated) String() string {
-	return [...]string{"", "CallIdempotent", "CallNotIdempotent", "CallPolicy"}[s]
+	return [...]string{"", "CallIdempotent", "CallNotIdempotent"}[s]
 }
 
 // plan resolves into p, a zero plan, the plan of a call of method with ctx
@@ -80,7 +79,6 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 				noRetry, callPolicy, maxAttempts = true, nil, 0
 			case o.policy != nil:
 				noRetry, callPolicy, maxAttempts = false, o.policy, 0
-				p.safety, p.stated = Idempotent, byCallPolicy
 			case o.maxAttempts > 0:
 				maxAttempts = o.maxAttempts
 			}
@@ -106,8 +104,11 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 		switch {
 		case maxAttempts > 0: // CallMaxAttempts: the hedges and the whole call
 			p.hedges, p.max = maxAttempts, maxAttempts
-		case p.policy == nil: // no Policy: the hedges are every attempt
-			p.max = p.hedges
+		case p.policy == nil || p.hedge.config: // the hedges are every attempt (a service config's: as grpc-go)
+			p.max = min(p.max, p.hedges)
+			if p.policy == nil {
+				p.max = p.hedges
+			}
 		}
 		p.hedges = min(p.hedges, p.max)
 		if p.hedges < 2 {

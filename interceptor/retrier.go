@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,16 +195,21 @@ func WithBufferLimit(n int) Option {
 }
 
 // New returns a Retrier that carries out p, or an error naming every invalid
-// field of p and every invalid option, all at once. Use it for configuration read at run
-// time; Unary, Stream and DialOptions panic instead.
+// field of p and every invalid option (a nil one included) by its index in
+// opts, all at once. Use it for configuration read at run time; Unary,
+// Stream and DialOptions panic instead.
 func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	c, err := compile(p)
 	errs := []error{err}
 	throttle := grpcbackoff.DefaultThrottle()
 	r := &Retrier{throttle: &throttle, bufLimit: DefaultBufferLimit}
 	r.base.setPolicy(&c)
-	for _, o := range opts {
-		errs = append(errs, o(r))
+	for i, o := range opts {
+		if o == nil {
+			errs = append(errs, &optionError{i: i, err: errors.New("interceptor: the option is nil")})
+		} else if err := o(r); err != nil {
+			errs = append(errs, &optionError{i: i, err: err})
+		}
 	}
 	if r.unsafe == nil {
 		r.unsafe = r.notIdempotent
@@ -215,6 +221,23 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	r.targets.local.t = r.newTargetState("")
 	return r, nil
 }
+
+// optionError is the error of the option opts[i] given to New.
+type optionError struct {
+	i   int
+	err error
+}
+
+// Error names the option on each line of its error.
+func (e *optionError) Error() string {
+	lines := strings.Split(e.err.Error(), "\n")
+	for j, l := range lines {
+		lines[j] = fmt.Sprintf("interceptor: opts[%d]: %s", e.i, strings.TrimPrefix(l, "interceptor: "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e *optionError) Unwrap() error { return e.err }
 
 func mustNew(p grpcbackoff.Policy, opts []Option) *Retrier {
 	r, err := New(p, opts...)

@@ -21,10 +21,11 @@ import (
 // methods are retried on every code of their Policy.
 //
 // What is known of a method comes from, the first that knows winning: the
-// call's options (CallIdempotent, CallNotIdempotent, CallPolicy); the
-// Retrier's options for the method (WithSafety, then WithMethod or
-// WithServiceConfig naming it); WithSafety for its service; and its
-// descriptor, once its generated package is linked in. In the descriptor,
+// call's options (CallIdempotent, CallNotIdempotent); the Retrier's options
+// for the method (WithSafety, then a service config's retryPolicy naming it,
+// WithServiceConfig); WithSafety for its service; and its descriptor, once
+// its generated package is linked in. A Policy of the library's own
+// (WithMethod, CallPolicy) changes delays and attempts, never Safety. In the descriptor,
 // idempotency_level NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http
 // verbs GET, PUT, PATCH and DELETE, are Idempotent. A POST is Idempotent when
 // its request has a request_id (AIP-155), when it creates with a
@@ -166,8 +167,8 @@ func (r *Retrier) learn(method string) knowledge {
 	if s, ok := r.safety[method]; ok {
 		return knowledge{s, "WithSafety(" + method + ")"}
 	}
-	if e := r.entries[method]; e != nil && e.set && e.hedge == nil && e.policy != nil {
-		return knowledge{Idempotent, "its own Policy (WithMethod or WithServiceConfig)"}
+	if e := r.entries[method]; e != nil && e.config && e.policy != nil {
+		return knowledge{Idempotent, "a service config's retryPolicy for it (WithServiceConfig)"}
 	}
 	if svc := serviceOf(method); svc != "" {
 		if s, ok := r.safety[svc]; ok {

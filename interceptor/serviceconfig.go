@@ -11,9 +11,12 @@ import (
 // WithServiceConfig applies the retry configuration of a gRPC service
 // config, as serviceconfig.Parse reads it, so that a client moving from
 // grpc-go's built-in retry keeps its configuration. Each entry's names get
-// its Policy (as WithMethod gives one), its Hedging (as WithHedging), or no
+// its Policy (as WithMethod gives one), its Hedging (as WithHedging, but
+// its MaxAttempts bounds every attempt of the call, as in grpc-go), or no
 // retry (as WithoutRetryFor) when it has neither; its Timeout bounds each
-// call of its names, as grpc-go bounds it. The default entry (name "")
+// call of its names, as grpc-go bounds it. As in grpc-go, a method an
+// entry's retryPolicy names is taken as safe to send again (Idempotent):
+// the service config's author chose to retry it. The default entry (name "")
 // replaces the Policy given to New; without one, methods no entry names keep
 // that Policy, where grpc-go does not retry them (add {"name": [{}]} to do
 // as grpc-go). A Throttle replaces the retry throttle, as WithThrottle does;
@@ -65,6 +68,7 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 					bad("Methods[%d] %q: %w", i, m.Names, err)
 					continue
 				}
+				hp.config = true
 				h = hp
 			}
 			for j, name := range m.Names {
@@ -98,7 +102,7 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 			} else {
 				en.setPolicy(e.p)
 			}
-			en.timeout = e.timeout
+			en.timeout, en.config = e.timeout, true
 		}
 		if sc.Throttle != nil {
 			t := *sc.Throttle

@@ -106,3 +106,31 @@ func TestServiceConfigTimeoutFromGoogle(t *testing.T) {
 		t.Errorf("Explain(WriteLogEntries) = %v, want 5 attempts, each call bounded by 1m0s", d)
 	}
 }
+
+// TestServiceConfigHedgingBoundsTheCall: a service config's hedgingPolicy
+// maxAttempts bounds every attempt of the call, as in grpc-go, though the
+// failures are retried by the Retrier's Policy (8 attempts). Issue 27: a
+// backend always UNAVAILABLE saw 8 attempts over 1m37s where grpc-go sends
+// 3.
+func TestServiceConfigHedgingBoundsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, err := serviceconfig.Parse([]byte(`{"methodConfig": [{
+			"name": [{"service": "pkg.Svc"}],
+			"hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.5s", "nonFatalStatusCodes": ["UNAVAILABLE"]}}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithServiceConfig(sc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := r.Explain("/pkg.Svc/Get"); d.MaxAttempts != 3 {
+			t.Errorf("Explain: MaxAttempts %d, want 3", d.MaxAttempts)
+		}
+		s := &script{errs: bufconntest.Unavailable(10)}
+		err = r.Unary()(t.Context(), "/pkg.Svc/Get", "req", new(emptypb.Empty), nil, s.invoke)
+		if len(s.times) != 3 || status.Code(err) != codes.Unavailable {
+			t.Errorf("%d attempts, err %v; want 3, UNAVAILABLE", len(s.times), err)
+		}
+	})
+}

@@ -371,6 +371,17 @@ func TestInvalidConfiguration(t *testing.T) {
 			t.Errorf("New with bad option: error = %v, want it to name %q", err, o.want)
 		}
 	}
+	// Every bad option, a nil one and a bad method name beside a bad
+	// Policy included, by its index, all at once.
+	_, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithLogger(nil), nil,
+		interceptor.WithMethod("Get", bad), interceptor.WithBufferLimit(-1))
+	want := "interceptor: opts[1]: the option is nil\n" +
+		"interceptor: opts[2]: method name \"Get\": want \"/pkg.Service/Method\" or \"/pkg.Service/\"\n" +
+		"interceptor: opts[2]: WithMethod(\"Get\"): " + wantMsg + "\n" +
+		"interceptor: opts[3]: WithBufferLimit(-1): the limit must not be negative"
+	if err == nil || err.Error() != want {
+		t.Errorf("New with bad options: error =\n%v\nwant\n%s", err, want)
+	}
 }
 
 func TestPolicyIsCopied(t *testing.T) {

@@ -390,14 +390,20 @@ func (rec *Recorder) targetLabel(raw string, conn *grpc.ClientConn) string {
 		}
 		cache = &rec.guesses
 	}
-	var t string
+	var canonical string
 	if conn != nil {
-		t = conn.CanonicalTarget()
+		canonical = conn.CanonicalTarget()
 	} else {
-		t = canonicalTarget(raw)
+		canonical = canonicalTarget(raw)
 	}
+	t := canonical
 	if rec.targetFilter != nil && !rec.targetFilter(t) {
 		t = Other
+	}
+	if conn != nil {
+		// The gauges read Retrier.States, which names targets by their
+		// canonical form: the label of that form is this one.
+		rec.guesses.LoadOrStore(canonical, t)
 	}
 	v, _ := cache.LoadOrStore(raw, t)
 	return v.(string)

@@ -93,7 +93,7 @@ func Example_retrier() {
 	fmt.Println(err)
 	// Output:
 	// grpcbackoff: Max (500ms) is less than Initial (1s)
-	// interceptor: WithBufferLimit(-1): the limit must not be negative
+	// interceptor: opts[0]: WithBufferLimit(-1): the limit must not be negative
 }
 
 // Per-method policies, and a mutation that is never retried.

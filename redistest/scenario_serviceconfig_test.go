@@ -202,15 +202,15 @@ func TestWithServiceConfigErrors(t *testing.T) {
 		want []string
 	}{
 		{"malformed name", serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/", "pkg.Svc/Get"}, Policy: &good}}},
-			[]string{`interceptor: WithServiceConfig: Methods[0].Names[1]: interceptor: method name "pkg.Svc/Get"`}},
+			[]string{`interceptor: opts[0]: WithServiceConfig: Methods[0].Names[1]: interceptor: method name "pkg.Svc/Get"`}},
 		{"name twice", serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/"}}, {Names: []string{""}}, {Names: []string{"/b.B/", "/a.A/"}, Policy: &good}}},
-			[]string{`interceptor: WithServiceConfig: Methods[2].Names[1] "/a.A/" is also in Methods[0]`}},
+			[]string{`interceptor: opts[0]: WithServiceConfig: Methods[2].Names[1] "/a.A/" is also in Methods[0]`}},
 		{"default twice", serviceconfig.Config{Methods: []mc{{Names: []string{""}}, {Names: []string{""}, Policy: &good}}},
-			[]string{`interceptor: WithServiceConfig: Methods[1].Names[0] "" is also in Methods[0]`}},
+			[]string{`interceptor: opts[0]: WithServiceConfig: Methods[1].Names[0] "" is also in Methods[0]`}},
 		{"bad policy", serviceconfig.Config{Methods: []mc{{Names: []string{"/a.A/Get", "/a.A/List"}, Policy: &bad}}},
-			[]string{`interceptor: WithServiceConfig: Methods[0] ["/a.A/Get" "/a.A/List"]: grpcbackoff: Multiplier (0.5) must be at least 1`}},
+			[]string{`interceptor: opts[0]: WithServiceConfig: Methods[0] ["/a.A/Get" "/a.A/List"]: grpcbackoff: Multiplier (0.5) must be at least 1`}},
 		{"bad throttle", serviceconfig.Config{Throttle: &grpcbackoff.Throttle{Ratio: 0.1, Burst: 0}},
-			[]string{"interceptor: WithServiceConfig: Throttle: grpcbackoff: Throttle.Burst (0) must be at least 1"}},
+			[]string{"interceptor: opts[0]: WithServiceConfig: Throttle: grpcbackoff: Throttle.Burst (0) must be at least 1"}},
 		{"all at once", serviceconfig.Config{Methods: []mc{{Names: []string{"x"}, Policy: &bad}, {Names: []string{"y"}}}, Throttle: &grpcbackoff.Throttle{Ratio: 2, Burst: 1}},
 			[]string{"Methods[0] [\"x\"]: grpcbackoff: Multiplier (0.5)", `Methods[1].Names[0]: interceptor: method name "y"`, "Throttle: grpcbackoff: Throttle.Ratio (2)"}},
 	}
