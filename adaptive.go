@@ -19,14 +19,16 @@ import (
 // rejected; past that, the client sends about K times what the backend
 // accepts, so that it keeps learning when the backend comes back.
 //
-// Which outcomes are accepted : any answer the backend chose to
-// send, OK or an application error (NOT_FOUND, INVALID_ARGUMENT, INTERNAL,
-// ...). Not accepted: UNAVAILABLE and RESOURCE_EXHAUSTED (the backend, or the
-// transport, refused the request) and DEADLINE_EXCEEDED, which covers both
-// attempts cut by their own timeout and calls that ran out of the caller's
-// deadline: no answer came in time. CANCELED is not accepted either (the
-// caller gave up; the backend did not answer). A request rejected locally is
-// counted as a request and never as accepted.
+// Which outcomes are accepted: any answer the backend chose to send, OK or
+// an application error (NOT_FOUND, INVALID_ARGUMENT, INTERNAL, ...). Not
+// accepted: UNAVAILABLE and RESOURCE_EXHAUSTED (the backend, or the
+// transport, refused the request) and an attempt ended by a deadline before
+// any answer, whichever deadline it was (the caller's, a service config's
+// timeout, an attempt's own timeout), even from a backend merely slower
+// than the deadline, as the SRE book's client counts it: no answer came in
+// time. An attempt the caller canceled is not counted at all: the backend
+// refused nothing. A request rejected locally is counted as a request and
+// never as accepted.
 type AdaptiveThrottle struct {
 	// K is the multiplier of accepts: the client sends up to K times as many
 	// requests as the backend accepts. It must be a finite number ≥ 1;

@@ -25,12 +25,14 @@ import (
 // with its last error and ReasonRejectedLocally; a rejected hedge is not
 // sent. Calls with the Critical option are exempt, though counted.
 //
-// Each attempt counts when it ends: as accepted unless its code is
-// UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED or CANCELED. An
-// attempt the caller ended (its cancellation or deadline) does not count;
-// a rejection counts as a request not accepted. A stream's attempt counts
-// when its first message or its end arrives, or when it fails before that.
-// It is off unless this option is given.
+// Each attempt counts when it ends, as grpcbackoff.AdaptiveThrottle says:
+// an attempt ended by a deadline before any answer (the caller's, a
+// service config's timeout, or AttemptTimeout) is not accepted, even from a
+// backend merely slower than the deadline, as the SRE book's client counts
+// it; one the caller canceled, or its ClientConn's closing ended, does not
+// count. A stream's attempt counts when its first message or its end
+// arrives, or when it fails before that. It is off unless this option is
+// given.
 func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 	return func(r *Retrier) error {
 		if err := a.Validate(); err != nil {
@@ -79,18 +81,18 @@ func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.
 }
 
 // record counts, for the adaptive throttling of cs's target, an attempt of
-// a call with context ctx that ended with err. An attempt the caller ended
-// (its cancellation, or its deadline, which the server may report a moment
-// before ctx's own timer fires) is not counted: the backend refused nothing.
+// a call with context ctx that ended with err (see WithAdaptiveThrottle).
+// An attempt the caller canceled, or that its ClientConn's closing ended,
+// is not counted: the backend refused nothing. A deadline's end is counted
+// as not accepted, whichever deadline it was.
 func (cs *connState) record(ctx context.Context, err error) {
 	a := cs.t.adaptive
-	if a == nil || ctx.Err() != nil {
+	if a == nil || ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && cs.closedBy(err) {
 		return
 	}
-	now := time.Now()
 	code := status.Code(err)
-	if dl, ok := ctx.Deadline(); ok && code == codes.DeadlineExceeded && !now.Before(dl) {
-		return
+	if ctx.Err() == context.DeadlineExceeded {
+		code = codes.DeadlineExceeded // not the CANCELED of a context grpc-go saw end
 	}
-	a.Record(now, adaptive.Accepted(code))
+	a.Record(time.Now(), adaptive.Accepted(code))
 }

@@ -105,7 +105,7 @@ func (c *call) decideRetry(ctx context.Context, f failure, pay bool) (time.Durat
 	if c.start.IsZero() {
 		c.start = now
 	}
-	if c.conn.isClosed() {
+	if c.conn.closedBy(f.err) {
 		// Whatever the attempt's code, the call ended because its
 		// ClientConn is closing, not because a retry could not help.
 		return 0, c.fail(errConnClosing, now, grpcbackoff.ReasonCanceled)

@@ -473,7 +473,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if c.conn.isClosed() {
+	if c.conn.closedBy(a.err) {
 		h.why, h.final = grpcbackoff.ReasonCanceled, errConnClosing
 		h.final = &grpcbackoff.Error{Err: errConnClosing, Attempts: c.attempts, Elapsed: time.Since(c.start), Reason: h.why}
 		return a, true

@@ -647,10 +647,10 @@ func (s *retryStream) RecvMsg(m any) error {
 			// After retries, as a unary call's: the committed attempt's
 			// error, with the call's attempts and why retrying stopped.
 			why := grpcbackoff.ReasonNotRetryable
-			switch s.ctx.Err() {
-			case context.Canceled:
+			switch {
+			case s.ctx.Err() == context.Canceled || s.c.conn.closedBy(err):
 				why = grpcbackoff.ReasonCanceled
-			case context.DeadlineExceeded:
+			case s.ctx.Err() == context.DeadlineExceeded:
 				why = grpcbackoff.ReasonDeadline
 			}
 			err = s.c.fail(err, time.Now(), why)

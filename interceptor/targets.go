@@ -22,7 +22,9 @@ import (
 // errConnClosing is what a call on a closed ClientConn gets from grpc-go
 // (grpc.ErrClientConnClosing), and what a call waiting to retry gets when
 // its ClientConn is closed.
-var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection is closing")
+var errConnClosing = status.Error(codes.Canceled, errConnClosingMessage)
+
+const errConnClosingMessage = "grpc: the client connection is closing"
 
 // TargetState is the retry state of one backend target, as States reports
 // it.
@@ -230,6 +232,16 @@ func (r *Retrier) States() []TargetState {
 	}
 	slices.SortFunc(states, func(a, b TargetState) int { return strings.Compare(a.Target, b.Target) })
 	return states
+}
+
+// closedBy reports whether err is what an attempt gets from its ClientConn's
+// closing, or cs's ClientConn has shut down: either way the call ends for
+// it, ReasonCanceled, whatever the attempt's code.
+func (cs *connState) closedBy(err error) bool {
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Canceled && st.Message() == errConnClosingMessage {
+		return true
+	}
+	return cs.isClosed()
 }
 
 // isClosed reports whether cs's ClientConn has shut down.

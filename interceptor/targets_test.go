@@ -228,25 +228,34 @@ func TestCloseEndsAttemptInFlight(t *testing.T) {
 		attempts int
 	}{
 		{"retried attempt", nil, hang, 2},
+		{"committed after a retry", nil, nil, 2},
 		{"hedge", []interceptor.Option{interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Second})},
 			func(ctx context.Context, _ int) error { <-ctx.Done(); return ctx.Err() }, 2},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				srv := newFaultyServer(t, tc.act, respSize(1))
-				rec := &recorder{}
-				cc := srv.Conn(t, interceptor.DialOptions(bufconntest.Exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
-				time.AfterFunc(5*time.Second, func() { cc.Close() })
-				_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
-				var ge *grpcbackoff.Error
-				if !errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonCanceled || ge.Attempts != tc.attempts || status.Code(err) != codes.Canceled {
-					t.Errorf("err = %v, want a *grpcbackoff.Error of %d attempts, CANCELED, ReasonCanceled", err, tc.attempts)
-				}
-				if len(rec.ends) != 1 || rec.ends[0].Reason != grpcbackoff.ReasonCanceled {
-					t.Errorf("ends = %+v, want one, ReasonCanceled", rec.ends)
-				}
+		for _, k := range []callKind{unary, serverStream, bidi} {
+			if tc.name == "hedge" && k != unary {
+				continue
+			}
+			t.Run(tc.name+"/"+k.String(), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := newFaultyServer(t, tc.act, respSize(1))
+					if tc.act == nil { // a retry, then headers and no answer
+						srv = bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Header: true, Hang: true}))
+					}
+					rec := &recorder{}
+					cc := srv.Conn(t, interceptor.DialOptions(bufconntest.Exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
+					time.AfterFunc(5*time.Second, func() { cc.Close() })
+					err := runCall(t.Context(), testgrpc.NewTestServiceClient(cc), k, []string{"q"}, howToRun{}).Err
+					var ge *grpcbackoff.Error
+					if !errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonCanceled || ge.Attempts != tc.attempts || status.Code(err) != codes.Canceled {
+						t.Errorf("err = %v, want a *grpcbackoff.Error of %d attempts, CANCELED, ReasonCanceled", err, tc.attempts)
+					}
+					if len(rec.ends) != 1 || rec.ends[0].Reason != grpcbackoff.ReasonCanceled {
+						t.Errorf("ends = %+v, want one, ReasonCanceled", rec.ends)
+					}
+				})
 			})
-		})
+		}
 	}
 }
