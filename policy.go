@@ -63,13 +63,14 @@ type Policy struct {
 	// 1 means no retry. It must be at least 1. Default 8.
 	MaxAttempts int
 
-	// AttemptTimeout bounds each attempt: an attempt runs under the earlier
-	// of the caller's deadline and its start plus AttemptTimeout, and one cut
-	// by its own timeout (the caller's context still live) is retried like a
-	// retryable code, whatever Codes says. For a stream it bounds the time to
-	// the first response message (a stream that received one is never cut).
-	// It must not be negative; 0, the default, means no per-attempt timeout:
-	// an attempt then lasts as long as the caller's deadline allows.
+	// AttemptTimeout bounds how long an attempt waits for the server to
+	// answer: an attempt whose response headers have not arrived that long
+	// after it started (for a stream, after the caller began waiting in one
+	// operation: see interceptor.Stream) is cut, and retried like a
+	// retryable code, whatever Codes says. Once its headers arrived, an
+	// attempt is never cut: it lasts as long as the caller's deadline
+	// allows. The timeout is the client's own, not sent to the server as a
+	// deadline. It must not be negative; 0, the default, means no cut.
 	AttemptTimeout time.Duration
 
 	// Codes are the status codes that are retried. Other codes, and OK, are

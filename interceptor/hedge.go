@@ -93,6 +93,7 @@ type hedgeAttempt struct {
 	hedge bool
 	outputs
 	cancel  context.CancelFunc
+	timer   *attemptTimer // its AttemptTimeout; nil: none
 	err     error
 	cut     bool        // its own AttemptTimeout ended it
 	dropped bool        // the call canceled it: another attempt ended the call
@@ -100,8 +101,12 @@ type hedgeAttempt struct {
 	h       *hedgeCall
 }
 
-// headersArrived is called, once or more, when a's response headers arrive.
+// headersArrived is called, once or more, when a's response headers arrive:
+// a is never cut from then on, and the call commits to it.
 func (a *hedgeAttempt) headersArrived() {
+	if a.timer != nil {
+		a.timer.headersArrived()
+	}
 	if a.headers.CompareAndSwap(false, true) {
 		select {
 		case a.h.headersIn <- a:
@@ -291,14 +296,13 @@ func (h *hedgeCall) send(hedge bool) {
 		actx = c.retryContext(actx) // c.attempts attempts came before
 	}
 	opts := a.attemptOptions(h.u.opts, mark)
-	actx = context.WithValue(actx, headerKey{}, a)
-	var at attemptTimeout
-	if t := c.plan.policy.attemptTimeout(); t > 0 {
-		at = startAttemptTimeout(h.ctx, t)
-		actx, a.cancel = context.WithTimeout(actx, t)
+	if c.plan.policy != nil && c.plan.policy.AttemptTimeout > 0 {
+		actx, a.timer = startAttemptTimer(actx, c.plan.policy.AttemptTimeout)
+		a.cancel = a.timer.stop
 	} else {
 		actx, a.cancel = context.WithCancel(actx)
 	}
+	actx = context.WithValue(actx, headerKey{}, headerListener(a))
 	if len(h.flight) == 0 && !h.idleSince.IsZero() {
 		c.delay += time.Since(h.idleSince)
 	}
@@ -313,7 +317,9 @@ func (h *hedgeCall) send(hedge bool) {
 	h.sent = time.Now()
 	go func() {
 		a.err = h.u.invoker(actx, h.u.method, h.u.req, a.reply, h.u.cc, opts...)
-		a.cut = at.t > 0 && at.cut(h.ctx, actx, a.err)
+		if a.cut = a.timer != nil && a.timer.cut(h.ctx, a.err); a.cut {
+			a.err = cutError(c.plan.policy.AttemptTimeout)
+		}
 		a.cancel()
 		h.results <- a
 	}()
@@ -530,12 +536,4 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	}
 	h.arm(d, retryNext) // no hedge until the retry: failures answer to the Policy
 	return nil, false
-}
-
-// attemptTimeout returns p's AttemptTimeout; 0 for a nil p.
-func (p *compiled) attemptTimeout() time.Duration {
-	if p == nil {
-		return 0
-	}
-	return p.AttemptTimeout
 }

@@ -71,6 +71,7 @@ type Retrier struct {
 	observers     []Observer
 	bufLimit      int
 	hedged        bool // some entry hedges: DialOptions watches response headers
+	timed         bool // some Policy has an AttemptTimeout: so does it
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
@@ -215,6 +216,10 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 		r.unsafe = r.notIdempotent
 	}
 	errs = append(errs, r.checkHedging())
+	r.timed = r.base.policy != nil && r.base.policy.AttemptTimeout > 0
+	for _, e := range r.entries {
+		r.timed = r.timed || e.policy != nil && e.policy.AttemptTimeout > 0
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -268,10 +273,11 @@ func (r *Retrier) DialOptions() []grpc.DialOption {
 		grpc.WithChainStreamInterceptor(r.Stream()),
 		grpc.WithDisableRetry(),
 	}
-	if r.hedged {
-		// Tells hedged calls of their attempts' response headers as they
-		// arrive (headers.go). Only a Retrier that hedges pays for it: a
-		// stats handler makes grpc-go allocate its events on every call.
+	if r.hedged || r.timed {
+		// Tells hedged calls, and attempts under AttemptTimeout, of their
+		// response headers as they arrive (headers.go). Only a Retrier that
+		// hedges or cuts attempts pays for it: a stats handler makes grpc-go
+		// allocate its events on every call.
 		opts = append(opts, grpc.WithStatsHandler(headerWatch{}))
 	}
 	return opts

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,10 +32,13 @@ import (
 // restart's are: Safety keeps writes from being sent twice. With
 // WithoutPushback no trailer is read, and no failure is taken as committed.
 //
-// With Policy.AttemptTimeout, each attempt runs under the earlier of the
-// caller's deadline and its start plus AttemptTimeout; an attempt cut by its
-// own timeout is retried whatever Policy.Codes says, one cut by the
-// caller's deadline never is.
+// With Policy.AttemptTimeout, an attempt whose response headers have not
+// arrived AttemptTimeout after it started is cut (canceled: the timeout is
+// not sent to the server as a deadline) and retried whatever Policy.Codes
+// says, as DEADLINE_EXCEEDED; once its headers arrived, it is never cut and
+// runs to the call's own bounds. DialOptions sees headers as they arrive;
+// Unary alone sees them only once the attempt ended, so a cut attempt
+// whose headers had arrived is not resent, and ends the call.
 //
 // Each call to Unary has its own throttle; use DialOptions, or the methods of
 // one Retrier, to share one between the unary and stream interceptors.
@@ -71,7 +73,7 @@ var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 // layerMark), then, if trailer, grpc.Trailer of its trailer.
 func getUnaryState(opts []grpc.CallOption, mark grpc.CallOption, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
-	if n := len(opts) + 2; cap(s.opts) < n {
+	if n := len(opts) + 3; cap(s.opts) < n {
 		s.opts = make([]grpc.CallOption, 0, n)
 	}
 	s.opts = append(append(s.opts[:0], opts...), mark)
@@ -218,54 +220,31 @@ func (r *Retrier) endFirst(ctx context.Context, p *plan, cc *grpc.ClientConn) {
 
 // attemptUnary makes one attempt of the unary call u with plan p, with
 // context actx (ctx itself, or ctx with the retry metadata), under the
-// Policy's AttemptTimeout if it has one, and tells how it failed.
+// Policy's AttemptTimeout if it has one, and tells how it failed. An
+// attempt cut after its headers arrived (with Unary alone, which cannot see
+// them come) is committed: it is not resent.
 func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall) failure {
 	t := p.policy.AttemptTimeout
 	if t <= 0 {
-		return r.invokeUnary(ctx, actx, conn, u)
+		return r.invokeUnary(ctx, actx, conn, u, nil)
 	}
-	at := startAttemptTimeout(ctx, t)
-	actx, cancel := context.WithTimeout(actx, t)
-	defer cancel()
-	f := r.invokeUnary(ctx, actx, conn, u)
-	if at.cut(ctx, actx, f.err) {
-		f.cut, f.committed = true, false
+	actx, at := startAttemptTimer(actx, t)
+	defer at.stop()
+	f := r.invokeUnary(ctx, context.WithValue(actx, headerKey{}, headerListener(at)), conn, u, at)
+	if at.cut(ctx, f.err) {
+		f.err, f.cut, f.committed = cutError(t), true, at.answered()
 	}
 	return f
 }
 
-// attemptTimeout is the AttemptTimeout of one unary attempt, hedged or not.
-type attemptTimeout struct {
-	t   time.Duration
-	end time.Time // when it ends
-	own bool      // it ends before the caller's deadline
-}
-
-// startAttemptTimeout starts an attempt's timeout t, in the call of ctx.
-func startAttemptTimeout(ctx context.Context, t time.Duration) attemptTimeout {
-	end := time.Now().Add(t)
-	dl, ok := ctx.Deadline()
-	return attemptTimeout{t: t, end: end, own: !ok || end.Before(dl)}
-}
-
-// cut reports whether an attempt on actx that failed with err was cut by
-// its own timeout while the caller's ctx is live: actx has ended, or the
-// server, which was sent the attempt's deadline, ended the attempt with
-// DEADLINE_EXCEEDED when that deadline passed, a moment before the
-// client's timer fired.
-func (a attemptTimeout) cut(ctx, actx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil {
-		return false
-	}
-	if actx.Err() == context.DeadlineExceeded {
-		return true
-	}
-	return a.own && status.Code(err) == codes.DeadlineExceeded && !time.Now().Add(a.t/10).Before(a.end)
-}
-
-// invokeUnary sends one attempt of u on actx and tells how it failed.
-func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall) failure {
+// invokeUnary sends one attempt of u on actx and tells how it failed; with
+// at, an attempt under AttemptTimeout, it also reads the attempt's headers
+// into at.
+func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, at *attemptTimer) failure {
 	s := getUnaryState(u.opts, mark, !r.noPushback)
+	if at != nil {
+		s.opts = append(s.opts, grpc.Header(&at.header))
+	}
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
 	conn.record(ctx, err)
 	var f failure
