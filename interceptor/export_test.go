@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 )
 
 // MsgPrefix is the size of the prefix gRPC puts before every message; a
@@ -53,4 +54,11 @@ func SetMaxTargets(n int) (restore func()) {
 	old := maxTargets
 	maxTargets = n
 	return func() { maxTargets = old }
+}
+
+// FirstTrailer returns the trailer s keeps of its first attempt.
+func (s *retryStream) FirstTrailer() metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first.trailer
 }

@@ -288,6 +288,9 @@ func (h *hedgeCall) wrapFinal() {
 // send sends the next attempt: a hedge, or the first of a round.
 func (h *hedgeCall) send(hedge bool) {
 	c := &h.c
+	if h.last != nil {
+		h.last.outputs = outputs{} // nothing of a failed attempt outlives the next one's start but its error
+	}
 	a := &hedgeAttempt{n: c.attempts + 1, hedge: hedge, h: h}
 	a.reply = h.u.reply
 	actx := h.actx

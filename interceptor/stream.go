@@ -411,6 +411,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			a = next
 			continue
 		}
+		s.cur.trailer = nil // the failed attempt's: nothing of it outlives the next one's start
 		s.cur, s.state = next, streamOpen
 		s.watch(next)
 		if len(s.sent) > 0 || s.closed {
@@ -425,7 +426,9 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 // replay sends the kept messages to attempt a, which has just opened, then
 // CloseSend if the caller called it. The caller's SendMsg calls made
 // meanwhile keep their messages, which the replay sends too, in order; after
-// the commit they wait for it to end.
+// the commit they wait for it to end. For AttemptTimeout, its sends are
+// the caller's: each restarts a receive's wait, and one the server does not
+// read is waited on as a caller's SendMsg is.
 //
 // It runs on a goroutine of its own, not on the goroutine that retried,
 // which is usually the caller's receiving one: that goroutine goes back to
@@ -448,9 +451,11 @@ func (s *retryStream) replay(a *attempt) {
 			break
 		}
 		m := s.sent[i]
+		s.waitLocked(a, opSend) // as a caller's send: the server reading it is not silent
 		s.mu.Unlock()
 		err := cs.SendMsg(m)
 		s.mu.Lock()
+		s.doneWaitingLocked(a, opSend)
 		if err != nil {
 			a.broken = true
 			if err != io.EOF {

@@ -1553,3 +1553,35 @@ func TestStreamSendAfterCloseSend(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamDropsFailedAttemptTrailer: a first attempt that fails with a
+// 4 MiB trailer, then a second attempt that is still open: the stream
+// keeps nothing of the first once the second started, as a plain grpc-go
+// stream keeps nothing of another call. (Issue 27: +4 MiB per open
+// stream.)
+func TestStreamDropsFailedAttemptTrailer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := metadata.Pairs("big", strings.Repeat("x", 4<<20))
+		srv := bufconntest.NewServer(t, bufconntest.Steps(
+			bufconntest.Step{Err: status.Error(codes.Unavailable, "down"), Trailer: big},
+			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 1}), grpc.MaxHeaderListSize(16<<20))
+		c := srv.Client(t, append(interceptor.DialOptions(bufconntest.Exact()), grpc.WithMaxHeaderListSize(16<<20))...)
+		s, err := c.FullDuplexCall(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(outputRequest("m0")); err != nil {
+			t.Fatal(err)
+		}
+		go func() { s.Recv() }() // sees the first attempt fail, and retries it after 1 s
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if srv.Count() != 2 {
+			t.Fatalf("%d attempts, want the second one open", srv.Count())
+		}
+		if tr := interceptor.RetryStreamOf(t, s).FirstTrailer(); tr != nil {
+			t.Errorf("the failed first attempt's trailer (%d keys) is kept while the second is open", tr.Len())
+		}
+		s.CloseSend()
+	})
+}

@@ -467,3 +467,39 @@ func sendPaced(t *testing.T, s testgrpc.TestService_FullDuplexCallClient, msgs [
 		t.Fatal(err)
 	}
 }
+
+// TestStreamAttemptTimeoutSlowReplay: AttemptTimeout 3 s, a 64 KiB window, and
+// an upload of 8 messages of 30 KiB that the server reads one per 500 ms;
+// the first attempt fails after reading them all. The replay's sends are the
+// caller's for the wait: the server reading the replay is never cut, and
+// the second attempt succeeds. (Issue 27: every replay was cut after 6 of 8
+// messages; 8 attempts, DEADLINE_EXCEEDED at 2 min.)
+func TestStreamAttemptTimeoutSlowReplay(t *testing.T) {
+	const n, size, window = 8, 30 << 10, 64 << 10
+	p := bufconntest.Exact()
+	p.AttemptTimeout = 3 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		srv := bufconntest.NewServer(t, bufconntest.Steps(
+			bufconntest.Step{Recv: bufconntest.UntilHalfClose, RecvEvery: 500 * time.Millisecond, Err: status.Error(codes.Unavailable, "restarting")},
+			bufconntest.Step{Recv: bufconntest.UntilHalfClose, RecvEvery: 500 * time.Millisecond}),
+			grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window))
+		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		s, err := c.StreamingInputCall(callerContext(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := strings.Repeat("x", size)
+		for i := range n {
+			if err := s.Send(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: []byte(body)}}); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
+			}
+		}
+		resp, err := s.CloseAndRecv()
+		if err != nil || resp.GetAggregatedPayloadSize() != n {
+			t.Fatalf("CloseAndRecv: %v, %d messages counted; want success and %d", err, resp.GetAggregatedPayloadSize(), n)
+		}
+		if a := srv.Attempts(""); len(a) != 2 {
+			t.Errorf("attempts = %d, want 2", len(a))
+		}
+	})
+}
