@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -92,13 +93,15 @@ type hedgeAttempt struct {
 	n     int // from 1
 	hedge bool
 	outputs
-	cancel  context.CancelFunc
-	timer   *attemptTimer // its AttemptTimeout; nil: none
-	err     error
-	cut     bool        // its own AttemptTimeout ended it
-	dropped bool        // the call canceled it: another attempt ended the call
-	headers atomic.Bool // its response headers arrived
-	h       *hedgeCall
+	cancel   context.CancelFunc
+	timer    *attemptTimer // its AttemptTimeout; nil: none
+	err      error
+	cut      bool        // its own AttemptTimeout ended it
+	panicV   any         // what the invoker panicked with, if panicked
+	panicked bool        // the invoker panicked: the call raises panicV on the caller's goroutine
+	dropped  bool        // the call canceled it: another attempt ended the call
+	headers  atomic.Bool // its response headers arrived
+	h        *hedgeCall
 }
 
 // headersArrived is called, once or more, when a's response headers arrive:
@@ -166,8 +169,9 @@ type hedgeCall struct {
 	last      *hedgeAttempt // the last attempt that failed
 	stopped   bool          // no further attempt will be sent
 	why       grpcbackoff.Reason
-	final     error     // the call's error once decided, if not last's
-	idleSince time.Time // since when no attempt is in flight
+	final     error         // the call's error once decided, if not last's
+	idleSince time.Time     // since when no attempt is in flight
+	panicked  *hedgeAttempt // the first attempt whose invoker panicked
 }
 
 // newHedgeCall returns the hedged call of u with plan p, or nil when u's
@@ -193,10 +197,18 @@ func (h *hedgeCall) run() error {
 	h.send(false)
 	end, waited := h.loop()
 	h.cancel()
-	for ; len(h.flight) > 0; h.take(<-h.results) {
+	for len(h.flight) > 0 {
+		a := <-h.results
+		h.take(a)
+		if a.panicked && h.panicked == nil {
+			h.panicked = a
+		}
 	}
 	if h.timer != nil {
 		h.timer.Stop()
+	}
+	if h.panicked != nil {
+		panic(h.panicked.panicV) // on the caller's goroutine, every attempt ended
 	}
 	now := time.Now()
 	if end != nil && end.err == nil {
@@ -244,6 +256,11 @@ func (h *hedgeCall) loop() (end *hedgeAttempt, waited bool) {
 			h.fire()
 		case a := <-h.results:
 			h.take(a)
+			if a.panicked {
+				h.stop(grpcbackoff.ReasonNotRetryable)
+				h.panicked = a
+				return a, false
+			}
 			if end, done := h.result(a); done {
 				return end, false
 			}
@@ -319,7 +336,7 @@ func (h *hedgeCall) send(hedge bool) {
 	h.flight = append(h.flight, a)
 	h.sent = time.Now()
 	go func() {
-		a.err = h.u.invoker(actx, h.u.method, h.u.req, a.reply, h.u.cc, opts...)
+		h.invoke(a, actx, opts)
 		if a.cut = a.timer != nil && a.timer.cut(h.ctx, a.err); a.cut {
 			a.err = cutError(c.plan.policy.AttemptTimeout)
 		}
@@ -327,6 +344,23 @@ func (h *hedgeCall) send(hedge bool) {
 		h.results <- a
 	}()
 	h.arm(h.delay, hedgeNext)
+}
+
+// invoke makes attempt a on its own goroutine. A panic in the invoker (an
+// interceptor chained after this one, the transport) is caught, and raised
+// again, with the same value, on the caller's goroutine once the call's
+// other attempts ended (see run), as it would reach the caller without
+// hedging.
+func (h *hedgeCall) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOption) {
+	returned := false
+	defer func() {
+		if !returned {
+			a.panicV, a.panicked = recover(), true
+			a.err = status.Error(codes.Internal, "interceptor: the attempt panicked")
+		}
+	}()
+	a.err = h.u.invoker(actx, h.u.method, h.u.req, a.reply, h.u.cc, opts...)
+	returned = true
 }
 
 // payUnpaid pays for the retry due next if it was decided on unpaid, and
@@ -355,7 +389,7 @@ func (h *hedgeCall) take(a *hedgeAttempt) {
 	if len(h.flight) == 0 {
 		h.idleSince = time.Now()
 	}
-	if !a.dropped && h.actx.Err() == nil || a.err == nil {
+	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
 		h.c.conn.record(h.ctx, a.err)
 	}
 }

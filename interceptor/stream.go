@@ -29,16 +29,22 @@ import (
 // weighing its proto.Size plus 5 bytes; one that is not a proto.Message
 // commits the stream), and a new attempt gets them all again, in order,
 // then CloseSend if the caller called it. While a retry waits for its
-// backoff, SendMsg keeps its message and returns at once; Header and
+// backoff, SendMsg keeps its message and returns at once, past the buffer
+// limit too (the stream then commits to the next attempt); Header and
 // Context wait for the next attempt. After the commit, errors go to the
-// caller.
+// caller, as on a grpc-go stream: a SendMsg once the stream failed returns
+// io.EOF, one after CloseSend INTERNAL (and the stream ends with it).
 //
 // Policy.AttemptTimeout bounds a silent server, not a slow caller: until the
-// server answers an attempt, the attempt is cut, and retried, once the
-// caller has waited that long in one operation (SendMsg, RecvMsg, Header,
-// the opening); a RecvMsg or Header waits from the later of its start and
-// the caller's last message sent. A goroutine per attempt then waits for
-// its headers. SendMsg and RecvMsg may run on two goroutines, Header on any.
+// server answers an attempt (its headers), the attempt is cut, and retried,
+// once the caller has waited that long in one operation (SendMsg, RecvMsg,
+// Header, the opening; a replay's sends count as the caller's); a RecvMsg
+// or Header waits from the later of its start and the last message sent. A
+// goroutine per attempt then waits for its headers. SendMsg and RecvMsg may
+// run on two goroutines, Header on any. A panic in the code under the
+// stream (an interceptor chained after this one), on one of the stream's
+// own goroutines too, is raised on the caller's goroutine by its current or
+// next operation, and by every later one.
 func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	return mustNew(p, opts).Stream()
 }
@@ -143,19 +149,23 @@ type retryStream struct {
 	opts        []grpc.CallOption // the caller's
 	timeout     time.Duration     // Policy.AttemptTimeout; 0: none
 
-	mu      sync.Mutex
-	changed sync.Cond // on mu
-	state   streamState
-	cur     *attempt // the current attempt
-	first   attempt  // the first attempt, which most streams only have
-	sent    []any    // messages sent before the commit, for replay
-	sent0   [1]any   // sent's first backing array: a server stream sends one
-	size    int      // weight of sent (see sizeOf)
-	closed  bool     // the caller called CloseSend
-	sends   int      // messages the caller sent
-	err     error    // the error the stream ended with, in state streamEnded
-	endSeen bool     // the observers were told of the end
-	opening bool     // the failure being decided on is the first opening's
+	mu             sync.Mutex
+	changed        sync.Cond // on mu
+	state          streamState
+	cur            *attempt // the current attempt
+	first          attempt  // the first attempt, which most streams only have
+	sent           []any    // messages sent before the commit, for replay
+	sent0          [1]any   // sent's first backing array: a server stream sends one
+	size           int      // weight of sent (see sizeOf)
+	closed         bool     // the caller called CloseSend
+	sends          int      // messages the caller sent
+	err            error    // the error the stream ended with, in state streamEnded
+	endSeen        bool     // the observers were told of the end
+	opening        bool     // the failure being decided on is the first opening's
+	commitNext     bool     // a message sent during a backoff took the kept ones past the buffer limit: commit to the next attempt
+	sentAfterClose bool     // SendMsg after CloseSend during a retry: the retry ends the stream with errSendAfterClose
+	panicV         any      // the panic that broke the stream, if one did (see guard)
+	broken         bool     // a panic broke the stream: every operation raises panicV
 
 	// c follows the attempts. The goroutine that retries, in state
 	// streamRetrying, is the only one to change it.
@@ -167,7 +177,7 @@ type retryStream struct {
 type attempt struct {
 	cs      grpc.ClientStream  // nil once a failed attempt is released
 	trailer metadata.MD        // a released attempt's trailer
-	cancel  context.CancelFunc // ends the attempt; nil without AttemptTimeout
+	cancel  context.CancelFunc // ends the attempt
 
 	answered  bool // its response headers or a message arrived: it is never cut
 	counted   bool // its success was counted, for the budget and adaptive throttling
@@ -195,16 +205,19 @@ const (
 	numOps
 )
 
-// open opens attempt a on ctx. With an AttemptTimeout, a runs under a
-// context of its own, which a cut cancels. It is called without mu.
+// open opens attempt a on ctx. a runs under a context of its own, which
+// ending it cancels (a cut, a panic that broke the stream, its
+// replacement). It is called without mu.
 func (s *retryStream) open(ctx context.Context, a *attempt) error {
+	ctx, a.cancel = context.WithCancel(ctx)
 	if s.timeout > 0 {
-		ctx, a.cancel = context.WithCancel(ctx)
 		s.mu.Lock()
 		s.waitLocked(a, opOpen)
 		s.mu.Unlock()
 	}
-	cs, err := s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, s.opts...)
+	var cs grpc.ClientStream
+	var err error
+	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, s.opts...) })
 	a.cs = cs
 	if s.timeout > 0 {
 		s.mu.Lock()
@@ -225,8 +238,9 @@ func (s *retryStream) watch(a *attempt) {
 // watchHeaders waits for the response headers of attempt a, whose stream is
 // cs, and commits the stream when they arrive: from then on a is never cut.
 func (s *retryStream) watchHeaders(a *attempt, cs grpc.ClientStream) {
-	md, err := cs.Header()
-	if md == nil || err != nil {
+	var md metadata.MD
+	var err error
+	if !s.guard(false, func() { md, err = cs.Header() }) || md == nil || err != nil {
 		return // a ended without headers: a receive tells how
 	}
 	s.mu.Lock()
@@ -382,31 +396,46 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		var cut bool
 		err, cut = s.failureLocked(a, err)
 		s.c.conn.record(s.ctx, err)
-		var trailer metadata.MD
-		if a.cs != nil {
-			trailer = a.cs.Trailer()
-		}
+		cs := a.cs
 		a.release()
-		a.cs, a.trailer = nil, trailer
+		a.cs = nil
 		s.mu.Unlock()
 
-		d, final := s.c.decide(s.ctx, failure{err: err, trailer: trailer, cut: cut, opening: s.opening})
-		s.opening = false
-		if final == nil {
-			final = s.c.wait(s.ctx, d, err)
+		var final error
+		next := new(attempt)
+		s.guard(true, func() {
+			var trailer metadata.MD
+			if cs != nil {
+				trailer = cs.Trailer()
+			}
+			s.mu.Lock()
+			a.trailer = trailer
+			s.mu.Unlock()
+			var d time.Duration
+			d, final = s.c.decide(s.ctx, failure{err: err, trailer: trailer, cut: cut, opening: s.opening})
+			s.opening = false
+			if final == nil {
+				final = s.c.wait(s.ctx, d, err)
+			}
+			if final == nil {
+				ctx := s.c.retryContext(s.ctx)
+				s.c.attempts++
+				err = s.open(ctx, next)
+			}
+		})
+		s.mu.Lock()
+		if final == nil && err == nil && s.sentAfterClose {
+			// The caller sent after CloseSend meanwhile, and was told
+			// INTERNAL: the stream ends with it, as grpc-go's does.
+			next.release()
+			final = errSendAfterClose
 		}
 		if final != nil {
-			s.mu.Lock()
 			s.state, s.err = streamEnded, final
 			s.releaseSent()
 			s.changed.Broadcast()
 			return final
 		}
-		next := new(attempt)
-		ctx := s.c.retryContext(s.ctx)
-		s.c.attempts++
-		err = s.open(ctx, next)
-		s.mu.Lock()
 		if err != nil {
 			a = next
 			continue
@@ -417,6 +446,10 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		if len(s.sent) > 0 || s.closed {
 			next.replaying = true
 			go s.replay(next)
+		}
+		if s.commitNext {
+			s.commitNext = false
+			s.commitLocked() // a message sent during the backoff went past the buffer limit
 		}
 		s.changed.Broadcast()
 		return nil
@@ -439,13 +472,12 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 // kept message is sent or when a refuses one, which a does once it ended.
 func (s *retryStream) replay(a *attempt) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	cs := a.cs
-	for i := 0; ; i++ {
+	for i := 0; !s.broken; i++ {
 		if i == len(s.sent) {
 			if s.closed {
 				s.mu.Unlock()
-				cs.CloseSend()
+				s.guard(false, func() { cs.CloseSend() })
 				s.mu.Lock()
 			}
 			break
@@ -453,7 +485,8 @@ func (s *retryStream) replay(a *attempt) {
 		m := s.sent[i]
 		s.waitLocked(a, opSend) // as a caller's send: the server reading it is not silent
 		s.mu.Unlock()
-		err := cs.SendMsg(m)
+		var err error
+		s.guard(false, func() { err = cs.SendMsg(m) })
 		s.mu.Lock()
 		s.doneWaitingLocked(a, opSend)
 		if err != nil {
@@ -472,22 +505,71 @@ func (s *retryStream) replay(a *attempt) {
 		s.releaseSent()
 	}
 	s.changed.Broadcast()
+	s.mu.Unlock()
+}
+
+// guard calls f, which calls the code under the stream (the interceptors
+// chained after this one, the transport) without mu. A panic in f breaks
+// the stream: every operation of the caller's, from its current or next
+// one, raises it again with the same value, as it would reach the caller
+// without the library; with rethrow (f runs on the caller's goroutine) it
+// goes on up at once. On a goroutine of the stream's own (rethrow false),
+// guard reports whether f returned.
+func (s *retryStream) guard(rethrow bool, f func()) (returned bool) {
+	defer func() {
+		if returned {
+			return
+		}
+		v := recover()
+		s.mu.Lock()
+		s.breakLocked(v)
+		s.mu.Unlock()
+		if rethrow {
+			panic(v)
+		}
+	}()
+	f()
+	return true
+}
+
+// breakLocked ends the stream for the panic v: its current attempt is
+// released, and every operation waiting wakes up to raise v. mu is held.
+func (s *retryStream) breakLocked(v any) {
+	if !s.broken {
+		s.broken, s.panicV = true, v
+	}
+	s.state = streamEnded
+	s.cur.release()
+	s.releaseSent()
+	s.changed.Broadcast()
+}
+
+// raiseLocked raises, with mu released, the panic that broke the stream, if
+// one did. mu is held.
+func (s *retryStream) raiseLocked() {
+	if s.broken {
+		v := s.panicV
+		s.mu.Unlock()
+		panic(v)
+	}
 }
 
 func (s *retryStream) SendMsg(m any) error {
 	s.mu.Lock()
 	for {
+		s.raiseLocked()
 		if s.state == streamEnded {
 			s.mu.Unlock()
 			return io.EOF // the stream is over: RecvMsg says how
 		}
 		if s.closed || !s.desc.ClientStreams && s.sends > 0 {
-			// As grpc-go: the stream commits, and the attempt's own
-			// SendMsg fails it with INTERNAL ("SendMsg called after
-			// CloseSend"); nothing reaches the server.
+			// As grpc-go: INTERNAL ("SendMsg called after CloseSend"), and
+			// the stream ends with it; nothing reaches the server. During a
+			// retry, at once: the retry ends the stream when it resumes.
 			if s.state == streamRetrying {
-				s.changed.Wait()
-				continue
+				s.sentAfterClose = true
+				s.mu.Unlock()
+				return errSendAfterClose
 			}
 			s.commitLocked()
 		}
@@ -500,9 +582,16 @@ func (s *retryStream) SendMsg(m any) error {
 			s.sends++
 			cs := a.cs
 			s.mu.Unlock()
-			return cs.SendMsg(m)
+			var err error
+			s.guard(true, func() { err = cs.SendMsg(m) })
+			return err
 		}
-		if n, ok := sizeOf(m); ok && s.size+n <= s.c.r.bufLimit {
+		n, ok := sizeOf(m)
+		if ok && s.size+n <= s.c.r.bufLimit || ok && s.state == streamRetrying {
+			// During a retry's backoff m is kept whatever the limit, and
+			// SendMsg returns at once; past the limit, the stream commits
+			// to the next attempt once the kept messages reached it.
+			s.commitNext = s.commitNext || s.size+n > s.c.r.bufLimit
 			s.sent = append(s.sent, m)
 			s.size += n
 			s.sends++
@@ -524,10 +613,24 @@ func (s *retryStream) SendMsg(m any) error {
 	s.waitLocked(a, opSend)
 	cs := a.cs // a.cs is nil once a fails and is released: read it under mu
 	s.mu.Unlock()
-	err := cs.SendMsg(m)
+	var err error
+	var answered bool
+	s.guard(true, func() {
+		if err = cs.SendMsg(m); err == io.EOF {
+			// a ended. Whether its headers had come tells whether the
+			// stream is over (a plain stream's Send says io.EOF) or m waits
+			// for the next attempt; a stream that ended answers at once.
+			md, _ := cs.Header()
+			answered = md != nil
+		}
+	})
 	s.mu.Lock()
+	s.raiseLocked()
 	defer s.mu.Unlock()
 	s.doneWaitingLocked(a, opSend)
+	if answered && a == s.cur {
+		s.answeredLocked(a)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -541,10 +644,13 @@ func (s *retryStream) SendMsg(m any) error {
 		a.broken = true // a ended: m is kept for the next attempt, if any
 		return nil
 	}
-	// The stream committed meanwhile: m is lost with a, as it would be with
+	// The stream committed, or ended: m is lost with a, as it would be with
 	// a plain stream that ended under it, and io.EOF says so.
 	return io.EOF
 }
+
+// errSendAfterClose is grpc-go's error for a SendMsg after CloseSend.
+var errSendAfterClose = status.Error(codes.Internal, "SendMsg called after CloseSend")
 
 // msgPrefix is the size of the prefix gRPC puts before every message on the
 // wire (a compressed flag and a 4-byte length).
@@ -564,6 +670,7 @@ func sizeOf(m any) (int, bool) {
 
 func (s *retryStream) CloseSend() error {
 	s.mu.Lock()
+	s.raiseLocked()
 	if s.state == streamEnded {
 		s.mu.Unlock()
 		return nil
@@ -574,15 +681,17 @@ func (s *retryStream) CloseSend() error {
 	cs := a.cs
 	direct := s.state != streamRetrying && !a.broken && !a.replaying && cs != nil
 	s.mu.Unlock()
+	var err error
 	if direct {
-		return cs.CloseSend()
+		s.guard(true, func() { err = cs.CloseSend() })
 	}
-	return nil
+	return err
 }
 
 func (s *retryStream) RecvMsg(m any) error {
 	s.mu.Lock()
 	for {
+		s.raiseLocked()
 		if s.state == streamEnded {
 			err := s.err
 			s.mu.Unlock()
@@ -597,15 +706,18 @@ func (s *retryStream) RecvMsg(m any) error {
 		s.waitLocked(a, opRecv)
 		cs := a.cs
 		s.mu.Unlock()
-		err := cs.RecvMsg(m)
+		var err error
 		committed := false
-		if err != nil && err != io.EOF {
-			// Whether response headers came before the failure: if so, the
-			// server has the call, and it commits (gRFC A6).
-			md, _ := cs.Header()
-			committed = md != nil
-		}
+		s.guard(true, func() {
+			if err = cs.RecvMsg(m); err != nil && err != io.EOF {
+				// Whether response headers came before the failure: if so,
+				// the server has the call, and it commits (gRFC A6).
+				md, _ := cs.Header()
+				committed = md != nil
+			}
+		})
 		s.mu.Lock()
+		s.raiseLocked() // a panic on another goroutine ended a under this one
 		s.doneWaitingLocked(a, opRecv)
 		if committed {
 			s.answeredLocked(a)
@@ -618,6 +730,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			for a.replaying {
 				s.changed.Wait()
 			}
+			s.raiseLocked() // the replay's panic, if it met one
 		}
 		a.receiving = false
 		s.changed.Broadcast()
@@ -703,6 +816,7 @@ func (s *retryStream) ended(err error) error {
 func (s *retryStream) Header() (metadata.MD, error) {
 	s.mu.Lock()
 	for {
+		s.raiseLocked()
 		switch s.state {
 		case streamEnded:
 			s.mu.Unlock()
@@ -713,14 +827,20 @@ func (s *retryStream) Header() (metadata.MD, error) {
 		case streamCommitted:
 			cs := s.cur.cs
 			s.mu.Unlock()
-			return cs.Header()
+			var md metadata.MD
+			var err error
+			s.guard(true, func() { md, err = cs.Header() })
+			return md, err
 		}
 		a := s.cur
 		s.waitLocked(a, opHeader)
 		cs := a.cs
 		s.mu.Unlock()
-		md, err := cs.Header()
+		var md metadata.MD
+		var err error
+		s.guard(true, func() { md, err = cs.Header() })
 		s.mu.Lock()
+		s.raiseLocked()
 		s.doneWaitingLocked(a, opHeader)
 		if a != s.cur || s.state == streamRetrying || s.state == streamEnded {
 			continue // a failed meanwhile: its headers are not the stream's
@@ -752,8 +872,10 @@ func (s *retryStream) headerlessLocked(a *attempt) (done bool) {
 	a.receiving = true
 	cs := a.cs
 	s.mu.Unlock()
-	err := cs.RecvMsg(new(emptypb.Empty))
+	var err error
+	s.guard(true, func() { err = cs.RecvMsg(new(emptypb.Empty)) })
 	s.mu.Lock()
+	s.raiseLocked()
 	a.receiving = false
 	s.changed.Broadcast()
 	if s.state != streamOpen || err == nil || err == io.EOF {
@@ -769,13 +891,14 @@ func (s *retryStream) headerlessLocked(a *attempt) (done bool) {
 // trailer of the attempt that ended it.
 func (s *retryStream) Trailer() metadata.MD {
 	s.mu.Lock()
+	s.raiseLocked()
 	a := s.cur
 	cs, trailer := a.cs, a.trailer
 	s.mu.Unlock()
-	if cs == nil {
-		return trailer
+	if cs != nil {
+		s.guard(true, func() { trailer = cs.Trailer() })
 	}
-	return cs.Trailer()
+	return trailer
 }
 
 // Context commits the stream, as grpc's own retry does: the context is the
@@ -783,7 +906,7 @@ func (s *retryStream) Trailer() metadata.MD {
 // attempt.
 func (s *retryStream) Context() context.Context {
 	s.mu.Lock()
-	for s.state == streamRetrying {
+	for s.raiseLocked(); s.state == streamRetrying; s.raiseLocked() {
 		s.changed.Wait()
 	}
 	s.commitLocked()
@@ -796,7 +919,9 @@ func (s *retryStream) Context() context.Context {
 		cancel()
 		return ctx
 	}
-	return cs.Context()
+	var ctx context.Context
+	s.guard(true, func() { ctx = cs.Context() })
+	return ctx
 }
 
 // plainStream opens a stream that is not retried, bounded by the plan's
