@@ -26,6 +26,7 @@ type plan struct {
 	through  bool          // an earlier Retrier on the connection takes the call: its attempts pass through (clients.go)
 	client   client        // what a Google Cloud client making the call retries by itself, once learnt
 	prior    int           // retries made in the client's earlier attempts of the call (clients.go)
+	onFinish bool          // the caller gave grpc.OnFinish: run once per call, not per attempt (finish.go)
 }
 
 // level is where a method's settings come from.
@@ -64,6 +65,8 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 			return
 		case grpc.StaticMethodCallOption:
 			p.static = true
+		case grpc.OnFinishCallOption:
+			p.onFinish = true
 		case *criticalOption:
 			p.critical = true
 		case *safetyOption:

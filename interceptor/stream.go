@@ -58,6 +58,9 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if p.through {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
+	if p.onFinish && p.policy != nil {
+		return r.streamFinishing(ctx, desc, cc, method, streamer, opts)
+	}
 	conn := r.conn(cc)
 	if p.err != nil {
 		return nil, status.Error(codes.InvalidArgument, p.err.Error())
@@ -152,20 +155,22 @@ type retryStream struct {
 	mu             sync.Mutex
 	changed        sync.Cond // on mu
 	state          streamState
-	cur            *attempt // the current attempt
-	first          attempt  // the first attempt, which most streams only have
-	sent           []any    // messages sent before the commit, for replay
-	sent0          [1]any   // sent's first backing array: a server stream sends one
-	size           int      // weight of sent (see sizeOf)
-	closed         bool     // the caller called CloseSend
-	sends          int      // messages the caller sent
-	err            error    // the error the stream ended with, in state streamEnded
-	endSeen        bool     // the observers were told of the end
-	opening        bool     // the failure being decided on is the first opening's
-	commitNext     bool     // a message sent during a backoff took the kept ones past the buffer limit: commit to the next attempt
-	sentAfterClose bool     // SendMsg after CloseSend during a retry: the retry ends the stream with errSendAfterClose
-	panicV         any      // the panic that broke the stream, if one did (see guard)
-	broken         bool     // a panic broke the stream: every operation raises panicV
+	cur            *attempt      // the current attempt
+	first          attempt       // the first attempt, which most streams only have
+	sent           []any         // messages sent before the commit, for replay
+	sent0          [1]any        // sent's first backing array: a server stream sends one
+	size           int           // weight of sent (see sizeOf)
+	closed         bool          // the caller called CloseSend
+	sends          int           // messages the caller sent
+	err            error         // the error the stream ended with, in state streamEnded
+	endSeen        bool          // the observers were told of the end
+	opening        bool          // the failure being decided on is the first opening's
+	finishers      []func(error) // the caller's grpc.OnFinish functions, run once when the stream ends (finish.go)
+	stopFinish     func() bool   // stops running them when the context ends
+	commitNext     bool          // a message sent during a backoff took the kept ones past the buffer limit: commit to the next attempt
+	sentAfterClose bool          // SendMsg after CloseSend during a retry: the retry ends the stream with errSendAfterClose
+	panicV         any           // the panic that broke the stream, if one did (see guard)
+	broken         bool          // a panic broke the stream: every operation raises panicV
 
 	// c follows the attempts. The goroutine that retries, in state
 	// streamRetrying, is the only one to change it.
@@ -802,6 +807,10 @@ func (s *retryStream) ended(err error) error {
 	}
 	if s.stopTimeout != nil {
 		defer s.stopTimeout()
+	}
+	if s.stopFinish != nil {
+		s.stopFinish()
+		s.finished(err)
 	}
 	if len(s.c.r.observers) > 0 {
 		end := err

@@ -96,6 +96,9 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if p.through {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+	if p.onFinish && (p.policy != nil || p.hedge != nil) {
+		return r.unaryFinishing(ctx, method, req, reply, cc, invoker, opts)
+	}
 	conn := r.conn(cc)
 	if p.err != nil {
 		return status.Error(codes.InvalidArgument, p.err.Error())
