@@ -90,7 +90,7 @@ func ExampleNew() {
 	// interceptor: opts[0]: method name "pkg.Svc/Get": want "/pkg.Service/Method" or "/pkg.Service/"
 	// /pkg.Svc/Get: up to 4 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/Get]; safety unknown: no descriptor registered for pkg.Svc
 	// /pkg.Svc/Increment: never retried (WithoutRetryFor, or a service config entry without a retryPolicy, for /pkg.Svc/Increment)
-	// /pkg.Svc/List: hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc
+	// /pkg.Svc/List: unary calls hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc
 }
 
 // A client moving from grpc-go's built-in retry keeps its service config:

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/platformkit/grpcbackoff"
 )
@@ -56,7 +58,7 @@ func (d Decision) String() string {
 	b.WriteString(d.Method)
 	b.WriteString(": ")
 	if d.Hedging != nil {
-		fmt.Fprintf(&b, "hedged, %d attempts at most in flight, one every %v while none answers", d.Hedging.MaxAttempts, d.Hedging.Delay)
+		fmt.Fprintf(&b, "unary calls hedged, %d attempts at most in flight, one every %v while none answers", d.Hedging.MaxAttempts, d.Hedging.Delay)
 		if d.Hedging.Adaptive() {
 			fmt.Fprintf(&b, " (or the p%g latency, in [%v, %v])", d.Hedging.Quantile*100, d.Hedging.MinDelay, d.Hedging.MaxDelay)
 		}
@@ -144,14 +146,21 @@ func codeList(cs []codes.Code) string {
 func (r *Retrier) Explain(fullMethod string) Decision {
 	var p plan
 	r.plan(&p, context.Background(), fullMethod, nil)
-	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max}
+	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, PolicySource: r.policySource(&p)}
+	if p.hedge != nil && isStream(fullMethod) {
+		// Hedging is for unary calls: a stream is retried by the Policy its
+		// failures answer to, as a call that is not hedged.
+		p.hedge, p.hedges = nil, 0
+		if p.policy != nil {
+			d.MaxAttempts = p.policy.MaxAttempts
+		}
+	}
 	if p.hedge != nil {
 		h := p.hedge.Hedging
 		h.NonFatalCodes = slices.Clone(h.NonFatalCodes)
 		h.MaxAttempts = p.hedges
 		d.Hedging = &h
 	}
-	d.PolicySource = r.policySource(&p)
 	if p.policy == nil {
 		return d
 	}
@@ -171,6 +180,19 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	}
 	d.Clients = clientRetries(fullMethod)
 	return d
+}
+
+// isStream reports whether method is known, from its descriptor, to be a
+// stream.
+func isStream(method string) bool {
+	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if sd, ok := d.(protoreflect.ServiceDescriptor); err == nil && ok {
+		if md := sd.Methods().ByName(protoreflect.Name(name)); md != nil {
+			return md.IsStreamingClient() || md.IsStreamingServer()
+		}
+	}
+	return false
 }
 
 // policySource says where the Policy of p comes from.

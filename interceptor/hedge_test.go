@@ -811,7 +811,7 @@ func TestHedgeNonFatalCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := hedgedMethod + ": hedged, 3 attempts at most in flight, one every 1s while none answers, the others going on after ABORTED; " +
+	want := hedgedMethod + ": unary calls hedged, 3 attempts at most in flight, one every 1s while none answers, the others going on after ABORTED; " +
 		"failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED, each attempt cut after 2s without an answer [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc"
 	if got := r.Explain(hedgedMethod).String(); got != want {
 		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
@@ -947,4 +947,22 @@ func observedHedging(t *testing.T, burst int) (*interceptor.Retrier, *recorder) 
 		t.Fatal(err)
 	}
 	return r, rec
+}
+
+// Explain does not call a stream of a hedged service hedged: hedging is for
+// unary calls, and a stream is retried as the service's failures are.
+// (Issue 27: it said "hedged".)
+func TestExplainHedgedServiceStream(t *testing.T) {
+	r, err := interceptor.New(bufconntest.Exact(),
+		interceptor.WithHedging("/grpc.testing.TestService/", grpcbackoff.Hedging{MaxAttempts: 3, Delay: time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Explain("/grpc.testing.TestService/UnaryCall"); d.Hedging == nil {
+		t.Errorf("UnaryCall: %s; want it hedged", d)
+	}
+	d := r.Explain("/grpc.testing.TestService/FullDuplexCall")
+	if d.Hedging != nil || d.Policy == nil || d.MaxAttempts != 8 || strings.Contains(d.String(), "hedged") {
+		t.Errorf("FullDuplexCall: %s; want it retried by the Retrier's Policy, not hedged", d)
+	}
 }

@@ -265,7 +265,7 @@ func TestExplainHedged(t *testing.T) {
 	if d.Hedging == nil || d.Hedging.MaxAttempts != 2 || d.Hedging.Delay != 50*time.Millisecond || d.Policy == nil || d.MaxAttempts != 3 {
 		t.Fatalf("Explain = %+v, want the hedging (2, 50ms) and the service's Policy of 3 attempts", d)
 	}
-	want := "/pkg.Svc/Get: hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 3 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/]; safety unknown: no descriptor registered for pkg.Svc"
+	want := "/pkg.Svc/Get: unary calls hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 3 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/]; safety unknown: no descriptor registered for pkg.Svc"
 	if got := d.String(); got != want {
 		t.Errorf("Explain(Get).String() =\n%s\nwant\n%s", got, want)
 	}

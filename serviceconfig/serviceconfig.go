@@ -70,6 +70,12 @@
 //     refuses a loadBalancingConfig that names no policy it knows.
 //   - A timeout of "0s" means none here; grpc-go fails such calls at once.
 //     A negative timeout is ignored by both.
+//
+// A key given twice in one object is read as grpc-go reads it: every copy
+// is decoded (a field of the wrong JSON type, a malformed duration or an
+// unknown code in any copy is refused), two copies of an object (a
+// retryPolicy given twice) merge field by field, the later winning, and of
+// any other value the later copy wins; the merged values are then checked.
 package serviceconfig
 
 import (
@@ -162,7 +168,7 @@ func Parse(data []byte) (Config, error) {
 		Method          json.RawMessage `json:"methodConfig"`
 		RetryThrottling json.RawMessage `json:"retryThrottling"`
 	}
-	if !p.object("service config", data, &doc) {
+	if !p.object("service config", merged(data), &doc) {
 		return sc, p.err()
 	}
 	sc.Methods = p.methods(doc.Method)
@@ -177,24 +183,25 @@ func Parse(data []byte) (Config, error) {
 }
 
 // shape is the Go type grpc-go v1.85 decodes a service config into: a
-// document it cannot decode (a field of the wrong JSON type, even in the
-// first copy of a key given twice, which encoding/json decodes too) is one
-// grpc-go refuses. Durations and codes are checked by the parser.
+// document it cannot decode (a field of the wrong JSON type, a malformed
+// duration or an unknown code, even in the first copy of a key given twice,
+// which encoding/json decodes too) is one grpc-go refuses. What grpc-go
+// checks once decoded is checked by the parser, on the merged document.
 type shape struct {
 	LoadBalancingPolicy *string
 	LoadBalancingConfig *json.RawMessage
 	MethodConfig        *[]struct {
 		Name                    *[]struct{ Service, Method string }
 		WaitForReady            *bool
-		Timeout                 *string
+		Timeout                 *wireDuration
 		MaxRequestMessageBytes  *int64
 		MaxResponseMessageBytes *int64
 		RetryPolicy             *struct {
 			MaxAttempts          int
-			InitialBackoff       *string
-			MaxBackoff           *string
+			InitialBackoff       wireDuration
+			MaxBackoff           wireDuration
 			BackoffMultiplier    float64
-			RetryableStatusCodes []json.RawMessage
+			RetryableStatusCodes []codes.Code
 		}
 	}
 	RetryThrottling *struct {
@@ -202,6 +209,41 @@ type shape struct {
 		TokenRatio float64
 	}
 	HealthCheckConfig *struct{ ServiceName *string }
+}
+
+// wireDuration decodes a duration as grpc-go v1.85 does while it decodes a
+// service config: a string of optional "-", digits, optional "." and at most
+// 9 digits, then "s", with a digit somewhere and at most 315 576 000 000
+// seconds. Only its error matters.
+type wireDuration struct{}
+
+func (*wireDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	num, ok := strings.CutSuffix(s, "s")
+	if !ok {
+		return fmt.Errorf("malformed duration %q: missing seconds unit", s)
+	}
+	num = strings.TrimPrefix(num, "-")
+	whole, frac, _ := strings.Cut(num, ".")
+	if strings.Contains(frac, ".") || len(frac) > 9 || whole == "" && frac == "" {
+		return fmt.Errorf("malformed duration %q", s)
+	}
+	for _, part := range []string{whole, frac} {
+		if part == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(part, 10, 64)
+		if err != nil {
+			return fmt.Errorf("malformed duration %q: %v", s, err)
+		}
+		if part == whole && n > 315_576_000_000 {
+			return fmt.Errorf("out of range: %q", s)
+		}
+	}
+	return nil
 }
 
 // checkShape returns the error of decoding data as grpc-go does, if any.

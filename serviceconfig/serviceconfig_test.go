@@ -670,3 +670,42 @@ func corpusBytes(raw []byte) ([]byte, bool) {
 	s, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
 	return []byte(s), err == nil
 }
+
+// TestParseKeyTwiceAsGRPC: a key given twice in one object is read as
+// grpc-go reads it (encoding/json decoding both copies into one struct):
+// every copy is decoded (a malformed duration in any is refused), and the
+// copies of an object merge field by field, the later winning, before the
+// values are checked: a first copy's bad multiplier the second replaces is
+// accepted, one it leaves is refused, and a partial second copy completes
+// the first. (Issue 27: Parse read the last copy alone, accepting the first
+// document and refusing the fourth, where grpc-go did the opposite.)
+func TestParseKeyTwiceAsGRPC(t *testing.T) {
+	full := `"maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]`
+	doc := func(first, second string) string {
+		return `{"methodConfig": [{"name": [{"service": "s.S"}], "retryPolicy": {` + first + `}, "retryPolicy": {` + second + `}}]}`
+	}
+	for _, tc := range []struct {
+		name        string
+		doc         string
+		ok          bool
+		maxAttempts int
+	}{
+		{"the first copy's malformed duration", doc(`"initialBackoff": "x"`, full), false, 0},
+		{"the second copy replaces the first's bad multiplier", doc(`"backoffMultiplier": -1`, full), true, 3},
+		{"the first copy's bad multiplier stays", doc(`"backoffMultiplier": -1`, `"maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "1s", "retryableStatusCodes": ["UNAVAILABLE"]`), false, 0},
+		{"a partial second copy completes the first", doc(full, `"maxAttempts": 4`), true, 4},
+		{"no key twice", `{"methodConfig": [{"name": [{"service": "s.S"}], "retryPolicy": {` + full + `}}]}`, true, 3},
+	} {
+		sc, err := serviceconfig.Parse([]byte(tc.doc))
+		if grpcErr := grpcVerdict([]byte(tc.doc)); (grpcErr == nil) != tc.ok {
+			t.Errorf("%s: grpc-go's verdict %v, want accepted %v", tc.name, grpcErr, tc.ok)
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Parse error %v, want accepted %v", tc.name, err, tc.ok)
+			continue
+		}
+		if tc.ok && sc.Methods[0].Policy.MaxAttempts != tc.maxAttempts {
+			t.Errorf("%s: MaxAttempts %d, want %d", tc.name, sc.Methods[0].Policy.MaxAttempts, tc.maxAttempts)
+		}
+	}
+}
