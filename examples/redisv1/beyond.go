@@ -61,9 +61,16 @@ func hedgedRead(ctx context.Context, p grpcbackoff.Policy, scale float64, out io
 		return fmt.Errorf("redisv1: hedged read: creating the instance: %w", err)
 	}
 
-	srv.SetLatency(slow) // for the first attempt only:
-	t := time.AfterFunc(delay/2, func() { srv.SetLatency(0) })
-	defer t.Stop()
+	srv.SetLatency(slow) // for the first attempt only: set back once it arrived
+	arrived := make(chan struct{})
+	go func() {
+		defer close(arrived)
+		for len(srv.AttemptsFor(redistest.MethodGetInstance)) == 0 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		srv.SetLatency(0)
+	}()
+	defer func() { <-arrived }()
 	start := time.Now()
 	inst, err := c.GetInstance(ctx, &redispb.GetInstanceRequest{Name: parent + "/instances/cache-h"})
 	if err != nil {
