@@ -76,8 +76,8 @@ func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.
 	if a == nil || a.Allow(time.Now(), rand.Float64()) {
 		return nil
 	}
-	c := call{r: r, plan: *p, cc: cc, conn: conn, reason: grpcbackoff.ReasonRejectedLocally}
-	return c.end(ctx, &grpcbackoff.Error{Err: errRejectedLocally, Reason: grpcbackoff.ReasonRejectedLocally})
+	c := call{r: r, plan: *p, cc: cc, conn: conn}
+	return c.end(ctx, c.fail(errRejectedLocally, grpcbackoff.ReasonRejectedLocally))
 }
 
 // record counts, for the adaptive throttling of cs's target, an attempt of

@@ -18,6 +18,8 @@ import (
 
 // call follows one call across its attempts. A unary call makes one only
 // once its first attempt failed; streams and hedged calls make one at once.
+// Its decisions follow the concurrency contract of the stream and the
+// hedged call that hold it: one goroutine at a time decides and acts.
 type call struct {
 	r        *Retrier
 	plan     plan
@@ -30,21 +32,36 @@ type call struct {
 	hedges   int                // hedges sent so far
 	start    time.Time          // end of the first attempt, or start of a hedged call
 	delay    time.Duration      // time spent waiting between attempts
-	reason   grpcbackoff.Reason // why retrying stopped, once it did
+	reason   grpcbackoff.Reason // why retrying stopped, once it did (end.go)
 }
 
 func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState, opts []grpc.CallOption) call {
 	return call{r: r, plan: *p, cc: cc, conn: conn, opts: opts, adaptive: r.adaptiveFor(conn, p)}
 }
 
-// failure is what the end of a failed attempt told.
-type failure struct {
-	err       error
-	trailer   metadata.MD // for pushback; nil if not read
-	committed bool        // response headers had arrived: the server has the call
-	cut       bool        // the attempt's own AttemptTimeout ended it
-	opening   bool        // a stream's first opening failed: its caller's to retry, if it retries the opening
-	attempt   int         // its number, from 1; 0 for c.attempts
+// open starts the call p plans, on cc, as unary calls and streams alike
+// start: the ClientConn's state, a bad call option's error, adaptive
+// throttling's admission, and what the call's Google Cloud client did in
+// its earlier attempts of it (clients.go); the budget counts the call. It
+// returns the error that ends the call before any attempt, if one does.
+func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn) (*connState, error) {
+	conn := r.conn(cc)
+	if p.err != nil {
+		return nil, status.Error(codes.InvalidArgument, p.err.Error())
+	}
+	if conn.t.adaptive != nil {
+		if err := r.admit(ctx, conn, p, cc); err != nil {
+			return nil, err
+		}
+	}
+	if r.logical.n.Load() > 0 {
+		var final error
+		if p.prior, final = r.logical.get(ctx); final != nil {
+			return nil, r.refuseAgain(ctx, p, cc, final)
+		}
+	}
+	conn.started()
+	return conn, nil
 }
 
 // number returns the number of the attempt that failed as f.
@@ -55,40 +72,61 @@ func (c *call) number(f failure) int {
 	return c.attempts
 }
 
-// decide is the retry decision after attempt c.attempts failed as f: the
-// delay before the next attempt, or the error to return to the caller (with
-// c.reason set). It asks adaptive throttling and the budget to pay for the
-// retry.
+// decide is the retry decision after the attempt that failed as f
+// (decide.Decide): the delay before the next attempt, or the error the
+// call ends with. It pays for nothing: pay does, when the retry is due.
 func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
-	return c.decideRetry(ctx, f, true)
+	now := time.Now()
+	if c.start.IsZero() {
+		c.start = now
+	}
+	if c.conn.closedBy(f.err) {
+		// Whatever the attempt's code, the call ended because its
+		// ClientConn is closing, not because a retry could not help.
+		return 0, c.fail(errConnClosing, grpcbackoff.ReasonCanceled)
+	}
+	st := status.Convert(f.err)
+	dl, _ := ctx.Deadline()
+	a := decide.Attempt{Number: c.plan.prior + c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
+		Client: c.leftToClient(ctx, st.Code(), f.opening),
+		Final:  f.committed || futile(st) || !c.r.safeToRetry(&c.plan, st),
+		Hint:   grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
+	d := decide.Decide(&c.plan.policy.Policy, a, nil, nil)
+	if !d.Retry {
+		return 0, c.fail(f.err, d.Reason)
+	}
+	return d.Delay, nil
 }
 
-// decideUnpaid is decide without asking adaptive throttling and the budget,
-// for a retry that may not be sent: payRetry asks them when it is due.
-func (c *call) decideUnpaid(ctx context.Context, f failure) (time.Duration, error) {
-	return c.decideRetry(ctx, f, false)
-}
-
-// payRetry asks adaptive throttling and the budget for the retry, due now,
-// after the attempt that failed as f, decided on by decideUnpaid with delay
-// d. It returns the error that ends the call if they refuse.
-func (c *call) payRetry(ctx context.Context, f failure, d time.Duration) error {
-	a := decide.Attempt{TimedOut: f.cut, Now: time.Now()}
+// pay asks adaptive throttling and the budget (decide.Pay) for the attempt
+// due now: the retry, after delay d, of the attempt that failed as f, or,
+// with hedge, a hedge (paid, as the retry of a cut attempt is, from the
+// long-run allowance alone: the server may be working on every attempt in
+// flight; f is then the last failure, if any). It tells the observers of
+// the attempt, or of the budget's refusal, and returns why it was refused,
+// 0 if it may go. It is the one place retries and hedges are paid.
+func (c *call) pay(ctx context.Context, f failure, d time.Duration, hedge bool) grpcbackoff.Reason {
+	a := decide.Attempt{TimedOut: f.cut || hedge, Now: time.Now()}
 	if c.adaptive != nil {
 		a.U = rand.Float64()
 	}
-	st := status.Convert(f.err)
-	hint := grpcbackoff.ServerHint(st, f.trailer)
-	switch why := decide.Pay(c.budget(), c.adaptive, a); why {
-	case 0:
-		c.observe(ctx, c.number(f), st.Code(), f.err, hint, d, false, false)
-		return nil
-	case grpcbackoff.ReasonThrottled:
-		c.observe(ctx, c.number(f), st.Code(), f.err, hint, 0, true, false)
-		fallthrough
-	default:
-		return c.fail(f.err, a.Now, why)
+	why := decide.Pay(c.budget(), c.adaptive, a)
+	if len(c.r.observers) > 0 && (why == 0 || why == grpcbackoff.ReasonThrottled) {
+		var hint grpcbackoff.Hint
+		var code codes.Code
+		if f.err != nil {
+			st := status.Convert(f.err)
+			code = st.Code()
+			if !hedge {
+				hint = grpcbackoff.ServerHint(st, f.trailer)
+			}
+		}
+		if why != 0 {
+			d = 0
+		}
+		c.observe(ctx, Retry{Attempt: c.number(f), Code: code, Err: f.err, Hint: hint, Delay: d, Throttled: why != 0, Hedge: hedge})
 	}
+	return why
 }
 
 // budget returns the budget of c's target, nil (an interface) if it has
@@ -100,48 +138,6 @@ func (c *call) budget() decide.Budget {
 	return nil
 }
 
-func (c *call) decideRetry(ctx context.Context, f failure, pay bool) (time.Duration, error) {
-	now := time.Now()
-	if c.start.IsZero() {
-		c.start = now
-	}
-	if c.conn.closedBy(f.err) {
-		// Whatever the attempt's code, the call ended because its
-		// ClientConn is closing, not because a retry could not help.
-		return 0, c.fail(errConnClosing, now, grpcbackoff.ReasonCanceled)
-	}
-	st := status.Convert(f.err)
-	dl, _ := ctx.Deadline()
-	a := decide.Attempt{Number: c.plan.prior + c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
-		Client: c.leftToClient(ctx, st.Code(), f.opening),
-		Final:  f.committed || futile(st) || !c.r.safeToRetry(&c.plan, st),
-		Hint:   grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
-	var b decide.Budget
-	ad := c.adaptive
-	if pay {
-		b = c.budget()
-	} else {
-		ad = nil
-	}
-	if ad != nil {
-		a.U = rand.Float64()
-	}
-	switch d := decide.Decide(&c.plan.policy.Policy, a, b, ad); {
-	case d.Retry:
-		if pay {
-			c.observe(ctx, c.number(f), a.Code, f.err, a.Hint, d.Delay, false, false)
-		}
-		return d.Delay, nil
-	case d.Reason == 0: // the caller's context ended during the first attempt
-		return 0, f.err
-	case d.Reason == grpcbackoff.ReasonThrottled:
-		c.observe(ctx, c.number(f), a.Code, f.err, a.Hint, 0, true, false)
-		return 0, c.fail(f.err, now, d.Reason)
-	default:
-		return 0, c.fail(f.err, now, d.Reason)
-	}
-}
-
 // leftToClient reports whether a failure with code is the Google Cloud
 // client's to retry (clients.go); opening says it was a stream's first
 // opening.
@@ -150,30 +146,17 @@ func (c *call) leftToClient(ctx context.Context, code codes.Code, opening bool) 
 	return c.plan.client.leaves(code, opening)
 }
 
-// fail returns the error for a call that ends after its attempt c.attempts
-// failed with err: err itself if it was the only attempt and simply not
-// retryable, a *grpcbackoff.Error otherwise.
-func (c *call) fail(err error, now time.Time, why grpcbackoff.Reason) error {
-	c.reason = why
-	if c.attempts == 1 && (why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
-		return err
-	}
-	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: why}
-}
-
-func (c *call) observe(ctx context.Context, attempt int, code codes.Code, err error, h grpcbackoff.Hint, d time.Duration, throttled, hedge bool) {
+// observe tells every observer of the retry (or hedge) decision x, with the
+// call's method and ClientConn filled in.
+func (c *call) observe(ctx context.Context, x Retry) {
+	x.Method, x.StaticMethod, x.Target, x.Conn = c.plan.method, c.plan.static, target(c.cc), c.cc
 	for _, o := range c.r.observers {
-		o.OnRetry(ctx, Retry{Method: c.plan.method, StaticMethod: c.plan.static, Target: target(c.cc), Conn: c.cc, Attempt: attempt, Code: code, Err: err,
-			Hint: h, Delay: d, Throttled: throttled, Hedge: hedge})
+		o.OnRetry(ctx, x)
 	}
 }
 
 // wait sleeps for d, or until ctx is done or the call's ClientConn is
-// closed. When ctx ends first, it returns the error for the caller: CANCELED
-// for a cancellation, and for a deadline (which decide makes unlikely) the
-// last real error lastErr. When the ClientConn is closed first, it returns at
-// once with what a call on a closed ClientConn gets from grpc-go: CANCELED,
-// "grpc: the client connection is closing" (Reason ReasonCanceled).
+// closed; then it returns the error the call ends with (see interrupted).
 func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -185,16 +168,8 @@ func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
 	case <-ctx.Done():
 	case <-c.conn.closed:
 	}
-	now := time.Now()
-	c.delay += now.Sub(start)
-	c.reason = grpcbackoff.ReasonDeadline
-	switch {
-	case ctx.Err() == context.Canceled:
-		c.reason, lastErr = grpcbackoff.ReasonCanceled, status.FromContextError(ctx.Err()).Err()
-	case ctx.Err() == nil: // the ClientConn is closing
-		c.reason, lastErr = grpcbackoff.ReasonCanceled, errConnClosing
-	}
-	return &grpcbackoff.Error{Err: lastErr, Attempts: c.attempts, Elapsed: now.Sub(c.start), Reason: c.reason}
+	c.delay += time.Since(start)
+	return c.interrupted(ctx, lastErr)
 }
 
 // retryContext returns the context for attempt c.attempts+1, which tells the

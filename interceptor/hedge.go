@@ -2,12 +2,7 @@ package interceptor
 
 import (
 	"context"
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,77 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/decide"
 )
-
-// hedgePolicy is a validated Hedging with its non-fatal codes as a bit set
-// and, for an adaptive delay, a latency tracker per method.
-type hedgePolicy struct {
-	grpcbackoff.Hedging
-	config   bool // from a service config: its MaxAttempts bounds every attempt of the call, as in grpc-go
-	nonFatal uint32
-	minCount uint64   // calls the window must hold before the quantile is used
-	trackers sync.Map // method name -> *latencyTracker
-}
-
-func compileHedging(h grpcbackoff.Hedging) (*hedgePolicy, error) {
-	if err := h.Validate(); err != nil {
-		return nil, err
-	}
-	hp := &hedgePolicy{Hedging: h}
-	hp.NonFatalCodes = slices.Clone(h.NonFatalCodes) // the caller keeps its slice
-	for _, c := range h.NonFatalCodes {
-		hp.nonFatal |= 1 << c
-	}
-	if h.Adaptive() {
-		hp.minCount = uint64(math.Ceil(10 / (1 - h.Quantile)))
-	}
-	return hp, nil
-}
-
-func (hp *hedgePolicy) isNonFatal(c codes.Code) bool {
-	return c < 32 && hp.nonFatal&(1<<c) != 0
-}
-
-func (hp *hedgePolicy) tracker(method string) *latencyTracker {
-	if t, ok := hp.trackers.Load(method); ok {
-		return t.(*latencyTracker)
-	}
-	t, _ := hp.trackers.LoadOrStore(method, newLatencyTracker(hp.Window))
-	return t.(*latencyTracker)
-}
-
-// delayFor returns the hedging delay of a call of method starting at now.
-func (hp *hedgePolicy) delayFor(method string, now time.Time) time.Duration {
-	if !hp.Adaptive() {
-		return hp.Delay
-	}
-	if q, ok := hp.tracker(method).quantile(now, hp.Quantile, hp.minCount); ok {
-		return min(max(q, hp.MinDelay), hp.MaxDelay)
-	}
-	return hp.Delay
-}
-
-// checkHedging returns an error naming every hedged name known not to be
-// safe to send twice. New calls it once every option has been applied.
-func (r *Retrier) checkHedging() error {
-	var bad []string
-	for name, e := range r.entries {
-		if e.hedge != nil {
-			r.hedged = true
-			if r.unsafe(name) {
-				bad = append(bad, fmt.Sprintf("%q", name))
-			}
-		}
-	}
-	r.hedged = r.hedged || r.base.hedge != nil
-	if len(bad) == 0 {
-		return nil
-	}
-	slices.Sort(bad)
-	return fmt.Errorf("interceptor: hedging is configured for %s, known not to be safe to send twice (not idempotent): use a retry policy there",
-		strings.Join(bad, ", "))
-}
 
 // hedgeAttempt is one attempt of a hedged call, with its own outputs.
 type hedgeAttempt struct {
@@ -118,7 +43,7 @@ func (a *hedgeAttempt) headersArrived() {
 	}
 }
 
-// unpaidRetry is a retry decided on without paying for it (decideUnpaid),
+// unpaidRetry is a retry decided on without paying for it yet (call.pay),
 // after the attempt that failed as f, due after delay.
 type unpaidRetry struct {
 	f     failure
@@ -195,7 +120,7 @@ func (h *hedgeCall) run() error {
 	h.c.start = time.Now()
 	h.delay = h.hp.delayFor(h.c.plan.method, h.c.start)
 	h.send(false)
-	end, waited := h.loop()
+	end := h.loop()
 	h.cancel()
 	for len(h.flight) > 0 {
 		a := <-h.results
@@ -216,7 +141,6 @@ func (h *hedgeCall) run() error {
 		if h.hp.Adaptive() {
 			h.hp.tracker(h.c.plan.method).record(now, now.Sub(h.c.start))
 		}
-		h.c.reason = 0
 		h.caller.deliver(h.u.reply, &end.outputs, true)
 		return h.c.end(h.ctx, nil)
 	}
@@ -225,26 +149,21 @@ func (h *hedgeCall) run() error {
 	}
 	err := h.final
 	if err == nil {
-		err = end.err
-		if h.c.attempts > 1 || waited || h.why != grpcbackoff.ReasonNotRetryable && h.why != grpcbackoff.ReasonClientRetries &&
-			h.why != grpcbackoff.ReasonDeadline && h.why != grpcbackoff.ReasonCanceled {
-			err = &grpcbackoff.Error{Err: err, Attempts: h.c.attempts, Elapsed: now.Sub(h.c.start), Reason: h.why}
-		}
+		err = h.c.fail(end.err, h.why)
 	}
-	h.c.reason = h.why
 	return h.c.end(h.ctx, err)
 }
 
 // loop waits for the attempt that ends the call and returns it (nil if the
-// call ended without one, with h.final set), and whether the call ended
-// while no attempt was in flight.
-func (h *hedgeCall) loop() (end *hedgeAttempt, waited bool) {
+// call ended without one), with h.final set if the call's error is made
+// already.
+func (h *hedgeCall) loop() (end *hedgeAttempt) {
 	for {
 		if len(h.flight) == 0 && h.timerC == nil {
 			if h.why == 0 {
 				h.why = grpcbackoff.ReasonExhausted
 			}
-			return h.last, false
+			return h.last
 		}
 		var ctxDone, closed <-chan struct{}
 		if len(h.flight) == 0 { // waiting for a backoff or a pushback
@@ -259,10 +178,10 @@ func (h *hedgeCall) loop() (end *hedgeAttempt, waited bool) {
 			if a.panicked {
 				h.stop(grpcbackoff.ReasonNotRetryable)
 				h.panicked = a
-				return a, false
+				return a
 			}
 			if end, done := h.result(a); done {
-				return end, false
+				return end
 			}
 			if len(h.flight) == 0 {
 				h.payUnpaid() // nothing can answer before the retry now
@@ -275,31 +194,20 @@ func (h *hedgeCall) loop() (end *hedgeAttempt, waited bool) {
 				h.commit(a)
 			}
 		case <-ctxDone:
-			h.why = grpcbackoff.ReasonDeadline
-			if h.ctx.Err() == context.Canceled {
-				h.why = grpcbackoff.ReasonCanceled
-				h.final = status.FromContextError(h.ctx.Err()).Err()
-			}
-			h.wrapFinal()
-			return h.last, true
+			return h.interrupted()
 		case <-closed:
-			h.why, h.final = grpcbackoff.ReasonCanceled, errConnClosing
-			h.wrapFinal()
-			return h.last, true
+			return h.interrupted()
 		}
 	}
 }
 
-// wrapFinal makes h.final, the error of a call that ended while it waited,
-// a *grpcbackoff.Error.
-func (h *hedgeCall) wrapFinal() {
-	err := h.final
-	if err == nil {
-		err = h.last.err
-	}
-	now := time.Now()
-	h.c.delay += now.Sub(h.idleSince)
-	h.final = &grpcbackoff.Error{Err: err, Attempts: h.c.attempts, Elapsed: now.Sub(h.c.start), Reason: h.why}
+// interrupted ends the call, which its context or its ClientConn's closing
+// ended while it waited for a retry's backoff or a pushback.
+func (h *hedgeCall) interrupted() *hedgeAttempt {
+	h.c.delay += time.Since(h.idleSince)
+	h.final = h.c.interrupted(h.ctx, h.last.err)
+	h.why = h.c.reason
+	return h.last
 }
 
 // send sends the next attempt: a hedge, or the first of a round.
@@ -372,10 +280,10 @@ func (h *hedgeCall) payUnpaid() bool {
 		return true
 	}
 	h.unpaid = nil
-	if err := h.c.payRetry(h.ctx, u.f, u.delay); err != nil {
-		h.stop(h.c.reason)
+	if why := h.c.pay(h.ctx, u.f, u.delay, false); why != 0 {
+		h.stop(why)
 		if len(h.flight) == 0 {
-			h.final = &grpcbackoff.Error{Err: h.last.err, Attempts: h.c.attempts, Elapsed: time.Since(h.c.start), Reason: h.c.reason}
+			h.final = h.c.fail(h.last.err, why)
 		}
 		return false
 	}
@@ -449,27 +357,13 @@ func (h *hedgeCall) fire() {
 // and a failure of theirs is decided on as any other (the reserve may pay
 // for its retry).
 func (h *hedgeCall) pay() bool {
-	c := &h.c
-	now := time.Now()
-	var code codes.Code
-	var err error
+	var last failure
 	if h.last != nil {
-		err = h.last.err
-		code = status.Code(err)
+		last.err = h.last.err
 	}
-	a := decide.Attempt{TimedOut: true, Now: now} // paid as a cut attempt's retry: from the long run
-	if c.adaptive != nil {
-		a.U = rand.Float64()
-	}
-	if why := decide.Pay(c.budget(), c.adaptive, a); why != 0 {
-		if why == grpcbackoff.ReasonThrottled {
-			c.observe(h.ctx, c.attempts, code, err, grpcbackoff.Hint{}, 0, true, true)
-		}
-		h.round = c.plan.hedges
+	if h.c.pay(h.ctx, last, time.Since(h.sent), true) != 0 {
+		h.round = h.c.plan.hedges
 		return false
-	}
-	if len(c.r.observers) > 0 {
-		c.observe(h.ctx, c.attempts, code, err, grpcbackoff.Hint{}, now.Sub(h.sent), false, true)
 	}
 	return true
 }
@@ -517,14 +411,17 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	}
 	h.last = a
 	if c.conn.closedBy(a.err) {
-		h.why, h.final = grpcbackoff.ReasonCanceled, errConnClosing
-		h.final = &grpcbackoff.Error{Err: errConnClosing, Attempts: c.attempts, Elapsed: time.Since(c.start), Reason: h.why}
+		h.final, h.why = c.fail(errConnClosing, grpcbackoff.ReasonCanceled), grpcbackoff.ReasonCanceled
 		return a, true
 	}
 	if cerr := h.ctx.Err(); cerr != nil || !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
-		h.why = grpcbackoff.ReasonDeadline
-		if cerr == context.Canceled {
+		switch {
+		case c.attempts == 1: // its only attempt ended with the caller's context: its error is the call's
+			h.why = grpcbackoff.ReasonNone
+		case cerr == context.Canceled:
 			h.why = grpcbackoff.ReasonCanceled
+		default:
+			h.why = grpcbackoff.ReasonDeadline
 		}
 		return a, true
 	}
@@ -552,15 +449,17 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
 	f := failure{err: a.err, trailer: trailer, cut: a.cut, attempt: a.n}
-	var d time.Duration
-	var final error
-	if len(h.flight) > 0 {
+	d, final := c.decide(h.ctx, f)
+	switch {
+	case final != nil:
+	case len(h.flight) > 0:
 		// An attempt in flight may answer before the retry is due: the
 		// retry is paid for, and told to observers, when it is.
-		d, final = c.decideUnpaid(h.ctx, f)
 		h.unpaid = &unpaidRetry{f: f, delay: d}
-	} else {
-		d, final = c.decide(h.ctx, f)
+	default:
+		if why := c.pay(h.ctx, f, d, false); why != 0 {
+			final = c.fail(f.err, why)
+		}
 	}
 	if final != nil {
 		h.unpaid = nil

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 )
@@ -98,26 +97,6 @@ type hookObserver func(Retry)
 
 func (f hookObserver) OnRetry(_ context.Context, r Retry) { f(r) }
 func (hookObserver) OnEnd(context.Context, End)           {}
-
-// end tells every observer that the call ended with err (nil: success) and
-// returns err.
-func (c *call) end(ctx context.Context, err error) error {
-	if len(c.r.observers) == 0 {
-		return err
-	}
-	e := End{Method: c.plan.method, StaticMethod: c.plan.static, Target: target(c.cc), Conn: c.cc, Err: err,
-		Attempts: c.attempts, Hedged: c.plan.hedge != nil, Hedges: c.hedges, Delay: c.delay, Reason: c.reason}
-	e.Code = status.Code(err)
-	c.r.tellEnd(ctx, e)
-	return err
-}
-
-// tellEnd tells every observer of the end e of a call.
-func (r *Retrier) tellEnd(ctx context.Context, e End) {
-	for _, o := range r.observers {
-		o.OnEnd(ctx, e)
-	}
-}
 
 // logObserver is the Observer of WithLogger.
 type logObserver struct {

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -138,27 +137,6 @@ func (r *Retrier) safeToRetry(p *plan, st *status.Status) bool {
 		return true
 	}
 	return r.safetyOf(p).s != NotIdempotent
-}
-
-// mayHaveApplied reports whether a failure with st may have been applied by
-// the server.
-func mayHaveApplied(st *status.Status) bool {
-	switch st.Code() {
-	case codes.Unavailable:
-		return !neverSent(st.Message())
-	case codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.DataLoss:
-		return true
-	}
-	return false
-}
-
-// neverSent reports whether the message of an UNAVAILABLE status is grpc-go's
-// for a call that found no connection to send on: the connection could not
-// be made, or the name not resolved.
-func neverSent(msg string) bool {
-	return strings.Contains(msg, "Error while dialing") ||
-		strings.Contains(msg, "name resolver error") ||
-		strings.Contains(msg, "produced zero addresses")
 }
 
 // learn finds what the Retrier's options and the method's descriptor say of

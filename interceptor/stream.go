@@ -416,9 +416,15 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			s.mu.Lock()
 			a.trailer = trailer
 			s.mu.Unlock()
+			f := failure{err: err, trailer: trailer, cut: cut, opening: s.opening}
 			var d time.Duration
-			d, final = s.c.decide(s.ctx, failure{err: err, trailer: trailer, cut: cut, opening: s.opening})
+			d, final = s.c.decide(s.ctx, f)
 			s.opening = false
+			if final == nil {
+				if why := s.c.pay(s.ctx, f, d, false); why != 0 {
+					final = s.c.fail(err, why)
+				}
+			}
 			if final == nil {
 				final = s.c.wait(s.ctx, d, err)
 			}
@@ -776,7 +782,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			case s.ctx.Err() == context.DeadlineExceeded:
 				why = grpcbackoff.ReasonDeadline
 			}
-			err = s.c.fail(err, time.Now(), why)
+			err = s.c.fail(err, why)
 		}
 		a.release()
 		s.mu.Unlock()

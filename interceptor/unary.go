@@ -2,14 +2,10 @@ package interceptor
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 )
@@ -20,8 +16,8 @@ import (
 // for configuration read at run time.
 //
 // Every attempt gets the caller's call options, so those with effects per
-// attempt (grpc.OnFinish, grpc.Header, grpc.Trailer) act on each attempt,
-// the last one's winning.
+// attempt (grpc.Header, grpc.Trailer) act on each attempt, the last one's
+// winning; grpc.OnFinish runs once per call, with its final status.
 //
 // A call commits, and is not retried, once the server sent response headers
 // (gRFC A6): the server may have acted on it. The interceptor learns it
@@ -60,8 +56,8 @@ type unaryCall struct {
 
 // unaryState holds what an attempt needs besides the caller's arguments: the
 // trailer, for pushback and to know whether the call committed, and the call
-// options with grpc.Trailer added. It is pooled so that a call that
-// succeeds allocates nothing.
+// options with the Retrier's mark and grpc.Trailer added. It is pooled so
+// that a call that succeeds allocates nothing.
 type unaryState struct {
 	trailer metadata.MD
 	opts    []grpc.CallOption
@@ -69,9 +65,9 @@ type unaryState struct {
 
 var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 
-// getUnaryState returns a state whose options are opts, then mark (see
-// layerMark), then, if trailer, grpc.Trailer of its trailer.
-func getUnaryState(opts []grpc.CallOption, mark grpc.CallOption, trailer bool) *unaryState {
+// getUnaryState returns a state whose options are opts, then the layer mark
+// (clients.go), then, if trailer, grpc.Trailer of its trailer.
+func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
 	if n := len(opts) + 3; cap(s.opts) < n {
 		s.opts = make([]grpc.CallOption, 0, n)
@@ -90,124 +86,105 @@ func (s *unaryState) release() {
 	unaryStates.Put(s)
 }
 
+// unary is the one way through a unary call: its plan, its opening (shared
+// with streams), then one of a single attempt, a hedged call, or attempts
+// retried as the plan's Policy says.
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	var p plan
 	r.plan(&p, ctx, method, opts)
-	if p.through {
+	switch {
+	case p.through:
 		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	if p.onFinish && (p.policy != nil || p.hedge != nil) {
+	case p.onFinish && (p.policy != nil || p.hedge != nil):
 		return r.unaryFinishing(ctx, method, req, reply, cc, invoker, opts)
 	}
-	conn := r.conn(cc)
-	if p.err != nil {
-		return status.Error(codes.InvalidArgument, p.err.Error())
+	conn, err := r.open(ctx, &p, cc)
+	if err != nil {
+		return err
 	}
-	if conn.t.adaptive != nil {
-		if err := r.admit(ctx, conn, &p, cc); err != nil {
-			return err
+	if p.timeout > 0 {
+		if tctx, cancel := p.withTimeout(ctx); cancel != nil {
+			defer cancel()
+			ctx = tctx
 		}
 	}
-	if r.logical.n.Load() > 0 {
-		var final error
-		if p.prior, final = r.logical.get(ctx); final != nil {
-			return r.refuseAgain(ctx, &p, cc, final)
-		}
-	}
-	conn.started()
 	// Field by field: a composite literal would be built aside and copied.
 	var u unaryCall
 	u.method, u.req, u.reply, u.cc, u.invoker, u.opts = method, req, reply, cc, invoker, opts
-	if p.policy == nil && p.hedge == nil {
-		if ctx2, cancel := p.withTimeout(ctx); cancel != nil {
-			defer cancel()
-			ctx = ctx2
+	if p.hedge != nil {
+		if h := r.newHedgeCall(ctx, &p, conn, &u); h != nil {
+			return h.run()
 		}
+	}
+	if p.policy == nil { // not retried (or a reply hedging cannot copy): one attempt
 		return r.invokeOnce(ctx, conn, &u)
 	}
-	if p.hedge != nil || p.timeout > 0 {
-		return r.unaryCall(ctx, &p, conn, &u)
+	var f failure
+	if err := r.attemptUnary(ctx, ctx, &p, conn, &u, &f); err != nil {
+		return r.retryUnary(ctx, &p, conn, &u, &f)
 	}
-	f := r.attemptUnary(ctx, ctx, &p, conn, &u)
-	if f.err != nil {
-		return r.failedUnary(ctx, &p, conn, &u, f)
-	}
-	r.succeededUnary(ctx, &p, conn, cc)
-	return nil
-}
-
-// succeededUnary tells the budget, the memory of the caller's attempts and
-// the observers of a call whose first attempt succeeded.
-func (r *Retrier) succeededUnary(ctx context.Context, p *plan, conn *connState, cc *grpc.ClientConn) {
 	conn.succeeded()
 	if r.logical.n.Load() > 0 {
-		r.logical.put(ctx, 0, nil)
+		r.logical.put(ctx, 0, nil) // a Google client's earlier attempt of it gave up here
 	}
 	if len(r.observers) > 0 {
-		r.endFirst(ctx, p, cc)
+		r.endFirst(ctx, &p, cc)
 	}
+	return nil
 }
 
 // invokeOnce makes the single attempt of a call that is not retried.
 func (r *Retrier) invokeOnce(ctx context.Context, conn *connState, u *unaryCall) error {
-	s := getUnaryState(u.opts, mark, false)
+	s := getUnaryState(u.opts, false)
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, s.opts...)
 	s.release()
 	conn.record(ctx, err)
 	return err
 }
 
-// refuseAgain ends at once, with the error final the Retrier gave up with,
-// an attempt of a call its caller retries by itself (see WithOuterRetry).
-func (r *Retrier) refuseAgain(ctx context.Context, p *plan, cc *grpc.ClientConn, final error) error {
-	c := call{r: r, plan: *p, cc: cc, conn: r.conn(cc)}
-	var ge *grpcbackoff.Error
-	if errors.As(final, &ge) {
-		c.reason = ge.Reason
-	}
-	return c.end(ctx, final)
-}
-
-// unaryCall carries out the plan p of a unary call that is hedged or
-// bounded by a timeout.
-func (r *Retrier) unaryCall(ctx context.Context, p *plan, conn *connState, u *unaryCall) error {
-	if ctx2, cancel := p.withTimeout(ctx); cancel != nil {
-		defer cancel()
-		ctx = ctx2
-	}
-	if p.hedge != nil {
-		if h := r.newHedgeCall(ctx, p, conn, u); h != nil {
-			return h.run()
-		}
-		if p.policy == nil { // a reply hedging cannot copy: one attempt
-			return r.invokeOnce(ctx, conn, u)
-		}
-	}
-	f := r.attemptUnary(ctx, ctx, p, conn, u)
-	if f.err != nil {
-		return r.failedUnary(ctx, p, conn, u, f)
-	}
-	r.succeededUnary(ctx, p, conn, u.cc)
-	return nil
-}
-
-// failedUnary goes on with a unary call whose first attempt failed as f.
-func (r *Retrier) failedUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f failure) error {
+// retryUnary goes on with a unary call whose first attempt failed as f: it
+// decides, pays for, waits for and makes its retries, and ends the call.
+// The trailer of an attempt is not held through the wait that follows it.
+func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f *failure) error {
 	c := r.newCall(p, u.cc, conn, u.opts)
 	c.attempts = 1
-	err := c.end(ctx, r.retryUnary(ctx, &c, u, f))
+	err := r.retries(ctx, &c, u, f)
+	c.end(ctx, err)
 	if c.plan.client.google {
 		r.remember(ctx, &c, err)
 	}
 	return err
 }
 
-// remember keeps, for the next attempt its caller may make of the call c
-// that ended with err, the retries c made and, if c gave up, err.
+func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure) error {
+	for {
+		d, final := c.decide(ctx, *f)
+		if final != nil {
+			return final
+		}
+		if why := c.pay(ctx, *f, d, false); why != 0 {
+			return c.fail(f.err, why)
+		}
+		if final := c.wait(ctx, d, f.err); final != nil {
+			return final
+		}
+		*f = failure{}
+		err := r.attemptUnary(ctx, c.retryContext(ctx), &c.plan, c.conn, u, f)
+		c.attempts++
+		if err == nil {
+			c.conn.succeeded()
+			return nil
+		}
+	}
+}
+
+// remember keeps, for the next attempt its Google Cloud client may make of
+// the call c that ended with err, the retries c made and, if c gave up,
+// err (clients.go).
 func (r *Retrier) remember(ctx context.Context, c *call, err error) {
 	retries := c.plan.prior + c.attempts - 1
 	switch c.reason {
-	case 0, grpcbackoff.ReasonCanceled:
+	case grpcbackoff.ReasonNone, grpcbackoff.ReasonCanceled:
 		r.logical.put(ctx, 0, nil) // success, or the caller gave up
 	case grpcbackoff.ReasonNotRetryable, grpcbackoff.ReasonClientRetries:
 		r.logical.put(ctx, retries, nil) // another layer may retry it
@@ -216,69 +193,44 @@ func (r *Retrier) remember(ctx context.Context, c *call, err error) {
 	}
 }
 
-// endFirst tells the observers of a call whose first attempt succeeded.
-func (r *Retrier) endFirst(ctx context.Context, p *plan, cc *grpc.ClientConn) {
-	r.tellEnd(ctx, End{Method: p.method, StaticMethod: p.static, Target: target(cc), Conn: cc, Attempts: 1, Hedged: p.hedge != nil})
-}
-
 // attemptUnary makes one attempt of the unary call u with plan p, with
 // context actx (ctx itself, or ctx with the retry metadata), under the
-// Policy's AttemptTimeout if it has one, and tells how it failed. An
-// attempt cut after its headers arrived (with Unary alone, which cannot see
-// them come) is committed: it is not resent.
-func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall) failure {
+// Policy's AttemptTimeout if it has one, and returns its error; if it
+// failed, f tells how. An attempt cut after its headers arrived (with Unary
+// alone, which cannot see them come) is committed: it is not resent.
+func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall, f *failure) error {
 	t := p.policy.AttemptTimeout
 	if t <= 0 {
-		return r.invokeUnary(ctx, actx, conn, u, nil)
+		return r.invokeUnary(ctx, actx, conn, u, nil, f)
 	}
 	actx, at := startAttemptTimer(actx, t)
 	defer at.stop()
-	f := r.invokeUnary(ctx, context.WithValue(actx, headerKey{}, headerListener(at)), conn, u, at)
-	if at.cut(ctx, f.err) {
+	err := r.invokeUnary(ctx, context.WithValue(actx, headerKey{}, headerListener(at)), conn, u, at, f)
+	if at.cut(ctx, err) {
 		f.err, f.cut, f.committed = cutError(t), true, at.answered()
+		return f.err
 	}
-	return f
+	return err
 }
 
-// invokeUnary sends one attempt of u on actx and tells how it failed; with
-// at, an attempt under AttemptTimeout, it also reads the attempt's headers
-// into at.
-func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, at *attemptTimer) failure {
-	s := getUnaryState(u.opts, mark, !r.noPushback)
+// invokeUnary sends one attempt of u on actx and returns its error; if it
+// failed, f tells how. With at, an attempt under AttemptTimeout, it also
+// reads the attempt's headers into at.
+func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, at *attemptTimer, f *failure) error {
+	s := getUnaryState(u.opts, !r.noPushback)
 	if at != nil {
 		s.opts = append(s.opts, grpc.Header(&at.header))
 	}
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
 	conn.record(ctx, err)
-	var f failure
 	if err != nil {
-		f = failure{err: err}
+		f.err = err
 		if !r.noPushback {
 			f.trailer, f.committed = s.trailer, headersArrived(err, s.trailer)
 		}
 	}
 	s.release()
-	return f
-}
-
-// retryUnary is the slow path: attempt c.attempts failed as f. The trailer
-// of an attempt is not held through the wait that follows it.
-func (r *Retrier) retryUnary(ctx context.Context, c *call, u *unaryCall, f failure) error {
-	for {
-		d, final := c.decide(ctx, f)
-		if final != nil {
-			return final
-		}
-		if final := c.wait(ctx, d, f.err); final != nil {
-			return final
-		}
-		f = r.attemptUnary(ctx, c.retryContext(ctx), &c.plan, c.conn, u)
-		c.attempts++
-		if f.err == nil {
-			c.conn.succeeded()
-			return nil
-		}
-	}
+	return err
 }
 
 // target returns cc's target, or "" for a call made without a ClientConn.
@@ -287,57 +239,4 @@ func target(cc *grpc.ClientConn) string {
 		return ""
 	}
 	return cc.Target()
-}
-
-// headersArrived reports whether a unary attempt that failed with err had
-// received response headers, from its trailer (nil when no transport stream
-// was made: nothing was sent). A trailers-only response carries the
-// content-type, which gRPC sends with headers, in its trailer; a trailer
-// after headers does not, and one with metadata shows it came from the
-// server. An empty trailer is what both a server's bare status after headers
-// and a failure of the transport leave: the status tells them apart.
-func headersArrived(err error, trailer metadata.MD) bool {
-	switch {
-	case trailer == nil:
-		return false
-	case trailer["content-type"] != nil:
-		return false
-	case len(trailer) > 0:
-		return true
-	}
-	return !clientMade(status.Convert(err))
-}
-
-// clientMadeMessages are the messages of the statuses grpc-go's client
-// makes, instead of the server, when an attempt fails on the transport (a
-// lost connection, a reset, GOAWAY) or on its context.
-var clientMadeMessages = [...]string{
-	"connection error: desc = ",
-	"closing transport due to: ",
-	"error reading from server: ",
-	"error reading server preface: ",
-	"transport is closing",
-	"keepalive ping failed to receive ACK within timeout",
-	"closing connection since the server is not reading",
-	"stream terminated by RST_STREAM with error code: ",
-	"server is draining the connection",
-	"received goaway",
-	"no active streams left to process while draining",
-	"server closed the stream without sending trailers",
-	"transport: ",
-	"context deadline exceeded",
-	"context canceled",
-	"grpc: the client connection is closing",
-}
-
-// clientMade reports whether st is one grpc-go's client made for a failure
-// of the transport or of the call's context, not one the server sent.
-func clientMade(st *status.Status) bool {
-	msg := st.Message()
-	for _, m := range clientMadeMessages {
-		if strings.Contains(msg, m) {
-			return true
-		}
-	}
-	return false
 }
