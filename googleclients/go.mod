@@ -15,11 +15,19 @@ replace github.com/platformkit/grpcbackoff/gaxretry => ../gaxretry
 replace github.com/platformkit/grpcbackoff/redistest => ../redistest
 
 require (
+	cloud.google.com/go/alloydb v1.33.1
 	cloud.google.com/go/bigtable v1.58.0
+	cloud.google.com/go/firestore v1.29.2
+	cloud.google.com/go/kms v1.37.0
+	cloud.google.com/go/logging v1.21.1
 	cloud.google.com/go/longrunning v1.5.0
+	cloud.google.com/go/memcache v1.19.1
+	cloud.google.com/go/memorystore v1.8.0
 	cloud.google.com/go/pubsub/v2 v2.8.1
 	cloud.google.com/go/redis v1.29.0
+	cloud.google.com/go/secretmanager v1.24.0
 	cloud.google.com/go/spanner v1.96.1
+	github.com/googleapis/gax-go/v2 v2.27.0
 	google.golang.org/api v0.311.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -51,7 +59,6 @@ require (
 	github.com/google/s2a-go v0.1.11 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.24 // indirect
-	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.8.1 // indirect
 	go.opencensus.io v0.24.0 // indirect
