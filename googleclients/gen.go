@@ -14,11 +14,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"go/format"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -113,7 +113,7 @@ func read(ctx context.Context, c Client) (ClientInfo, []Method, error) {
 	info.Package, info.Name = t.PkgPath(), t.Name()
 	info.Module, info.ModuleVersion = module(info.Package)
 	if info.Module == "" {
-		return info, nil, fmt.Errorf("%s: no module in the build info", info.Package)
+		return info, nil, fmt.Errorf("%s: not in go.mod's requirements", info.Package)
 	}
 	co := cv.Elem().FieldByName("CallOptions")
 	if !co.IsValid() || co.Kind() != reflect.Pointer || co.Elem().Kind() != reflect.Struct {
@@ -143,6 +143,12 @@ func read(ctx context.Context, c Client) (ClientInfo, []Method, error) {
 	info.Gapic = Token(seen.header, "gapic")
 	if info.Gapic == "" {
 		return info, nil, fmt.Errorf("%s.%s: no gapic/ token in x-goog-api-client %q", info.Package, info.Name, seen.header)
+	}
+	if "v"+info.Gapic != info.ModuleVersion {
+		// The build took another version than go.mod pins (a workspace
+		// module requires a newer one), or the client's version is not its
+		// module's: either way the data would name the wrong pin.
+		return info, nil, fmt.Errorf("%s.%s sends gapic/%s, but go.mod pins %s %s", info.Package, info.Name, info.Gapic, info.Module, info.ModuleVersion)
 	}
 	return info, methods, nil
 }
@@ -208,18 +214,21 @@ func method(svc protoreflect.ServiceDescriptor, field string) (protoreflect.Meth
 	return nil, fmt.Errorf("method %s is in %d mixins", field, len(found))
 }
 
-// module returns the module of the Go package pkg in the build info.
+// goMod is this module's go.mod: its requirements are the pins.
+//
+//go:embed go.mod
+var goMod string
+
+// module returns the module of the Go package pkg among the requirements
+// of go.mod, and its version there.
 func module(pkg string) (path, version string) {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "", ""
-	}
-	for _, m := range bi.Deps {
-		if m.Replace != nil {
-			m = m.Replace
+	for line := range strings.Lines(goMod) {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) < 2 || !strings.HasPrefix(f[1], "v") {
+			continue
 		}
-		if (pkg == m.Path || strings.HasPrefix(pkg, m.Path+"/")) && len(m.Path) > len(path) {
-			path, version = m.Path, m.Version
+		if (pkg == f[0] || strings.HasPrefix(pkg, f[0]+"/")) && len(f[0]) > len(path) {
+			path, version = f[0], f[1]
 		}
 	}
 	return path, version
