@@ -16,16 +16,16 @@ func bits(cs ...codes.Code) uint32 {
 	return m
 }
 
-// Headers as the clients send them (googleclients' TestHeaders measures
-// them).
+// Headers as the clients sent them to an interceptor installed as
+// ClientOptions installs the library (googleclients' TestHeaders).
 const (
-	redisHeader     = "gl-go/1.26.0 gapic/1.29.0 gax/2.27.0 grpc/1.85.0"
-	lroHeader       = "gl-go/1.26.0 gapic/1.5.0 gax/2.27.0 grpc/1.85.0"
-	pubsubHeader    = "gl-go/1.26.0 gccl/2.8.1 gapic/2.8.1 gax/2.27.0 grpc/1.85.0"
-	bigtableHeader  = "gl-go/1.26.0 gax/2.27.0 grpc/1.85.0 gccl/1.58.0"
-	spannerHeader   = "gl-go/1.26.0 gccl/1.96.1 gapic/1.96.1 gax/2.27.0 grpc/1.85.0"
-	firestoreHeader = "gl-go/1.26.0 gccl/1.29.2 gapic/1.29.2 gax/2.27.0 grpc/1.85.0"
-	storageHeader   = "gccl-invocation-id/7d4f gccl-attempt-count/1 gl-go/1.26.0 gccl/1.69.0 gl-go/1.26.0 gapic/1.69.0 gax/2.27.0 grpc/1.85.0"
+	redisHeader     = "gl-go/1.26.8 gapic/1.29.0 gax/2.27.0 grpc/1.85.0 pb/1.36"
+	lroHeader       = "gl-go/1.26.8 gapic/1.5.0 gax/2.27.0 grpc/1.85.0 pb/1.36"
+	pubsubHeader    = "gl-go/1.26.8 gccl/2.8.1 gapic/2.8.1 gax/2.27.0 grpc/1.85.0 pb/1.36"
+	bigtableHeader  = "gl-go/1.26.8 gax/2.27.0 grpc/1.85.0 gccl/1.58.0"
+	spannerHeader   = "gl-go/1.26.8 gccl/1.96.1 gapic/1.96.1 gax/2.27.0 grpc/1.85.0 pb/1.36"
+	firestoreHeader = "gl-go/1.26.8 gccl/1.29.2 gapic/1.29.2 gax/2.27.0 grpc/1.85.0 pb/1.36"
+	storageHeader   = "gccl-invocation-id/74fe3da3-377b-46b3-8fdb-00362e1e332f gccl-attempt-count/1 gl-go/1.26.8 gccl/1.69.0 gl-go/1.26.8 gapic/1.69.0 gax/2.27.0 grpc/1.85.0 pb/1.36"
 )
 
 func TestLookup(t *testing.T) {

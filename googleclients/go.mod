@@ -27,6 +27,7 @@ require (
 	cloud.google.com/go/redis v1.29.0
 	cloud.google.com/go/secretmanager v1.24.0
 	cloud.google.com/go/spanner v1.96.1
+	cloud.google.com/go/storage v1.69.0
 	github.com/googleapis/gax-go/v2 v2.27.0
 	google.golang.org/api v0.311.0
 	google.golang.org/grpc v1.85.0
