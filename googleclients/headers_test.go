@@ -143,7 +143,7 @@ func TestHeaders(t *testing.T) {
 
 	// Spanner's data client.
 	sp, err := spanner.NewClientWithConfig(ctx, "projects/p/instances/i/databases/d",
-		spanner.ClientConfig{DisableNativeMetrics: true, SessionPoolConfig: spanner.SessionPoolConfig{MinOpened: 0}}, opts...)
+		spanner.ClientConfig{DisableNativeMetrics: true}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
