@@ -1,6 +1,9 @@
 package gaxretry
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // rule is who retries what for the calls of one method made by one kind of
 // client: the codes left to the client, which the library gives one
@@ -246,6 +249,25 @@ func explainRules(method string) []rule {
 	}
 	if len(out) == 1 {
 		out = append(out, lookup(method, "gapic/0.0.0-not-pinned"))
+	}
+	return out
+}
+
+// methodsOf returns the methods the data knows of service
+// ("google.pubsub.v1.Publisher"), sorted: what cmd/backoffplan -service
+// lists, whatever the binary links.
+func methodsOf(service string) []string {
+	prefix := "/" + service + "/"
+	var out []string
+	for _, m := range genMethods {
+		if strings.HasPrefix(m.method, prefix) && (len(out) == 0 || out[len(out)-1] != m.method) {
+			out = append(out, m.method)
+		}
+	}
+	for _, h := range handEntries {
+		if i, found := slices.BinarySearch(out, h.method); strings.HasPrefix(h.method, prefix) && !found {
+			out = slices.Insert(out, i, h.method)
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package gaxretry
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,5 +217,19 @@ func TestData(t *testing.T) {
 		if c.gapic == "" || c.module == "" || !strings.HasPrefix(c.pkg, c.module) {
 			t.Errorf("genClients[%d] = %+v", i, c)
 		}
+	}
+}
+
+func TestMethodsOf(t *testing.T) {
+	got := methodsOf("google.bigtable.v2.Bigtable") // hand-written entries only
+	if len(got) != 9 || got[0] != "/google.bigtable.v2.Bigtable/CheckAndMutateRow" || !slices.IsSorted(got) {
+		t.Errorf("methodsOf(Bigtable) = %q", got)
+	}
+	got = methodsOf("google.pubsub.v1.Subscriber") // generated, and the subscriber's loops
+	if !slices.Contains(got, "/google.pubsub.v1.Subscriber/StreamingPull") || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Errorf("methodsOf(Subscriber) = %q", got)
+	}
+	if got := methodsOf("google.example.v1.Example"); got != nil {
+		t.Errorf("methodsOf(an unknown service) = %q, want none", got)
 	}
 }
