@@ -1,0 +1,91 @@
+package googleclients_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/platformkit/grpcbackoff/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/offline"
+)
+
+// TestMain keeps every test on the machine: offline.Main points
+// GCE_METADATA_HOST at a loopback stand-in for the metadata server and
+// turns Bigtable's Direct Access off.
+func TestMain(m *testing.M) { offline.Main(m) }
+
+// TestGeneratedDataIsCurrent regenerates gaxretry's data from the pinned
+// clients and fails, with the lines that differ, when the committed file no
+// longer matches: run go run ./googleclients/cmd/gaxdata -w from the
+// repository's root.
+func TestGeneratedDataIsCurrent(t *testing.T) {
+	d, err := googleclients.Generate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := googleclients.Render(d, "gaxretry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join("..", googleclients.DataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, want) {
+		t.Logf("%s: %d clients, %d methods, %d bytes", googleclients.DataFile, len(d.Clients), len(d.Methods), len(got))
+		return
+	}
+	gone, added := lineDiff(string(got), string(want))
+	t.Errorf("%s no longer matches the pinned clients (%d lines to remove, %d to add): run go run ./googleclients/cmd/gaxdata -w from the repository's root", googleclients.DataFile, len(gone), len(added))
+	for i, l := range gone {
+		if i == 20 {
+			t.Logf("… %d more", len(gone)-i)
+			break
+		}
+		t.Logf("- %s", strings.TrimSpace(l))
+	}
+	for i, l := range added {
+		if i == 20 {
+			t.Logf("… %d more", len(added)-i)
+			break
+		}
+		t.Logf("+ %s", strings.TrimSpace(l))
+	}
+}
+
+// lineDiff returns the lines of a not in b, and of b not in a, counted.
+func lineDiff(a, b string) (gone, added []string) {
+	count := make(map[string]int)
+	for _, l := range strings.Split(b, "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(a, "\n") {
+		if count[l] > 0 {
+			count[l]--
+		} else {
+			gone = append(gone, l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if count[l] > 0 {
+			count[l]--
+			added = append(added, l)
+		}
+	}
+	return gone, added
+}
+
+func TestToken(t *testing.T) {
+	for _, c := range []struct{ header, name, want string }{
+		{"gl-go/1.26.0 gapic/1.29.0 gax/2.27.0", "gapic", "1.29.0"},
+		{"gccl-attempt-count/1 gccl/1.69.0", "gccl", "1.69.0"},
+		{"my-wrapper/1.0", "gapic", ""},
+	} {
+		if got := googleclients.Token(c.header, c.name); got != c.want {
+			t.Errorf("Token(%q, %q) = %q, want %q", c.header, c.name, got, c.want)
+		}
+	}
+}
