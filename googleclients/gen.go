@@ -1,12 +1,12 @@
 // Package googleclients reads what the generated gRPC clients of
 // cloud.google.com/go retry by themselves, method by method and code by
 // code, from the clients this module pins, and writes it as data for
-// gaxretry (gaxretry/clientdata_gen.go, by cmd/gaxdata). Its tests check
+// the library (internal/googleclients/data_gen.go, by cmd/gaxdata). Its tests check
 // that the committed data is the pinned clients', measure the
 // x-goog-api-client values each client family sends, and hold the tests
 // of gaxretry that build real clients.
 //
-// This module is not published: gaxretry ships the data and imports no
+// This module is not published: the library ships the data and imports no
 // client module.
 package googleclients
 
@@ -323,4 +323,4 @@ var genMethods = [...]genMethod{
 }
 
 // DataFile is the generated file, from the repository's root.
-const DataFile = "gaxretry/clientdata_gen.go"
+const DataFile = "internal/googleclients/data_gen.go"

@@ -17,7 +17,7 @@ import (
 // turns Bigtable's Direct Access off.
 func TestMain(m *testing.M) { offline.Main(m) }
 
-// TestGeneratedDataIsCurrent regenerates gaxretry's data from the pinned
+// TestGeneratedDataIsCurrent regenerates the library's data from the pinned
 // clients and fails, with the lines that differ, when the committed file no
 // longer matches: run go run ./googleclients/cmd/gaxdata -w from the
 // repository's root.
@@ -26,7 +26,7 @@ func TestGeneratedDataIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := googleclients.Render(d, "gaxretry")
+	want, err := googleclients.Render(d, "googleclients")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
 	st := status.Convert(f.err)
 	dl, _ := ctx.Deadline()
 	a := decide.Attempt{Number: c.plan.prior + c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
-		Client: c.leftToClient(ctx, st.Code(), f.opening),
+		Client: c.leftToClient(ctx, st, f.opening),
 		Final:  f.committed || futile(st) || !c.r.safeToRetry(&c.plan, st),
 		Hint:   grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
 	d := decide.Decide(&c.plan.policy.Policy, a, nil, nil)
@@ -141,9 +141,9 @@ func (c *call) budget() decide.Budget {
 // leftToClient reports whether a failure with code is the Google Cloud
 // client's to retry (clients.go); opening says it was a stream's first
 // opening.
-func (c *call) leftToClient(ctx context.Context, code codes.Code, opening bool) bool {
+func (c *call) leftToClient(ctx context.Context, st *status.Status, opening bool) bool {
 	c.plan.learnClient(ctx, c.opts)
-	return c.plan.client.leaves(code, opening)
+	return c.plan.client.leaves(st, opening)
 }
 
 // observe tells every observer of the retry (or hedge) decision x, with the

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/internal/googleclients"
 )
@@ -62,6 +64,7 @@ type client struct {
 	learnt  bool
 	google  bool    // the call is a Google Cloud client's (or an adopted one's)
 	codes   codeSet // the codes left to the client
+	hinted  codeSet // the codes left to the client when the error carries RetryInfo
 	opening bool    // the client retries only a stream's opening
 }
 
@@ -84,24 +87,28 @@ func (p *plan) learnClient(ctx context.Context, opts []grpc.CallOption) {
 		header = vs[0]
 	}
 	if rl := googleclients.Lookup(p.method, header); rl.Client {
-		p.client = client{learnt: true, google: true, codes: codeSet(rl.Codes), opening: rl.Opening}
+		p.client = client{learnt: true, google: true, codes: codeSet(rl.Codes), hinted: codeSet(rl.Hinted), opening: rl.Opening}
 	}
 }
 
-// leaves reports whether a failure with code is the client's to retry: at
-// a stream's opening (atOpening), or anywhere for a unary call or a stream
-// the client retries whole.
-func (c client) leaves(code codes.Code, atOpening bool) bool {
-	return c.codes.has(code) && (atOpening || !c.opening)
+// leaves reports whether a failure with st is the client's to retry: its
+// code is one the client retries (or, with RetryInfo, one it retries then),
+// at a stream's opening (atOpening), or anywhere for a unary call or a
+// stream the client retries whole.
+func (c client) leaves(st *status.Status, atOpening bool) bool {
+	code := st.Code()
+	left := c.codes.has(code) || c.hinted.has(code) && hasRetryInfo(st)
+	return left && (atOpening || !c.opening)
 }
 
 // clientRetries returns what the Google Cloud clients that call method
 // retry by themselves, for Explain.
 func clientRetries(method string) []ClientRetries {
-	rules := googleclients.Explain(method)
-	out := make([]ClientRetries, len(rules))
-	for i, rl := range rules {
-		out[i] = ClientRetries{Client: rl.Source, Codes: codeSet(rl.Codes).list(), OpeningOnly: rl.Opening}
+	var out []ClientRetries
+	for _, rl := range googleclients.Explain(method) {
+		if rl.Known || strings.HasPrefix(method, "/google.") {
+			out = append(out, ClientRetries{Client: rl.Source, Codes: codeSet(rl.Codes).list(), OpeningOnly: rl.Opening})
+		}
 	}
 	return out
 }

@@ -239,7 +239,7 @@ func TestExplainClientRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := r.Explain(getTopic).String()
-	want := "called by cloud.google.com/go/pubsub/v2/apiv1 v2.8.1 (its CallOptions): UNAVAILABLE by the client's own retry, one attempt each here; RESOURCE_EXHAUSTED by this library"
+	want := "called by cloud.google.com/go/pubsub/v2/apiv1 v2.8.1 CallOptions (TopicAdminClient): UNAVAILABLE by the client's own retry, one attempt each here; RESOURCE_EXHAUSTED by this library"
 	if !strings.Contains(got, want) {
 		t.Errorf("Explain(%s):\n got %s\nwant it to contain %s", getTopic, got, want)
 	}

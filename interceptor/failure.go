@@ -3,6 +3,7 @@ package interceptor
 import (
 	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -70,6 +71,17 @@ func clientMade(st *status.Status) bool {
 	msg := st.Message()
 	for _, m := range clientMadeMessages {
 		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasRetryInfo reports whether st carries a RetryInfo detail: the server
+// said when to retry.
+func hasRetryInfo(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if _, ok := d.(*errdetails.RetryInfo); ok {
 			return true
 		}
 	}

@@ -426,7 +426,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	code := status.Code(a.err)
-	if c.leftToClient(h.ctx, code, false) {
+	if c.leftToClient(h.ctx, status.Convert(a.err), false) {
 		h.why = grpcbackoff.ReasonClientRetries // the client retries it: the call ends
 		return a, true
 	}

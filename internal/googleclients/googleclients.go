@@ -11,24 +11,29 @@
 // from their code (handwritten.go).
 package googleclients
 
-import (
-	"strings"
-
-	"google.golang.org/grpc"
-)
+import "google.golang.org/grpc"
 
 // Header is the metadata key by which the Google Cloud clients name
 // themselves.
 const Header = "x-goog-api-client"
 
+// HandedOver is the call option by which gaxretry.Adopt marks a call whose
+// client handed its retries over to the interceptors: they retry every code
+// of their Policy. gRPC ignores it.
+type HandedOver struct{ grpc.EmptyCallOption }
+
 // Rule is who retries what for the calls of one method by one kind of
 // client.
 type Rule struct {
-	// Client says the call is a Google Cloud client's.
+	// Client says the call is a Google Cloud client's: its x-goog-api-client
+	// has a gapic/ or gccl/ token.
 	Client bool
 	// Codes are the codes left to the client, bit 1<<code: it retries them,
 	// or refuses them on purpose.
 	Codes uint32
+	// Hinted are the codes the client retries only when the error carries
+	// RetryInfo: such an error is left to it too.
+	Hinted uint32
 	// Opening says the client's retry of a stream covers only its opening.
 	Opening bool
 	// Known says the method is in the data.
@@ -37,59 +42,27 @@ type Rule struct {
 	Source string
 }
 
-// IsClient reports whether header, an x-goog-api-client value, is a Google
-// Cloud client's: it has a gapic/ or gccl/ token. It allocates nothing.
-func IsClient(header string) bool {
-	for f := range strings.FieldsSeq(header) {
-		if strings.HasPrefix(f, "gapic/") || strings.HasPrefix(f, "gccl/") {
-			return true
-		}
-	}
-	return false
-}
-
-// HandedOver is the call option by which gaxretry.Adopt marks a call whose
-// client handed its retries over to the interceptors: they retry every code
-// of their Policy. gRPC ignores it.
-type HandedOver struct{ grpc.EmptyCallOption }
-
-// retryNothing are the services whose Google Cloud Go clients retry none of
-// their calls. (Placeholder until the generated data lands.)
-var retryNothing = map[string]bool{
-	"/google.cloud.redis.v1.CloudRedis/":                     true,
-	"/google.cloud.redis.v1beta1.CloudRedis/":                true,
-	"/google.cloud.redis.cluster.v1.CloudRedisCluster/":      true,
-	"/google.cloud.redis.cluster.v1beta1.CloudRedisCluster/": true,
-}
-
-// placeholder is what two clients retry, until the generated data lands.
-var placeholder = map[string]Rule{
-	"/google.pubsub.v1.Publisher/GetTopic": {Client: true, Known: true, Codes: 1<<2 | 1<<10 | 1<<14,
-		Source: "cloud.google.com/go/pubsub/v2/apiv1 v2.8.1 (its CallOptions)"},
-	"/google.firestore.v1.Firestore/RunQuery": {Client: true, Known: true, Codes: 1 << 14, Opening: true,
-		Source: "cloud.google.com/go/firestore/apiv1 (its CallOptions)"},
+func (r rule) export() Rule {
+	return Rule{Client: r.client, Codes: r.codes, Hinted: r.hinted, Opening: r.opening, Known: r.known, Source: r.source}
 }
 
 // Lookup returns the rule of a call of method whose x-goog-api-client value
-// is header.
-func Lookup(method, header string) Rule {
-	if !IsClient(header) {
-		return Rule{}
+// is header (see lookup). It allocates nothing.
+func Lookup(method, header string) Rule { return lookup(method, header).export() }
+
+// Explain returns what the calls of method get from each kind of Google
+// Cloud client that may make them (see explainRules), leaving out the calls
+// of no Google client.
+func Explain(method string) []Rule {
+	var out []Rule
+	for _, r := range explainRules(method) {
+		if r.client {
+			out = append(out, r.export())
+		}
 	}
-	if rl, ok := placeholder[method]; ok {
-		return rl
-	}
-	if i := strings.LastIndexByte(method, '/'); i > 0 && retryNothing[method[:i+1]] {
-		return Rule{Client: true, Known: true, Source: "Cloud Redis's client (retries nothing)"}
-	}
-	return Rule{Client: true, Codes: 1<<17 - 1, Source: "a Google Cloud client"}
+	return out
 }
 
-// Explain returns the rules of the calls of method by each kind of Google
-// Cloud client that makes them.
-func Explain(method string) []Rule {
-	if !strings.HasPrefix(method, "/google.") {
-		return nil
-	}
-	return []Rule{Lookup(method, "gapic/0")}
-}
+// Methods returns the methods the data knows of service
+// ("google.pubsub.v1.Publisher"), sorted, whatever the binary links.
+func Methods(service string) []string { return methodsOf(service) }

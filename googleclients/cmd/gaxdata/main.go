@@ -1,9 +1,9 @@
 // Command gaxdata writes what the generated gRPC clients pinned by the
 // googleclients module retry, method by method and code by code, as the
-// data of package gaxretry (gaxretry/clientdata_gen.go). From the
+// data of the library (internal/googleclients/data_gen.go). From the
 // repository's root:
 //
-//	go run ./googleclients/cmd/gaxdata -w   # rewrites gaxretry/clientdata_gen.go
+//	go run ./googleclients/cmd/gaxdata -w   # rewrites internal/googleclients/data_gen.go
 //	go run ./googleclients/cmd/gaxdata      # prints it
 //
 // It builds each client offline (nothing is dialled) and reads its default
@@ -23,8 +23,8 @@ import (
 
 func main() {
 	write := flag.Bool("w", false, "write the file instead of printing it")
-	out := flag.String("o", "", "the file to write (default: gaxretry/clientdata_gen.go of the workspace)")
-	pkg := flag.String("pkg", "gaxretry", "the package of the file")
+	out := flag.String("o", "", "the file to write (default: internal/googleclients/data_gen.go of the workspace)")
+	pkg := flag.String("pkg", "googleclients", "the package of the file")
 	flag.Parse()
 	if err := run(*write, *out, *pkg); err != nil {
 		fmt.Fprintln(os.Stderr, "gaxdata:", err)

@@ -1,4 +1,4 @@
-package gaxretry
+package googleclients
 
 import (
 	"slices"
