@@ -2,9 +2,11 @@ package interceptor
 
 import (
 	"context"
+	"io"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -14,8 +16,7 @@ import (
 // the attempt's response headers arrive, the server has the call: the
 // attempt is never cut, nor resent, and runs to the call's own bounds (the
 // caller's deadline, a service config's timeout), as a stream's does. This
-// file holds a unary attempt's timer, hedged or not; a stream's timers are
-// in stream.go.
+// file holds a unary attempt's timer, hedged or not, and a stream's.
 
 // attemptTimer is the AttemptTimeout of one unary attempt: it cancels the
 // attempt when its time is up, unless the attempt's response headers
@@ -83,4 +84,130 @@ func cutError(t time.Duration) error {
 // attempt's outputs once it ended.
 func (at *attemptTimer) answered() bool {
 	return at.state.Load() == timerAnswered || at.header != nil
+}
+
+// A stream's attempt is cut once the caller has waited AttemptTimeout in
+// one operation while the server has not answered (see Stream).
+
+// op is a kind of caller operation that AttemptTimeout watches.
+type op int8
+
+const (
+	opOpen op = iota
+	opSend
+	opRecv
+	opHeader
+	numOps
+)
+
+// watch starts, with an AttemptTimeout, the goroutine that waits for the
+// response headers of a, which has just become the current attempt.
+func (s *retryStream) watch(a *attempt) {
+	if s.timeout > 0 {
+		go s.watchHeaders(a, a.cs)
+	}
+}
+
+// watchHeaders waits for the response headers of attempt a, whose stream is
+// cs, and commits the stream when they arrive: from then on a is never cut.
+func (s *retryStream) watchHeaders(a *attempt, cs grpc.ClientStream) {
+	var md metadata.MD
+	var err error
+	if !s.guard(false, func() { md, err = cs.Header() }) || md == nil || err != nil {
+		return // a ended without headers: a receive tells how
+	}
+	s.mu.Lock()
+	if a == s.cur && !a.done {
+		s.answeredLocked(a)
+	}
+	s.mu.Unlock()
+}
+
+// waitLocked notes that the caller started waiting in an operation of kind
+// o on attempt a, and arms a's timer if the server has not answered.
+func (s *retryStream) waitLocked(a *attempt, o op) {
+	if s.timeout <= 0 || a.answered || a.done {
+		return
+	}
+	a.waiting[o] = time.Now()
+	s.armLocked(a)
+}
+
+// doneWaitingLocked notes that the caller's operation of kind o on a
+// ended. A message sent means the caller is still making its request,
+// which the server may rightly wait for in full before it answers: a
+// receive or Header under way waits from then on.
+func (s *retryStream) doneWaitingLocked(a *attempt, o op) {
+	if s.timeout <= 0 {
+		return
+	}
+	a.waiting[o] = time.Time{}
+	if o == opSend {
+		now := time.Now()
+		for _, w := range [...]op{opRecv, opHeader} {
+			if !a.waiting[w].IsZero() {
+				a.waiting[w] = now
+			}
+		}
+	}
+	s.armLocked(a)
+}
+
+// armLocked sets a's timer to fire AttemptTimeout after the earliest wait
+// under way, or stops it if none is.
+func (s *retryStream) armLocked(a *attempt) {
+	var earliest time.Time
+	for _, t := range a.waiting {
+		if !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
+			earliest = t
+		}
+	}
+	if earliest.IsZero() || a.answered || a.done {
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+		return
+	}
+	d := time.Until(earliest.Add(s.timeout))
+	if a.timer == nil {
+		a.timer = time.AfterFunc(d, func() { s.cutAttempt(a) })
+	} else {
+		a.timer.Reset(d)
+	}
+}
+
+// cutAttempt is attempt a's AttemptTimeout: it ends a if the caller has
+// waited that long in one operation and the server has not answered.
+func (s *retryStream) cutAttempt(a *attempt) {
+	s.mu.Lock()
+	cut := false
+	if !a.done && !a.answered {
+		now := time.Now()
+		for _, t := range a.waiting {
+			if !t.IsZero() && !now.Before(t.Add(s.timeout)) {
+				cut = true
+			}
+		}
+		if !cut {
+			s.armLocked(a) // a wait ended and another began: not yet
+		}
+	}
+	if cut {
+		a.cut = true
+	}
+	s.mu.Unlock()
+	if cut {
+		a.cancel()
+	}
+}
+
+// failureLocked returns how attempt a failed, given the error err it
+// returned: an attempt cut by its AttemptTimeout, the caller's context being
+// live, fails with DEADLINE_EXCEEDED, and cut says so.
+func (s *retryStream) failureLocked(a *attempt, err error) (_ error, cut bool) {
+	if !a.cut || err == io.EOF || s.ctx.Err() != nil {
+		return err, false
+	}
+	return status.Errorf(codes.DeadlineExceeded,
+		"interceptor: attempt cut by its AttemptTimeout (%v): the caller waited that long for the server", s.timeout), true
 }

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/platformkit/grpcbackoff"
@@ -61,16 +60,10 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if p.onFinish && p.policy != nil {
 		return r.streamFinishing(ctx, desc, cc, method, streamer, opts)
 	}
-	conn := r.conn(cc)
-	if p.err != nil {
-		return nil, status.Error(codes.InvalidArgument, p.err.Error())
+	conn, err := r.open(ctx, &p, cc)
+	if err != nil {
+		return nil, err
 	}
-	if conn.t.adaptive != nil {
-		if err := r.admit(ctx, conn, &p, cc); err != nil {
-			return nil, err
-		}
-	}
-	conn.started()
 	opts = append(opts[:len(opts):len(opts)], mark)
 	if p.policy == nil {
 		return plainStream(ctx, &p, desc, cc, method, streamer, opts)
@@ -199,17 +192,6 @@ type attempt struct {
 	timer   *time.Timer
 }
 
-// op is a kind of caller operation that AttemptTimeout watches.
-type op int8
-
-const (
-	opOpen op = iota
-	opSend
-	opRecv
-	opHeader
-	numOps
-)
-
 // open opens attempt a on ctx. a runs under a context of its own, which
 // ending it cancels (a cut, a panic that broke the stream, its
 // replacement). It is called without mu.
@@ -232,107 +214,6 @@ func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	return err
 }
 
-// watch starts, with an AttemptTimeout, the goroutine that waits for the
-// response headers of a, which has just become the current attempt.
-func (s *retryStream) watch(a *attempt) {
-	if s.timeout > 0 {
-		go s.watchHeaders(a, a.cs)
-	}
-}
-
-// watchHeaders waits for the response headers of attempt a, whose stream is
-// cs, and commits the stream when they arrive: from then on a is never cut.
-func (s *retryStream) watchHeaders(a *attempt, cs grpc.ClientStream) {
-	var md metadata.MD
-	var err error
-	if !s.guard(false, func() { md, err = cs.Header() }) || md == nil || err != nil {
-		return // a ended without headers: a receive tells how
-	}
-	s.mu.Lock()
-	if a == s.cur && !a.done {
-		s.answeredLocked(a)
-	}
-	s.mu.Unlock()
-}
-
-// waitLocked notes that the caller started waiting in an operation of kind
-// o on attempt a, and arms a's timer if the server has not answered.
-func (s *retryStream) waitLocked(a *attempt, o op) {
-	if s.timeout <= 0 || a.answered || a.done {
-		return
-	}
-	a.waiting[o] = time.Now()
-	s.armLocked(a)
-}
-
-// doneWaitingLocked notes that the caller's operation of kind o on a
-// ended. A message sent means the caller is still making its request,
-// which the server may rightly wait for in full before it answers: a
-// receive or Header under way waits from then on.
-func (s *retryStream) doneWaitingLocked(a *attempt, o op) {
-	if s.timeout <= 0 {
-		return
-	}
-	a.waiting[o] = time.Time{}
-	if o == opSend {
-		now := time.Now()
-		for _, w := range [...]op{opRecv, opHeader} {
-			if !a.waiting[w].IsZero() {
-				a.waiting[w] = now
-			}
-		}
-	}
-	s.armLocked(a)
-}
-
-// armLocked sets a's timer to fire AttemptTimeout after the earliest wait
-// under way, or stops it if none is.
-func (s *retryStream) armLocked(a *attempt) {
-	var earliest time.Time
-	for _, t := range a.waiting {
-		if !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
-			earliest = t
-		}
-	}
-	if earliest.IsZero() || a.answered || a.done {
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-		return
-	}
-	d := time.Until(earliest.Add(s.timeout))
-	if a.timer == nil {
-		a.timer = time.AfterFunc(d, func() { s.cutAttempt(a) })
-	} else {
-		a.timer.Reset(d)
-	}
-}
-
-// cutAttempt is attempt a's AttemptTimeout: it ends a if the caller has
-// waited that long in one operation and the server has not answered.
-func (s *retryStream) cutAttempt(a *attempt) {
-	s.mu.Lock()
-	cut := false
-	if !a.done && !a.answered {
-		now := time.Now()
-		for _, t := range a.waiting {
-			if !t.IsZero() && !now.Before(t.Add(s.timeout)) {
-				cut = true
-			}
-		}
-		if !cut {
-			s.armLocked(a) // a wait ended and another began: not yet
-		}
-	}
-	if cut {
-		a.cut = true
-	}
-	s.mu.Unlock()
-	if cut {
-		a.cancel()
-	}
-}
-
 // release ends the stream's use of attempt a: it stops a's timer and cancels
 // a's context, if a has them. mu is held.
 func (a *attempt) release() {
@@ -343,17 +224,6 @@ func (a *attempt) release() {
 	if a.cancel != nil {
 		a.cancel()
 	}
-}
-
-// failureLocked returns how attempt a failed, given the error err it
-// returned: an attempt cut by its AttemptTimeout, the caller's context being
-// live, fails with DEADLINE_EXCEEDED, and cut says so.
-func (s *retryStream) failureLocked(a *attempt, err error) (_ error, cut bool) {
-	if !a.cut || err == io.EOF || s.ctx.Err() != nil {
-		return err, false
-	}
-	return status.Errorf(codes.DeadlineExceeded,
-		"interceptor: attempt cut by its AttemptTimeout (%v): the caller waited that long for the server", s.timeout), true
 }
 
 // answeredLocked notes that the server answered the current attempt a:
@@ -379,12 +249,6 @@ func (s *retryStream) commitLocked() {
 		s.releaseSent()
 	}
 	s.changed.Broadcast()
-}
-
-// releaseSent drops the kept messages.
-func (s *retryStream) releaseSent() {
-	clear(s.sent0[:])
-	s.sent, s.size = nil, 0
 }
 
 // retryLocked replaces attempt a, the current one, which failed with err
@@ -467,217 +331,66 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 	}
 }
 
-// replay sends the kept messages to attempt a, which has just opened, then
-// CloseSend if the caller called it. The caller's SendMsg calls made
-// meanwhile keep their messages, which the replay sends too, in order; after
-// the commit they wait for it to end. For AttemptTimeout, its sends are
-// the caller's: each restarts a receive's wait, and one the server does not
-// read is waited on as a caller's SendMsg is.
-//
-// It runs on a goroutine of its own, not on the goroutine that retried,
-// which is usually the caller's receiving one: that goroutine goes back to
-// receiving from a while the replay runs. Were it to replay instead, a server
-// that answers as it reads (an echo) would fill the flow-control window
-// towards the caller, stop reading, and so stall the replay and the receiver
-// with it, for good. The goroutine lives no longer than a: it ends when every
-// kept message is sent or when a refuses one, which a does once it ended.
-func (s *retryStream) replay(a *attempt) {
-	s.mu.Lock()
-	cs := a.cs
-	for i := 0; !s.broken; i++ {
-		if i == len(s.sent) {
-			if s.closed {
-				s.mu.Unlock()
-				s.guard(false, func() { cs.CloseSend() })
-				s.mu.Lock()
-			}
-			break
-		}
-		m := s.sent[i]
-		s.waitLocked(a, opSend) // as a caller's send: the server reading it is not silent
-		s.mu.Unlock()
-		var err error
-		s.guard(false, func() { err = cs.SendMsg(m) })
-		s.mu.Lock()
-		s.doneWaitingLocked(a, opSend)
-		if err != nil {
-			a.broken = true
-			if err != io.EOF {
-				// Made by the client for m (its size, its encoding): any
-				// attempt would fail the same way, so the stream commits
-				// and the receiver gets the error.
-				s.commitLocked()
-			}
-			break
-		}
-	}
-	a.replaying = false
-	if s.state == streamCommitted {
-		s.releaseSent()
-	}
-	s.changed.Broadcast()
-	s.mu.Unlock()
-}
-
-// guard calls f, which calls the code under the stream (the interceptors
-// chained after this one, the transport) without mu. A panic in f breaks
-// the stream: every operation of the caller's, from its current or next
-// one, raises it again with the same value, as it would reach the caller
-// without the library; with rethrow (f runs on the caller's goroutine) it
-// goes on up at once. On a goroutine of the stream's own (rethrow false),
-// guard reports whether f returned.
-func (s *retryStream) guard(rethrow bool, f func()) (returned bool) {
-	defer func() {
-		if returned {
-			return
-		}
-		v := recover()
-		s.mu.Lock()
-		s.breakLocked(v)
-		s.mu.Unlock()
-		if rethrow {
-			panic(v)
-		}
-	}()
-	f()
-	return true
-}
-
-// breakLocked ends the stream for the panic v: its current attempt is
-// released, and every operation waiting wakes up to raise v. mu is held.
-func (s *retryStream) breakLocked(v any) {
-	if !s.broken {
-		s.broken, s.panicV = true, v
-	}
-	s.state = streamEnded
-	s.cur.release()
-	s.releaseSent()
-	s.changed.Broadcast()
-}
-
-// raiseLocked raises, with mu released, the panic that broke the stream, if
-// one did. mu is held.
-func (s *retryStream) raiseLocked() {
-	if s.broken {
-		v := s.panicV
-		s.mu.Unlock()
-		panic(v)
-	}
-}
-
 func (s *retryStream) SendMsg(m any) error {
+	n, keepable := sizeOf(m)
 	s.mu.Lock()
-	for {
-		s.raiseLocked()
-		if s.state == streamEnded {
-			s.mu.Unlock()
-			return io.EOF // the stream is over: RecvMsg says how
-		}
-		if s.closed || !s.desc.ClientStreams && s.sends > 0 {
-			// As grpc-go: INTERNAL ("SendMsg called after CloseSend"), and
-			// the stream ends with it; nothing reaches the server. During a
-			// retry, at once: the retry ends the stream when it resumes.
-			if s.state == streamRetrying {
-				s.sentAfterClose = true
-				s.mu.Unlock()
-				return errSendAfterClose
-			}
-			s.commitLocked()
-		}
-		if s.state == streamCommitted {
-			a := s.cur
-			if a.replaying {
-				s.changed.Wait() // m goes after the replayed messages
-				continue
-			}
-			s.sends++
-			cs := a.cs
-			s.mu.Unlock()
-			var err error
-			s.guard(true, func() { err = cs.SendMsg(m) })
-			return err
-		}
-		n, ok := sizeOf(m)
-		if ok && s.size+n <= s.c.r.bufLimit || ok && s.state == streamRetrying {
-			// During a retry's backoff m is kept whatever the limit, and
-			// SendMsg returns at once; past the limit, the stream commits
-			// to the next attempt once the kept messages reached it.
-			s.commitNext = s.commitNext || s.size+n > s.c.r.bufLimit
-			s.sent = append(s.sent, m)
-			s.size += n
-			s.sends++
-			break
-		}
-		// m cannot be kept: the stream commits, to the next attempt if a
-		// retry is under way (the messages kept until now must reach it).
+	// A message that cannot be kept waits out a retry under way: the stream
+	// commits to the next attempt, which must get the kept ones first.
+	s.awaitLocked(func() bool { return s.state != streamRetrying || keepable || s.sendsClosedLocked() })
+	switch {
+	case s.state == streamEnded:
+		s.mu.Unlock()
+		return io.EOF // the stream is over: RecvMsg says how
+	case s.sendsClosedLocked():
+		// As grpc-go: INTERNAL ("SendMsg called after CloseSend"), and the
+		// stream ends with it; nothing reaches the server. During a retry,
+		// at once: the retry ends the stream when it resumes.
 		if s.state == streamRetrying {
-			s.changed.Wait()
-			continue
+			s.sentAfterClose = true
+			s.mu.Unlock()
+			return errSendAfterClose
 		}
 		s.commitLocked()
+	case s.state == streamRetrying || s.state == streamOpen && keepable && s.size+n <= s.c.r.bufLimit:
+		// Kept for a replay. During a retry's backoff m is kept whatever the
+		// limit, and SendMsg returns at once; past the limit, the stream
+		// commits to the next attempt once the kept messages reached it.
+		s.commitNext = s.commitNext || s.size+n > s.c.r.bufLimit
+		s.sent = append(s.sent, m)
+		s.size += n
+		s.sends++
+		return s.sendKeptLocked(m)
+	case s.state == streamOpen:
+		s.commitLocked() // m cannot be kept
 	}
-	a := s.cur
-	if s.state == streamRetrying || a.broken || a.replaying {
-		s.mu.Unlock()
-		return nil // the next attempt, or the replay, sends m
-	}
-	s.waitLocked(a, opSend)
-	cs := a.cs // a.cs is nil once a fails and is released: read it under mu
+	// Committed: m goes to the current attempt, after the replayed messages.
+	s.awaitLocked(func() bool { return !s.cur.replaying })
+	s.sends++
+	cs := s.cur.cs
 	s.mu.Unlock()
 	var err error
-	var answered bool
-	s.guard(true, func() {
-		if err = cs.SendMsg(m); err == io.EOF {
-			// a ended. Whether its headers had come tells whether the
-			// stream is over (a plain stream's Send says io.EOF) or m waits
-			// for the next attempt; a stream that ended answers at once.
-			md, _ := cs.Header()
-			answered = md != nil
-		}
-	})
-	s.mu.Lock()
-	s.raiseLocked()
-	defer s.mu.Unlock()
-	s.doneWaitingLocked(a, opSend)
-	if answered && a == s.cur {
-		s.answeredLocked(a)
+	s.guard(true, func() { err = cs.SendMsg(m) })
+	return err
+}
+
+// sendsClosedLocked reports whether the caller may send no more: it called
+// CloseSend, or a stream whose caller sends one message sent it. mu is held.
+func (s *retryStream) sendsClosedLocked() bool {
+	return s.closed || !s.desc.ClientStreams && s.sends > 0
+}
+
+// awaitLocked is the one wait of the stream's operations: it waits on
+// changed until ready, called with mu held, reports that the operation may
+// go on, raising the panic that broke the stream, if one did (guard.go).
+// mu is held on entry and on return.
+func (s *retryStream) awaitLocked(ready func() bool) {
+	for s.raiseLocked(); !ready(); s.raiseLocked() {
+		s.changed.Wait()
 	}
-	switch {
-	case err == nil:
-		return nil
-	case err != io.EOF:
-		// Made by the client for m: another attempt would fail the same way.
-		s.commitLocked()
-		return err
-	case a != s.cur || s.state == streamRetrying:
-		return nil // a failed and is replaced: the next attempt gets m
-	case s.state == streamOpen:
-		a.broken = true // a ended: m is kept for the next attempt, if any
-		return nil
-	}
-	// The stream committed, or ended: m is lost with a, as it would be with
-	// a plain stream that ended under it, and io.EOF says so.
-	return io.EOF
 }
 
 // errSendAfterClose is grpc-go's error for a SendMsg after CloseSend.
 var errSendAfterClose = status.Error(codes.Internal, "SendMsg called after CloseSend")
-
-// msgPrefix is the size of the prefix gRPC puts before every message on the
-// wire (a compressed flag and a 4-byte length).
-const msgPrefix = 5
-
-// sizeOf returns the weight of m in the replay buffer, if m is a
-// proto.Message: its encoded size plus msgPrefix. The prefix makes every
-// message weigh something: with a weight of 0, a stream of empty messages
-// would be kept without bound and WithBufferLimit(0) would keep them too.
-func sizeOf(m any) (int, bool) {
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return 0, false
-	}
-	return proto.Size(pm) + msgPrefix, true
-}
 
 func (s *retryStream) CloseSend() error {
 	s.mu.Lock()
@@ -702,15 +415,12 @@ func (s *retryStream) CloseSend() error {
 func (s *retryStream) RecvMsg(m any) error {
 	s.mu.Lock()
 	for {
-		s.raiseLocked()
+		// One receiver at a time, on the current attempt.
+		s.awaitLocked(func() bool { return s.state == streamEnded || s.state != streamRetrying && !s.cur.receiving })
 		if s.state == streamEnded {
 			err := s.err
 			s.mu.Unlock()
 			return s.ended(err)
-		}
-		if s.state == streamRetrying || s.cur.receiving {
-			s.changed.Wait()
-			continue
 		}
 		a := s.cur
 		a.receiving = true
@@ -738,10 +448,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			// committed the stream. a ended, so the replay ends soon.
 			// Meanwhile a stays in this goroutine's hands (receiving), so
 			// that Header leaves it alone.
-			for a.replaying {
-				s.changed.Wait()
-			}
-			s.raiseLocked() // the replay's panic, if it met one
+			s.awaitLocked(func() bool { return !a.replaying })
 		}
 		a.receiving = false
 		s.changed.Broadcast()
@@ -831,14 +538,11 @@ func (s *retryStream) ended(err error) error {
 func (s *retryStream) Header() (metadata.MD, error) {
 	s.mu.Lock()
 	for {
-		s.raiseLocked()
+		s.awaitLocked(func() bool { return s.state != streamRetrying })
 		switch s.state {
 		case streamEnded:
 			s.mu.Unlock()
 			return nil, nil // as grpc: RecvMsg returns the error
-		case streamRetrying:
-			s.changed.Wait()
-			continue
 		case streamCommitted:
 			cs := s.cur.cs
 			s.mu.Unlock()
@@ -881,7 +585,7 @@ func (s *retryStream) Header() (metadata.MD, error) {
 // should. It reports whether Header is done: the stream committed or ended.
 func (s *retryStream) headerlessLocked(a *attempt) (done bool) {
 	if a.receiving || a.replaying {
-		s.changed.Wait()
+		s.awaitLocked(func() bool { return !a.receiving && !a.replaying || a != s.cur || s.state != streamOpen })
 		return false
 	}
 	a.receiving = true
@@ -921,9 +625,7 @@ func (s *retryStream) Trailer() metadata.MD {
 // attempt.
 func (s *retryStream) Context() context.Context {
 	s.mu.Lock()
-	for s.raiseLocked(); s.state == streamRetrying; s.raiseLocked() {
-		s.changed.Wait()
-	}
+	s.awaitLocked(func() bool { return s.state != streamRetrying })
 	s.commitLocked()
 	cs := s.cur.cs
 	s.mu.Unlock()
@@ -937,35 +639,4 @@ func (s *retryStream) Context() context.Context {
 	var ctx context.Context
 	s.guard(true, func() { ctx = cs.Context() })
 	return ctx
-}
-
-// plainStream opens a stream that is not retried, bounded by the plan's
-// timeout if it has one.
-func plainStream(ctx context.Context, p *plan, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, cancel := p.withTimeout(ctx)
-	cs, err := streamer(ctx, desc, cc, method, opts...)
-	if cancel == nil {
-		return cs, err
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &timedStream{ClientStream: cs, serverStreams: desc.ServerStreams, cancel: cancel}, nil
-}
-
-// timedStream is a stream bounded by a timeout, whose context it releases
-// when the stream ends.
-type timedStream struct {
-	grpc.ClientStream
-	serverStreams bool
-	cancel        context.CancelFunc
-}
-
-func (s *timedStream) RecvMsg(m any) error {
-	err := s.ClientStream.RecvMsg(m)
-	if err != nil || !s.serverStreams { // the end, or a client stream's only response
-		s.cancel()
-	}
-	return err
 }
