@@ -263,8 +263,11 @@ func (cs *connState) started() {
 
 // succeeded tells the budget of cs's target that an attempt succeeded,
 // which feeds its reserve.
-func (cs *connState) succeeded() {
+func (cs *connState) succeeded() { cs.succeededN(1) }
+
+// succeededN tells the budget of cs's target that n attempts succeeded.
+func (cs *connState) succeededN(n int64) {
 	if b := cs.t.budget; b != nil {
-		b.Succeeded()
+		b.SucceededN(n)
 	}
 }

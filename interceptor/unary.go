@@ -58,10 +58,22 @@ type unaryCall struct {
 // trailer, for pushback and to know whether the call committed, and the call
 // options with the Retrier's mark and grpc.Trailer added. It is pooled so
 // that a call that succeeds allocates nothing.
+//
+// It also counts the successes of the attempts it served, for the budgets:
+// every successEvery-th is counted with the successEvery before it, so that
+// the successes of calls on every core do not all write their budget's
+// counter (a cache line they would share). The pool keeps its states per
+// processor, so the counts wait in about one state per processor: at most
+// successEvery−1 successes each, counted late, and lost when a collection
+// drops the pool's states.
 type unaryState struct {
 	trailer metadata.MD
 	opts    []grpc.CallOption
+	uses    uint32 // successful attempts counted since the last successEvery
 }
+
+// successEvery is how many successes a unaryState counts together.
+const successEvery = 16
 
 var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
 
@@ -123,7 +135,6 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if err := r.attemptUnary(ctx, ctx, &p, conn, &u, &f); err != nil {
 		return r.retryUnary(ctx, &p, conn, &u, &f)
 	}
-	conn.succeeded()
 	if r.logical.n.Load() > 0 {
 		r.logical.put(ctx, 0, nil) // a Google client's earlier attempt of it gave up here
 	}
@@ -172,7 +183,6 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure
 		err := r.attemptUnary(ctx, c.retryContext(ctx), &c.plan, c.conn, u, f)
 		c.attempts++
 		if err == nil {
-			c.conn.succeeded()
 			return nil
 		}
 	}
@@ -228,6 +238,9 @@ func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *una
 		if !r.noPushback {
 			f.trailer, f.committed = s.trailer, headersArrived(err, s.trailer)
 		}
+	} else if s.uses++; s.uses == successEvery {
+		s.uses = 0
+		conn.succeededN(successEvery) // a success feeds the budget's reserve
 	}
 	s.release()
 	return err

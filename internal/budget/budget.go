@@ -30,18 +30,22 @@ import (
 //
 // Started and Succeeded are on every call's path. Started writes no shared
 // memory while the long-run pool is known to be full and is otherwise a
-// single atomic addition; Succeeded is a single atomic addition, and every
-// datingEvery successes it reads the clock to date those since the last
-// dating. Both are allocation-free. The counts are turned into tokens under
-// a mutex by Allow and Tokens, the slow path.
+// single atomic addition; Succeeded is a single atomic addition, which a
+// caller on every core may make for many successes at once (SucceededN),
+// and every datingEvery successes it reads the clock to date those since
+// the last dating. Both are allocation-free. The counts are turned into
+// tokens under a mutex by Allow and Tokens, the slow path.
 type Budget struct {
 	t grpcbackoff.Throttle
 
-	full    atomic.Bool  // the long-run pool holds Burst; set and cleared under mu
-	started atomic.Int64 // calls started while the long-run pool was not full
+	full atomic.Bool // the long-run pool holds Burst; set and cleared under mu; read by every call
+	_    [64]byte    // the counters below are written: keep them off full's cache line
 
+	started   atomic.Int64 // calls started while the long-run pool was not full
 	succeeded atomic.Int64 // successful calls, turned into deposits when dated
-	clock     func() time.Time
+	_         [64]byte
+
+	clock func() time.Time
 
 	mu       sync.Mutex
 	tokens   float64   // the long-run pool, at most Burst
@@ -125,11 +129,15 @@ func (b *Budget) Started() {
 // a dating happens every datingEvery successes, and at every Allow and
 // Tokens, so at most datingEvery successes are dated earlier than they
 // happened (after a quiet spell).
-func (b *Budget) Succeeded() {
+func (b *Budget) Succeeded() { b.SucceededN(1) }
+
+// SucceededN records n successes, counted together by a caller that
+// gathers them, as Succeeded records one.
+func (b *Budget) SucceededN(n int64) {
 	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
 		return
 	}
-	if b.succeeded.Add(1)%datingEvery == 0 && b.mu.TryLock() {
+	if after := b.succeeded.Add(n); after/datingEvery != (after-n)/datingEvery && b.mu.TryLock() {
 		b.observe(b.advance(b.clock()))
 		b.mu.Unlock()
 	}

@@ -691,7 +691,7 @@ func TestSucceededConcurrent(t *testing.T) {
 func TestHotPathAllocatesNothing(t *testing.T) {
 	b := newBudget(grpcbackoff.DefaultThrottle())
 	b.Allow(t0) // not full: Started counts
-	if n := testing.AllocsPerRun(1000, func() { b.Started(); b.Succeeded() }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { b.Started(); b.Succeeded(); b.SucceededN(16) }); n != 0 {
 		t.Errorf("Started and Succeeded allocate %v times, want 0", n)
 	}
 }
@@ -743,5 +743,26 @@ func TestReserveAfterQuietSpell(t *testing.T) {
 		if want := min(n, th.MinReserve+th.Burst); paid < want {
 			t.Errorf("bursts of %d: %d of the restart's retries paid, want at least %d", n, paid, want)
 		}
+	}
+}
+
+// TestSucceededN: n successes recorded at once earn what n recorded one by
+// one earn, dated when they cross a multiple of datingEvery, as one by one.
+func TestSucceededN(t *testing.T) {
+	th := grpcbackoff.Throttle{Burst: 1, Reserve: 0.5, Window: 10 * time.Second}
+	one, many := newBudget(th), newBudget(th)
+	var now time.Time
+	budget.SetClock(one, func() time.Time { return now })
+	budget.SetClock(many, func() time.Time { return now })
+	now = t0.Add(20 * time.Second)
+	for range 64 {
+		one.Succeeded()
+	}
+	for range 4 {
+		many.SucceededN(16)
+	}
+	at := now.Add(time.Second)
+	if a, b := one.Tokens(at), many.Tokens(at); a != b || a <= 1 {
+		t.Errorf("Tokens after 64 successes: one by one %v, 16 at a time %v; want them equal, and the successes counted", a, b)
 	}
 }
