@@ -32,12 +32,25 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // Data is what the pinned generated clients retry.
 type Data struct {
 	Clients []ClientInfo
 	Methods []Method // sorted by Name, then Client
+	Safety  []Safety // one per method of Methods, sorted by Method
+}
+
+// Safety is what the interceptor package learns of a method's safety from
+// its descriptor (interceptor.Retrier.Explain: Safety and Source), so that
+// a binary that does not link the method's generated package knows it too.
+type Safety struct {
+	Method string
+	Safety interceptor.Safety
+	Source string
 }
 
 // ClientInfo names a generated client of the data.
@@ -84,6 +97,17 @@ func Generate(ctx context.Context) (*Data, error) {
 	slices.SortFunc(d.Methods, func(a, b Method) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.Client, b.Client))
 	})
+	r, err := interceptor.New(grpcbackoff.DefaultPolicy())
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range d.Methods {
+		if i > 0 && d.Methods[i-1].Name == m.Name {
+			continue
+		}
+		x := r.Explain(m.Name)
+		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: x.Safety, Source: x.Source})
+	}
 	return &d, nil
 }
 
@@ -317,6 +341,16 @@ var genMethods = [...]genMethod{
 `)
 	for _, m := range d.Methods {
 		fmt.Fprintf(&b, "\t{%q, %d, 0x%05x, %t},\n", m.Name, m.Client, m.Codes, m.Stream)
+	}
+	b.WriteString(`}
+
+// genSafety is what the descriptor of each method of genMethods tells of its
+// safety (the interceptor package's verdict, with its reason: 1 idempotent,
+// 2 not idempotent, 0 unknown), sorted by method.
+var genSafety = [...]methodSafety{
+`)
+	for _, s := range d.Safety {
+		fmt.Fprintf(&b, "\t{%q, %d, %q},\n", s.Method, s.Safety, s.Source)
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())

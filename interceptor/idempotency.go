@@ -8,12 +8,20 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
+// describe learns what method's descriptor says of its safety; for a method
+// of a pinned Google Cloud client whose generated package the binary does
+// not link, what the data says its descriptor tells.
 func describe(method string) knowledge {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
+		if s, source, ok := googleclients.Safety(method); ok {
+			return knowledge{Safety(s), source + " (the descriptor of the pinned client's, not linked in)"}
+		}
 		return knowledge{SafetyUnknown, "no descriptor registered for " + service}
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)

@@ -40,9 +40,29 @@ func TestServiceExplainsEveryMethod(t *testing.T) {
 	}
 }
 
+// -service covers every service of the pinned Google Cloud clients,
+// whatever this build links (it links none of Pub/Sub), and says, code by
+// code, who retries the calls of their clients. (Issue 26: it refused
+// google.pubsub.v1.Publisher.)
+func TestServiceOfAPinnedClient(t *testing.T) {
+	status, out, errOut := runPlan(t, "-service", "google.pubsub.v1.Publisher")
+	if status != 0 || errOut != "" {
+		t.Fatalf("-service google.pubsub.v1.Publisher: status %d, stderr %q", status, errOut)
+	}
+	get := lineOf(out, "/google.pubsub.v1.Publisher/GetTopic: ")
+	if !strings.Contains(get, "UNAVAILABLE by the client's own retry, one attempt each here; RESOURCE_EXHAUSTED by this library") ||
+		!strings.Contains(get, "idempotent: google.api.http GET") {
+		t.Errorf("GetTopic line = %q", get)
+	}
+	publish := lineOf(out, "/google.pubsub.v1.Publisher/Publish: ")
+	if !strings.Contains(publish, "not idempotent") {
+		t.Errorf("Publish line = %q, want it not idempotent", publish)
+	}
+}
+
 func TestServiceUnknown(t *testing.T) {
 	for _, tc := range []struct{ service, want string }{
-		{"no.such.Service", `backoffplan: -service "no.such.Service": no such service registered`},
+		{"no.such.Service", `backoffplan: -service "no.such.Service": no such service among the pinned Google Cloud clients', nor registered in this build`},
 		{"google.cloud.redis.v1.Instance", `backoffplan: -service "google.cloud.redis.v1.Instance": a message, not a service`},
 	} {
 		status, out, errOut := runPlan(t, "-service", tc.service)
