@@ -57,15 +57,25 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 //	err = gaxretry.Adopt(c.TopicAdminClient.CallOptions)
 //
 // Adopt marks the calls of every method as handed over, so that the
-// Retrier retries them (WithClientRetries would otherwise leave them to the
-// client), and wraps the client's gax Retryer: when the interceptor gave up
-// on a call (a *grpcbackoff.Error whose Reason is not ReasonNotRetryable),
-// gax does not retry it; an error the interceptor does not retry (a code
-// outside its Policy, a write that may have been applied) goes to the
-// client's own Retryer, which decides as it would alone. If code inside the
-// client drops the mark (the Pub/Sub publisher replaces the gRPC options of
-// Publish), the client keeps its own retries. The gRPC options a method has
-// are kept. Call Adopt before the client is used; calling it again changes
+// Retrier retries them on every code of its Policy (it would otherwise
+// leave the codes the client retries to the client), and wraps the client's
+// gax Retryer: when the interceptor gave up on a call (a *grpcbackoff.Error
+// whose Reason is neither ReasonNotRetryable nor ReasonClientRetries), gax
+// does not retry it; an error the interceptor does not retry (a code outside
+// its Policy, a write that may have been applied) goes to the client's own
+// Retryer, which decides as it would alone. The polling of op.Wait is
+// adopted with the client's LROClient:
+//
+//	err = gaxretry.Adopt(c.LROClient.CallOptions) // c: a Cloud Redis client, say
+//
+// A per-call gax.WithGRPCOptions replaces the mark, as code inside a client
+// may (the Pub/Sub publisher does for Publish): such a call gets the rule
+// of a call that was not adopted, one layer per code, its retries kept. A
+// per-call gax.WithRetry replaces the wrapped Retryer: it retries what the
+// interceptor hands back, and a call the interceptor gave up on is refused
+// again at once with the same error, so that at most the Policy's
+// MaxAttempts attempts reach the server. The gRPC options a method has are
+// kept. Call Adopt before the client is used; calling it again changes
 // nothing.
 //
 // It returns an error naming the type for anything but a non-nil pointer to
