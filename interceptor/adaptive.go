@@ -86,8 +86,14 @@ func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.
 // is not counted: the backend refused nothing. A deadline's end is counted
 // as not accepted, whichever deadline it was.
 func (cs *connState) record(ctx context.Context, err error) {
+	if cs.t.adaptive != nil {
+		cs.recordAdaptive(ctx, err)
+	}
+}
+
+func (cs *connState) recordAdaptive(ctx context.Context, err error) {
 	a := cs.t.adaptive
-	if a == nil || ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && cs.closedBy(err) {
+	if ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && cs.closedBy(err) {
 		return
 	}
 	code := status.Code(err)

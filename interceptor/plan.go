@@ -55,7 +55,11 @@ func (s stated) String() string {
 // and opts. It allocates nothing.
 func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.CallOption) {
 	p.method = method
-	r.resolve(p)
+	if r.entries == nil { // the Retrier's own settings for every method
+		p.policy, p.hedge, p.timeout = r.base.policy, r.base.hedge, r.base.timeout
+	} else {
+		r.resolve(p)
+	}
 	noRetry, maxAttempts := false, 0
 	var callPolicy *compiled
 	for _, o := range opts {

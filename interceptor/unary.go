@@ -67,26 +67,36 @@ type unaryCall struct {
 // successEvery−1 successes each, counted late, and lost when a collection
 // drops the pool's states.
 type unaryState struct {
-	trailer metadata.MD
-	opts    []grpc.CallOption
-	uses    uint32 // successful attempts counted since the last successEvery
+	trailer     metadata.MD
+	readTrailer grpc.CallOption // grpc.Trailer(&trailer), made once
+	opts        []grpc.CallOption
+	uses        uint32 // successful attempts counted since the last successEvery
 }
 
 // successEvery is how many successes a unaryState counts together.
 const successEvery = 16
 
-var unaryStates = sync.Pool{New: func() any { return new(unaryState) }}
+var unaryStates = sync.Pool{New: func() any {
+	s := new(unaryState)
+	s.readTrailer = grpc.Trailer(&s.trailer)
+	return s
+}}
 
 // getUnaryState returns a state whose options are opts, then the layer mark
 // (clients.go), then, if trailer, grpc.Trailer of its trailer.
 func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
-	if n := len(opts) + 3; cap(s.opts) < n {
-		s.opts = make([]grpc.CallOption, 0, n)
+	n := len(opts)
+	if cap(s.opts) < n+3 {
+		s.opts = make([]grpc.CallOption, 0, n+3)
 	}
-	s.opts = append(append(s.opts[:0], opts...), mark)
+	s.opts = s.opts[:n+1]
+	if n > 0 {
+		copy(s.opts, opts)
+	}
+	s.opts[n] = mark
 	if trailer {
-		s.opts = append(s.opts, grpc.Trailer(&s.trailer))
+		s.opts = append(s.opts, s.readTrailer)
 	}
 	return s
 }
