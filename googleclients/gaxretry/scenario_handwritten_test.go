@@ -227,13 +227,13 @@ func TestHandwrittenSubscriber(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		fault   func(string, int) error
-		refused bool // StreamingPull is refused, as the subscriber chooses: Receive ends with it
-		clients bool // the code is the subscriber's to retry
+		fault   func() func(string, int) error // a new fault for each run
+		refused bool                           // StreamingPull is refused, as the subscriber chooses: Receive ends with it
+		clients bool                           // the code is the subscriber's to retry
 		suffix  string
 	}{
-		{"StreamingPull RESOURCE_EXHAUSTED ×2", failFirst("/StreamingPull", 2, codes.ResourceExhausted), true, true, "/StreamingPull"},
-		{"StreamingPull UNAVAILABLE ×2", failFirst("/StreamingPull", 2, codes.Unavailable), false, true, "/StreamingPull"},
+		{"StreamingPull RESOURCE_EXHAUSTED ×2", func() func(string, int) error { return failFirst("/StreamingPull", 2, codes.ResourceExhausted) }, true, true, "/StreamingPull"},
+		{"StreamingPull UNAVAILABLE ×2", func() func(string, int) error { return failFirst("/StreamingPull", 2, codes.Unavailable) }, false, true, "/StreamingPull"},
 		// The subscriber retries Acknowledge's RESOURCE_EXHAUSTED only with
 		// exactly-once delivery (retryAcks); on this subscription it does
 		// not, and the library must be the one layer. Failing at 9ee8684:
@@ -241,11 +241,11 @@ func TestHandwrittenSubscriber(t *testing.T) {
 		// (internal/googleclients/handwritten.go) leaves RESOURCE_EXHAUSTED
 		// to it, so nobody retries it and the acks are lost (the messages
 		// will be delivered again).
-		{"Acknowledge RESOURCE_EXHAUSTED ×2", failFirst("/Acknowledge", 2, codes.ResourceExhausted), false, false, "/Acknowledge"},
-		{"Acknowledge UNAVAILABLE ×2", failFirst("/Acknowledge", 2, codes.Unavailable), false, true, "/Acknowledge"},
+		{"Acknowledge RESOURCE_EXHAUSTED ×2", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.ResourceExhausted) }, false, false, "/Acknowledge"},
+		{"Acknowledge UNAVAILABLE ×2", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.Unavailable) }, false, true, "/Acknowledge"},
 	} {
-		alone := run(nil, tc.fault)
-		opts := run(standard(t), tc.fault)
+		alone := run(nil, tc.fault())
+		opts := run(standard(t), tc.fault())
 		for _, r := range []struct {
 			name string
 			res  result
