@@ -19,6 +19,7 @@ import (
 
 	vkit "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -194,4 +195,51 @@ func TestLayersNeverNest(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// sequence fails the attempts of the methods whose name ends with suffix
+// with the codes of seq, in turn, then lets them through.
+func sequence(suffix string, seq ...codes.Code) func(string, int) error {
+	var mu sync.Mutex
+	n := 0
+	return func(method string, _ int) error {
+		if !strings.HasSuffix(method, suffix) {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n++; n <= len(seq) {
+			return status.Error(seq[n-1], "fake fault")
+		}
+		return nil
+	}
+}
+
+// TestLayersNeverNestWithGaxTracing: TestLayersNeverNest's bound with gax's
+// tracing on (GOOGLE_SDK_GO_EXPERIMENTAL_TRACING=true, which a platform
+// team may set for Cloud Trace), on one sequence: RESOURCE_EXHAUSTED twice
+// then UNAVAILABLE, three times, then success. The library retries the
+// first two of each client attempt, the client the third; across the
+// client's attempts the library has MaxAttempts − 1 = 4 retries in all, so
+// the third client attempt's RESOURCE_EXHAUSTED ends the call: 7 attempts
+// on the wire, 3 of the client. With tracing, gax.Invoke gives each
+// attempt a context of its own (callctx.WithTelemetryContext with its
+// resend_count), which the library's memory of a client's call, keyed by
+// the context, does not know: it retries afresh under each client attempt.
+// Failing at 9ee8684 and 3c5bb22: 10 attempts on the wire, 4 of the client.
+func TestLayersNeverNestWithGaxTracing(t *testing.T) {
+	re, u := codes.ResourceExhausted, codes.Unavailable
+	seq := []codes.Code{re, re, u, re, re, u, re, re, u}
+	l, err := getTopic(t, standard(t), sequence("/GetTopic", seq...), 10*time.Second)
+	t.Logf("gax tracing off, (RE, RE, U) ×3 then success: %v, err %v", l, err)
+	if l.wire != 7 || l.own != 3 || status.Code(err) != re {
+		t.Errorf("gax tracing off, (RE, RE, U) ×3 then success: %v, err %v; want 7 attempts on the wire, 3 of the client, RESOURCE_EXHAUSTED", l, err)
+	}
+
+	t.Cleanup(gax.TestOnlyResetIsFeatureEnabled) // after the variable is restored
+	t.Setenv("GOOGLE_SDK_GO_EXPERIMENTAL_TRACING", "true")
+	gax.TestOnlyResetIsFeatureEnabled() // gax reads its features once
+	l, err = getTopic(t, standard(t), sequence("/GetTopic", seq...), 10*time.Second)
+	t.Logf("gax tracing on, (RE, RE, U) ×3 then success: %v, err %v", l, err)
+	oneLayer(t, "gax tracing on, (RE, RE, U) ×3 then success", l, false)
 }
