@@ -43,6 +43,10 @@ type Decision struct {
 	// retries by itself get a single attempt instead (Explain's call has no
 	// context, so it cannot tell which).
 	OuterRetry bool
+	// SharedBudget says the retries are paid from budgets shared with
+	// other processes (WithSharedBudget), one per target, rather than the
+	// process's own.
+	SharedBudget bool
 }
 
 // String describes d in one line, e.g.
@@ -92,6 +96,9 @@ func (d Decision) writeTail(b *strings.Builder) {
 	if d.OuterRetry {
 		b.WriteString("; one attempt when its caller retries it (WithOuterRetry)")
 	}
+	if d.SharedBudget {
+		b.WriteString("; retries paid from a budget per target shared by the fleet's processes (WithSharedBudget)")
+	}
 }
 
 func codeList(cs []codes.Code) string {
@@ -113,7 +120,8 @@ func codeList(cs []codes.Code) string {
 func (r *Retrier) Explain(fullMethod string) Decision {
 	var p plan
 	r.plan(&p, context.Background(), fullMethod, nil)
-	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, OuterRetry: r.outer != nil}
+	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, OuterRetry: r.outer != nil,
+		SharedBudget: r.shared != nil && r.throttle != nil}
 	if p.hedge != nil {
 		h := p.hedge.Hedging
 		h.NonFatalCodes = slices.Clone(h.NonFatalCodes)

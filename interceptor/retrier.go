@@ -66,6 +66,8 @@ type Retrier struct {
 	outer func(ctx context.Context, method string, opts []grpc.CallOption) bool // WithOuterRetry; nil: none
 
 	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
+
+	shared func(string, grpcbackoff.Throttle) SharedBudget // WithSharedBudget; nil: budgets of the process's own (shared.go)
 }
 
 // compiled is a validated Policy with its own copy of Codes.

@@ -37,13 +37,17 @@ type TargetState struct {
 	// throttling rejects a new call to the target now; 0 without it
 	// (WithAdaptiveThrottle).
 	RejectProbability float64
+	// Shared is the state of the target's budget when it is shared with
+	// other processes (WithSharedBudget); nil otherwise.
+	Shared *SharedBudgetState
 }
 
 // targetState is the state that every ClientConn with one canonical target
 // shares: its retry budget and its adaptive throttling.
 type targetState struct {
 	name     string
-	budget   *budget.Budget  // nil: no throttle
+	budget   *budget.Budget  // nil: no throttle, or a shared budget
+	shared   SharedBudget    // WithSharedBudget's budget (shared.go); nil: none
 	adaptive *adaptive.State // nil: no adaptive throttling
 	conns    int             // ClientConns registered for it; guarded by targets.mu
 }
@@ -74,7 +78,10 @@ type targets struct {
 // Retrier's throttle.
 func (r *Retrier) newTargetState(name string) *targetState {
 	t := &targetState{name: name}
-	if r.throttle != nil {
+	if r.throttle != nil && r.shared != nil {
+		t.shared = r.shared(name, *r.throttle)
+	}
+	if r.throttle != nil && t.shared == nil {
 		t.budget, _ = budget.New(*r.throttle, time.Now()) // validated by WithThrottle
 	}
 	if r.adaptive != nil {
@@ -158,6 +165,9 @@ func (r *Retrier) States() []TargetState {
 		states[i] = TargetState{Target: t.name, Retries: math.Inf(1)}
 		if t.budget != nil {
 			states[i].Retries = t.budget.Tokens(now)
+		} else if t.shared != nil {
+			s := t.shared.State(now)
+			states[i].Retries, states[i].Shared = s.Retries, &s
 		}
 		if t.adaptive != nil {
 			states[i].RejectProbability = t.adaptive.RejectProbability(now)
@@ -181,6 +191,8 @@ func (cs *connState) isClosed() bool {
 func (cs *connState) started() {
 	if b := cs.t.budget; b != nil {
 		b.Started()
+	} else if s := cs.t.shared; s != nil {
+		s.Started()
 	}
 }
 
@@ -189,5 +201,7 @@ func (cs *connState) started() {
 func (cs *connState) succeeded() {
 	if b := cs.t.budget; b != nil {
 		b.Succeeded()
+	} else if s := cs.t.shared; s != nil {
+		s.Succeeded()
 	}
 }
