@@ -1,0 +1,14 @@
+module github.com/platformkit/grpcbackoff/fleetbudget
+
+go 1.26.0
+
+require github.com/platformkit/grpcbackoff v0.1.0
+
+require (
+	golang.org/x/sys v0.49.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace github.com/platformkit/grpcbackoff => ../
