@@ -95,17 +95,20 @@ func (l *Local) Request(now time.Time, started, succeeded int64) Request {
 }
 
 // Apply takes g, the answer to the request sent at sent, at now: the
-// process holds the lease until sent plus the period.
+// process holds the lease until sent plus the period. A grant that comes
+// after that is given back at the next renewal.
 func (l *Local) Apply(now, sent time.Time, g Grant) {
-	l.expire(micros(now))
-	if !l.joined {
-		l.lease = Return{}
+	n := micros(now)
+	l.expire(n)
+	l.born, l.size = g.Born, max(g.Size, 1)
+	expires := micros(sent) + l.period
+	if expires <= n {
+		l.stale = Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: l.stale.LongRun + g.LongRun}
+		return
 	}
 	l.lease.Tenth, l.lease.Earned, l.lease.Floor = g.Tenth, g.Earned, g.Floor
 	l.lease.LongRun += g.LongRun
-	l.born, l.size = g.Born, max(g.Size, 1)
-	l.expires = micros(sent) + l.period
-	l.joined = l.expires > micros(now)
+	l.expires, l.joined = expires, true
 	l.leases++
 }
 
