@@ -160,6 +160,7 @@ func (l *Local) expire(n int64) {
 type LocalState struct {
 	Joined            bool
 	Tokens            float64 // retries it could pay for now
+	LongRun           float64 // of which long-run tokens of a lease
 	Size              int64   // the fleet's size as last seen (or assumed)
 	Leases, Fallbacks int64   // leases applied; times the lease expired
 }
@@ -171,6 +172,7 @@ func (l *Local) State(now time.Time) LocalState {
 	s := LocalState{Joined: l.joined, Size: l.size, Leases: l.leases, Fallbacks: l.fallbacks}
 	if l.joined {
 		s.Tokens = float64(l.lease.Earned+l.lease.Floor+l.lease.LongRun) / Token
+		s.LongRun = float64(l.lease.LongRun) / Token
 	} else {
 		s.Tokens = float64(l.share.Available(n, l.shareParams())) / Token
 	}
