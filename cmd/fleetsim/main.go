@@ -60,6 +60,7 @@ type config struct {
 	grid       sim.Grid
 	chart      string
 	real       realConfig
+	parallel   int
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -87,6 +88,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
+	budgets := fs.Bool("budgets", false, "run issue 29's experiment: 10 to 10 000 processes, a 30 s outage (UNAVAILABLE at once, or a pause), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
 	realMode := fs.Bool("real", false, "run the article's experiment for real: the server in a child process on 127.0.0.1, paused with SIGSTOP and resumed with SIGCONT")
 	rc := defaultRealConfig()
 	fs.IntVar(&rc.clients, "real-clients", rc.clients, "clients of -real")
@@ -117,11 +119,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if *grid && !chartSet {
 		*chart = "fleetsim.png"
 	}
+	if *budgets && !chartSet {
+		*chart = "fleetsim-budgets.png"
+	}
 	if *chart != "" && !strings.HasSuffix(*chart, ".png") && (*grid || !strings.HasSuffix(*chart, ".svg")) {
 		return config{}, fmt.Errorf("-chart %q must end in .png (or .svg, for the single run)", *chart)
 	}
-	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart}
+	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart, parallel: g.Parallel}
 	switch {
+	case *budgets:
+		cfg.mode = "budgets"
 	case *grid:
 		cfg.mode = "grid"
 		g.Base, g.Strategies = sc, strategies
@@ -183,6 +190,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return runGrid(ctx, cfg, stdout)
 	case "real":
 		return runReal(ctx, cfg.real, cfg.strategies, stdout)
+	case "budgets":
+		return runBudgets(ctx, sim.DefaultBudgets(), cfg.parallel, cfg.chart, stdout)
 	}
 	sc := cfg.scenario
 	fmt.Fprintf(stdout, "fleetsim: %d clients (%d per process), offered %.0f calls/s = %.0f%% of capacity, server limit %d at %v (growth %v per %v), pause %v at %v (backlog %d), %v\n",
