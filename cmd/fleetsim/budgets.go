@@ -110,8 +110,9 @@ func writeBudgetChart(path string, b sim.Budgets, cells []*budgetCell) error {
 				if c.unavailable != unavailable || c.fleet != fleet {
 					continue
 				}
-				x, y = append(x, math.Log10(float64(c.processes))), append(y, float64(c.outage.Retries))
-				top, bottom = max(top, float64(c.outage.Retries)), min(bottom, float64(c.outage.Retries))
+				v := max(float64(c.outage.Retries), 1) // a log scale: 1 stands for 0
+				x, y = append(x, math.Log10(float64(c.processes))), append(y, v)
+				top, bottom = max(top, v), min(bottom, v)
 				if unavailable && fleet {
 					bound = append(bound, c.outage.Bound)
 				}
