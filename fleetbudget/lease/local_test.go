@@ -105,6 +105,18 @@ func TestFleetBound(t *testing.T) {
 // With down, the Ledger answers no renewal from the failure's start.
 func runFleet(t *testing.T, th grpcbackoff.Throttle, p, calls int, down bool) (int, float64) {
 	t.Helper()
+	paid, bound, _ := runFleetFailover(t, th, p, calls, down, 0)
+	return paid, bound
+}
+
+// runFleetFailover is runFleet with, if lag > 0, a failover 10 s into the
+// failure to a replica that lost the Ledger's last lag µs of writes. It
+// also returns the long-run and reserve tokens granted in those lost µs.
+func runFleetFailover(t *testing.T, th grpcbackoff.Throttle, p, calls int, down bool, lag int64) (int, float64, int64) {
+	t.Helper()
+	var replica Ledger
+	var lost int64
+	failover := t0 + 30*sec
 	rng := rand.New(rand.NewPCG(uint64(p), 1))
 	var fleet Ledger
 	locals := make([]*Local, p)
@@ -118,12 +130,22 @@ func runFleet(t *testing.T, th grpcbackoff.Throttle, p, calls int, down bool) (i
 	paid, started, succeeded := 0, 0, 0
 	outage := t0 + 20*sec
 	for now := int64(t0); now < t0+50*sec; now += step {
+		if lag > 0 && now == failover-lag {
+			replica = fleet // what the replica has when the primary fails
+		}
+		if lag > 0 && now == failover {
+			fleet = replica
+		}
 		failing := now >= outage
 		for i, l := range locals {
 			for now >= next[i] {
 				if !(down && failing) {
 					r := l.Request(at(next[i]), counts[i][0], counts[i][1])
-					l.Apply(at(next[i]), at(next[i]), fleet.Renew(next[i], l.Params(), r))
+					g := fleet.Renew(next[i], l.Params(), r)
+					if lag > 0 && next[i] >= failover-lag && next[i] < failover {
+						lost += g.Earned + g.Floor + g.LongRun
+					}
+					l.Apply(at(next[i]), at(next[i]), g)
 				} else {
 					l.Request(at(next[i]), counts[i][0], counts[i][1])
 				}
@@ -152,8 +174,29 @@ func runFleet(t *testing.T, th grpcbackoff.Throttle, p, calls int, down bool) (i
 	}
 	T := 30.0
 	bound := float64(th.MinReserve) + th.Reserve*float64(succeeded) + float64(th.Burst) + (th.Ratio*float64(started)/T+th.PerSecond)*T
-	t.Logf("ledger down %v, %4d processes: %5d retries paid during the failure, bound %.0f", down, p, paid, bound)
-	return paid, bound
+	t.Logf("ledger down %v, %4d processes, failover lag %v: %5d retries paid during the failure, bound %.0f", down, p, time.Duration(lag)*time.Microsecond, paid, bound)
+	return paid, bound, lost
+}
+
+// TestFailover: a failover to a replica that lost the last half second of
+// writes (replication is asynchronous) grants again what was granted in
+// that half second, and no more: at most one lease period's grants.
+func TestFailover(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	for _, p := range []int{10, 1000} {
+		before, _ := runFleet(t, th, p, 2000, false)
+		after, bound, lost := runFleetFailover(t, th, p, 2000, false, 500_000)
+		// One lease period's grants during the failure: what the pool
+		// earns in a second, Ratio per call and PerSecond, and its Burst.
+		period := float64(th.Burst) + th.Ratio*2000 + th.PerSecond
+		if over := float64(after - before); over > float64(lost)/Token+10 || over > period {
+			t.Errorf("%d processes: %d retries with a failover, %d without: %v more, want at most the %d granted in the lost writes and one period's %v",
+				p, after, before, over, lost/Token, period)
+		}
+		if float64(after) > bound*1.1 {
+			t.Errorf("%d processes: %d retries with a failover, bound %.0f", p, after, bound)
+		}
+	}
 }
 
 func BenchmarkRenew(b *testing.B) {
