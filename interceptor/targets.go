@@ -202,6 +202,6 @@ func (cs *connState) succeeded() {
 	if b := cs.t.budget; b != nil {
 		b.Succeeded()
 	} else if s := cs.t.shared; s != nil {
-		s.Succeeded()
+		s.Succeeded(1)
 	}
 }
