@@ -106,8 +106,9 @@ func TestSharedBudget(t *testing.T) {
 			t.Errorf("backend-a's budget: %d started, %d succeeded, %d of %d retries paid; want 1, 0, 2 of 3",
 				ba.started.Load(), ba.succeeded.Load(), ba.allowed.Load(), ba.asked.Load())
 		}
-		if bb.started.Load() != 3 || bb.succeeded.Load() != 3 || bb.asked.Load() != 0 {
-			t.Errorf("backend-b's budget: %d started, %d succeeded, %d retries asked; want 3, 3, 0", bb.started.Load(), bb.succeeded.Load(), bb.asked.Load())
+		// Successes may be told in batches: at most 3 here.
+		if bb.started.Load() != 3 || bb.succeeded.Load() > 3 || bb.asked.Load() != 0 {
+			t.Errorf("backend-b's budget: %d started, %d succeeded, %d retries asked; want 3, at most 3, 0", bb.started.Load(), bb.succeeded.Load(), bb.asked.Load())
 		}
 		for _, s := range r.States() {
 			if s.Target == "passthrough:///backend-b" {
@@ -154,7 +155,8 @@ func TestSharedBudgetSuccessAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { ic(ctx, "/pkg.Svc/Get", nil, nil, nil, invoke) }); n != 0 {
 		t.Errorf("a successful call allocates %v times, want 0", n)
 	}
-	if b := f.budgets[""]; b == nil || b.started.Load() < 1000 || b.succeeded.Load() != b.started.Load() {
+	// Successes may be told in batches (of at most 64).
+	if b := f.budgets[""]; b == nil || b.started.Load() < 1000 || b.succeeded.Load() > b.started.Load() || b.succeeded.Load() < b.started.Load()-64 {
 		t.Errorf("the shared budget of calls without a ClientConn counted %+v, want every call started and succeeded", b)
 	}
 }
