@@ -44,13 +44,7 @@ local function idiv(x, y)
 end
 local function whole(n) return n - n % TOKEN end
 
-local names = {'b', 'l', 'p', 'c0', 'n0', 'c1', 'n1'}
-for j = 0, 9 do
-  names[#names + 1] = 'i' .. j
-  names[#names + 1] = 'e' .. j
-  names[#names + 1] = 'a' .. j
-  names[#names + 1] = 'f' .. j
-end
+local names = {'b', 'l', 'p', 'c0', 'n0', 'c1', 'n1', 'i0', 'e0', 'a0', 'f0', 'i1', 'e1', 'a1', 'f1', 'i2', 'e2', 'a2', 'f2', 'i3', 'e3', 'a3', 'f3', 'i4', 'e4', 'a4', 'f4', 'i5', 'e5', 'a5', 'f5', 'i6', 'e6', 'a6', 'f6', 'i7', 'e7', 'a7', 'f7', 'i8', 'e8', 'a8', 'f8', 'i9', 'e9', 'a9', 'f9'}
 local v = redis.call('HMGET', KEYS[1], unpack(names))
 local born, last, pool = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
 local ci, cn = {[0] = tonumber(v[4]) or 0, tonumber(v[6]) or 0}, {[0] = tonumber(v[5]) or 0, tonumber(v[7]) or 0}
@@ -61,7 +55,9 @@ for j = 0, 9 do
   ta[j] = tonumber(v[10 + 4 * j]) or 0
   tf[j] = tonumber(v[11 + 4 * j]) or 0
 end
+local fresh = false
 if born == nil or last == nil or pool == nil then
+  fresh = true
   born, last, pool = now, now, burst
   if seen > 0 and seen <= now then born, pool = seen, 0 end
   for j = 0, 9 do ti[j], te[j], ta[j], tf[j] = 0, 0, 0, 0 end
@@ -76,9 +72,11 @@ pool = math.min(pool + math.floor(persec * dt / 1000000), math.max(burst, pool))
 pool = pool + ratio * started + math.max(rlong, 0)
 last = now
 
+local dirty = {}
 local function at(j)
   local s = j % 10
   if ti[s] ~= j then ti[s], te[s], ta[s], tf[s] = j, 0, 0, 0 end
+  dirty[s] = true
   return s
 end
 local ge, gf, k, left = 0, 0, 0, 0
@@ -91,6 +89,7 @@ if window > 0 then
   end
   if rtenth > k - 10 and rtenth <= k and ti[rtenth % 10] == rtenth then
     local s = rtenth % 10
+    dirty[s] = true
     ta[s] = ta[s] - math.min(ta[s], math.max(rearned, 0))
     tf[s] = tf[s] - math.min(tf[s], math.max(rfloor, 0))
   end
@@ -120,8 +119,13 @@ cn[c] = cn[c] + 1
 local size = cn[c]
 if ci[1 - c] == i - 1 and cn[1 - c] > size then size = cn[1 - c] end
 
-local out = {'b', born, 'l', last, 'p', pool, 'c0', ci[0], 'n0', cn[0], 'c1', ci[1], 'n1', cn[1]}
-for j = 0, 9 do
+local out = {'b', born, 'l', last, 'p', pool, 'c' .. c, ci[c], 'n' .. c, cn[c]}
+if fresh then
+  for j = 0, 9 do dirty[j] = true end
+  out[#out + 1] = 'c' .. (1 - c); out[#out + 1] = ci[1 - c]
+  out[#out + 1] = 'n' .. (1 - c); out[#out + 1] = cn[1 - c]
+end
+for j, _ in pairs(dirty) do
   out[#out + 1] = 'i' .. j; out[#out + 1] = ti[j]
   out[#out + 1] = 'e' .. j; out[#out + 1] = te[j]
   out[#out + 1] = 'a' .. j; out[#out + 1] = ta[j]
