@@ -78,7 +78,8 @@ type Options struct {
 	Names map[string]string
 	// LeasePeriod is how long a lease is valid, between 100 ms and a
 	// minute; each process renews its leases every 3/4 of it, one script
-	// call per budget. Default 1 s.
+	// call per budget (about 75 µs of Redis's time). Default 1 s; over
+	// 2 000 processes per budget, about 1 s per 2 000 (see README.md).
 	LeasePeriod time.Duration
 	// FleetSize is the number of processes a process assumes share a
 	// budget until Redis has told it (if Redis cannot be reached from its
