@@ -13,8 +13,15 @@ require (
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+)
+
+require (
 	cloud.google.com/go/longrunning v1.3.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/platformkit/grpcbackoff/fleetbudget v0.1.0
 	golang.org/x/image v0.18.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
@@ -26,3 +33,5 @@ require (
 )
 
 replace github.com/platformkit/grpcbackoff => ../
+
+replace github.com/platformkit/grpcbackoff/fleetbudget => ../fleetbudget

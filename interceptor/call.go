@@ -135,6 +135,9 @@ func (c *call) budget() decide.Budget {
 	if b := c.conn.t.budget; b != nil {
 		return b
 	}
+	if s := c.conn.t.shared; s != nil {
+		return s
+	}
 	return nil
 }
 

@@ -48,6 +48,10 @@ type Decision struct {
 	// own) are retried on every code of Codes. Empty for a method no Google
 	// Cloud client is known to call.
 	Clients []ClientRetries
+	// SharedBudget says the retries are paid from budgets shared with
+	// other processes (WithSharedBudget), one per target, rather than the
+	// process's own.
+	SharedBudget bool
 }
 
 // String describes d in one line, e.g.
@@ -125,6 +129,9 @@ func (d Decision) writeTail(b *strings.Builder) {
 			fmt.Fprintf(b, "%s by the client's own retry, one attempt each here; %s by this library", codeList(theirs), codeList(ours))
 		}
 	}
+	if d.SharedBudget {
+		b.WriteString("; retries paid from a budget per target shared by the fleet's processes (WithSharedBudget)")
+	}
 }
 
 func codeList(cs []codes.Code) string {
@@ -146,7 +153,8 @@ func codeList(cs []codes.Code) string {
 func (r *Retrier) Explain(fullMethod string) Decision {
 	var p plan
 	r.plan(&p, context.Background(), fullMethod, nil)
-	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, PolicySource: r.policySource(&p)}
+	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, PolicySource: r.policySource(&p),
+		SharedBudget: r.shared != nil && r.throttle != nil}
 	if p.hedge != nil && isStream(fullMethod) {
 		// Hedging is for unary calls: a stream is retried by the Policy its
 		// failures answer to, as a call that is not hedged.

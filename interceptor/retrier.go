@@ -78,6 +78,8 @@ type Retrier struct {
 	logical logicalCalls // Google Cloud clients' calls, across the clients' attempts (clients.go)
 
 	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
+
+	shared func(string, grpcbackoff.Throttle) SharedBudget // WithSharedBudget; nil: budgets of the process's own (shared.go)
 }
 
 // compiled is a validated Policy with its own copy of Codes.
@@ -223,7 +225,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r.targets.local.t = r.newTargetState("")
+	r.targets.local = &connState{t: r.newTargetState("")}
 	return r, nil
 }
 

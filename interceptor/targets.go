@@ -40,13 +40,17 @@ type TargetState struct {
 	// throttling rejects a new call to the target now; 0 without it
 	// (WithAdaptiveThrottle).
 	RejectProbability float64
+	// Shared is the state of the target's budget when it is shared with
+	// other processes (WithSharedBudget); nil otherwise.
+	Shared *SharedBudgetState
 }
 
 // targetState is the state that every ClientConn with one canonical target
 // shares: its retry budget and its adaptive throttling.
 type targetState struct {
 	name     string
-	budget   *budget.Budget  // nil: no throttle
+	budget   *budget.Budget  // nil: no throttle, or a shared budget
+	shared   SharedBudget    // WithSharedBudget's budget (shared.go); nil: none
 	adaptive *adaptive.State // nil: no adaptive throttling
 	conns    int             // ClientConns registered for it; guarded by targets.mu
 	idle     time.Time       // when its last ClientConn shut down; zero while it has one; guarded by targets.mu
@@ -74,7 +78,7 @@ type targets struct {
 	mu        sync.Mutex
 	byName    map[string]*targetState
 	dropped   *droppedNames // targets dropped for disuse; nil until one is
-	local     connState     // calls without a ClientConn; its t is set by New
+	local     *connState    // calls without a ClientConn, set by New (apart from the Retrier: a pooled call state may hold it)
 	localUsed atomic.Bool   // a call was made without a ClientConn
 }
 
@@ -113,7 +117,10 @@ func (d *droppedNames) has(name string) bool {
 // r.targets.mu is held, or r is being built.
 func (r *Retrier) newTargetState(name string) *targetState {
 	t := &targetState{name: name}
-	if r.throttle != nil {
+	if r.throttle != nil && r.shared != nil {
+		t.shared = r.shared(name, *r.throttle)
+	}
+	if r.throttle != nil && t.shared == nil {
 		newBudget := budget.New
 		if r.targets.dropped.has(name) {
 			newBudget = budget.Revived
@@ -133,7 +140,7 @@ func (r *Retrier) conn(cc *grpc.ClientConn) *connState {
 		if !r.targets.localUsed.Load() {
 			r.targets.localUsed.Store(true)
 		}
-		return &r.targets.local
+		return r.targets.local
 	}
 	if v, ok := r.targets.conns.Load(cc); ok {
 		return v.(*connState)
@@ -225,6 +232,9 @@ func (r *Retrier) States() []TargetState {
 		states[i] = TargetState{Target: t.name, Retries: math.Inf(1)}
 		if t.budget != nil {
 			states[i].Retries = t.budget.Tokens(now)
+		} else if t.shared != nil {
+			s := t.shared.State(now)
+			states[i].Retries, states[i].Shared = s.Retries, &s
 		}
 		if t.adaptive != nil {
 			states[i].RejectProbability = t.adaptive.RejectProbability(now)
@@ -258,6 +268,8 @@ func (cs *connState) isClosed() bool {
 func (cs *connState) started() {
 	if b := cs.t.budget; b != nil {
 		b.Started()
+	} else if s := cs.t.shared; s != nil {
+		s.Started()
 	}
 }
 
@@ -269,5 +281,7 @@ func (cs *connState) succeeded() { cs.succeededN(1) }
 func (cs *connState) succeededN(n int64) {
 	if b := cs.t.budget; b != nil {
 		b.SucceededN(n)
+	} else if s := cs.t.shared; s != nil {
+		s.Succeeded(n)
 	}
 }

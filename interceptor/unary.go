@@ -60,21 +60,39 @@ type unaryCall struct {
 // that a call that succeeds allocates nothing.
 //
 // It also counts the successes of the attempts it served, for the budgets:
-// every successEvery-th is counted with the successEvery before it, so that
-// the successes of calls on every core do not all write their budget's
-// counter (a cache line they would share). The pool keeps its states per
-// processor, so the counts wait in about one state per processor: at most
-// successEvery−1 successes each, counted late, and lost when a collection
-// drops the pool's states.
+// every successEvery-th success on one connection's target is counted with
+// the successEvery before it, so that the successes of calls on every core
+// do not all write their budget's counter (a cache line they would share).
+// The pool keeps its states per processor, so the counts wait in about one
+// state per processor: at most successEvery−1 successes each, counted late,
+// and lost when a collection drops the pool's states (which hold the
+// connState, never the Retrier, until then).
 type unaryState struct {
 	trailer     metadata.MD
 	readTrailer grpc.CallOption // grpc.Trailer(&trailer), made once
 	opts        []grpc.CallOption
-	uses        uint32 // successful attempts counted since the last successEvery
+	conn        *connState // whose successes uses counts
+	uses        int64      // successful attempts of conn not yet told its budget
 }
 
 // successEvery is how many successes a unaryState counts together.
 const successEvery = 16
+
+// succeeded counts a successful attempt on conn. The successes counted for
+// another connection are first told to it, so that a target's budget is
+// fed by its own successes alone.
+func (s *unaryState) succeeded(conn *connState) {
+	if s.conn != conn {
+		if s.uses > 0 {
+			s.conn.succeededN(s.uses)
+		}
+		s.conn, s.uses = conn, 0
+	}
+	if s.uses++; s.uses == successEvery {
+		s.uses = 0
+		conn.succeededN(successEvery)
+	}
+}
 
 var unaryStates = sync.Pool{New: func() any {
 	s := new(unaryState)
@@ -248,9 +266,8 @@ func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *una
 		if !r.noPushback {
 			f.trailer, f.committed = s.trailer, headersArrived(err, s.trailer)
 		}
-	} else if s.uses++; s.uses == successEvery {
-		s.uses = 0
-		conn.succeededN(successEvery) // a success feeds the budget's reserve
+	} else {
+		s.succeeded(conn) // a success feeds the budget's reserve
 	}
 	s.release()
 	return err

@@ -38,7 +38,10 @@
 //
 // Our own metrics, where A96 has no equivalent, are prefixed grpcbackoff.:
 // MetricCallGaveUp, MetricBudgetRefused, MetricBudgetAvailable,
-// MetricThrottleRejectionProbability and MetricCallRejected.
+// MetricThrottleRejectionProbability and MetricCallRejected, and for
+// budgets shared by a fleet (the fleetbudget module) MetricFleetLeases and
+// MetricFleetFallbacks, read through the interceptor's seam: this module
+// imports no Redis client.
 //
 // # Traces
 //
@@ -113,6 +116,15 @@ const (
 	// the attribute TargetKey (the highest over the Retriers that share a
 	// label). Unit 1. It is 0 for a target without adaptive throttling.
 	MetricThrottleRejectionProbability = "grpcbackoff.client.throttle.rejection_probability"
+	// MetricFleetLeases counts the leases of fleet-wide retry budgets this
+	// process received (interceptor.WithSharedBudget, as the fleetbudget
+	// module sets it), with the attribute TargetKey; MetricFleetFallbacks
+	// the times such a budget fell back to the process's share of it, its
+	// shared state out of reach. Units {lease} and {fallback}. Both read
+	// TargetState.Shared of the Retriers built with Recorder.Option, each
+	// budget once however many Retriers share it.
+	MetricFleetLeases    = "grpcbackoff.client.budget.fleet.leases"
+	MetricFleetFallbacks = "grpcbackoff.client.budget.fleet.fallbacks"
 )
 
 // Metric attributes.
@@ -269,13 +281,19 @@ func New(o Options) (*Recorder, error) {
 	probability, err := meter.Float64ObservableGauge(MetricThrottleRejectionProbability, metric.WithUnit("1"),
 		metric.WithDescription("Probability that the adaptive throttle rejects a call to the target (0: no adaptive throttle)."))
 	errs[7] = err
-	if err := errors.Join(errs[:]...); err != nil {
+	var fleet fleetCounters
+	var errLeases, errFallbacks error
+	fleet.leases, errLeases = meter.Int64ObservableCounter(MetricFleetLeases, metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases of fleet-wide retry budgets received by this process."))
+	fleet.fallbacks, errFallbacks = meter.Int64ObservableCounter(MetricFleetFallbacks, metric.WithUnit("{fallback}"),
+		metric.WithDescription("Times a fleet-wide retry budget fell back to this process's share of it."))
+	if err := errors.Join(append(errs[:], errLeases, errFallbacks)...); err != nil {
 		return nil, fmt.Errorf("opentelemetry: New: %w", err)
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		rec.observeBudgets(o, available, probability)
+		rec.observeBudgets(o, available, probability, fleet)
 		return nil
-	}, available, probability)
+	}, available, probability, fleet.leases, fleet.fallbacks)
 	if err != nil {
 		return nil, fmt.Errorf("opentelemetry: New: %w", err)
 	}
@@ -475,7 +493,7 @@ func (rec *Recorder) gaveUpOptions(set *labelSet, code codes.Code, reason grpcba
 
 // observeBudgets reports the gauges of the live Retriers built with
 // rec.Option, and forgets the others.
-func (rec *Recorder) observeBudgets(o metric.Observer, available, probability metric.Float64Observable) {
+func (rec *Recorder) observeBudgets(o metric.Observer, available, probability metric.Float64Observable, fleet fleetCounters) {
 	rec.mu.Lock()
 	live := rec.retriers[:0]
 	var retriers []*interceptor.Retrier
@@ -489,12 +507,17 @@ func (rec *Recorder) observeBudgets(o metric.Observer, available, probability me
 	rec.retriers = live
 	rec.mu.Unlock()
 
-	sums := map[string]float64{}    // retries the budgets could pay, by label
-	highest := map[string]float64{} // rejection probability, by label
+	sums := map[string]float64{}       // retries the budgets could pay, by label
+	highest := map[string]float64{}    // rejection probability, by label
+	shared := map[[2]string][2]int64{} // leases and fallbacks, by label and budget name
 	var order []string
 	for _, r := range retriers {
 		for _, s := range r.States() {
 			t := rec.targetLabel(s.Target, nil)
+			if sh := s.Shared; sh != nil {
+				k, v := [2]string{t, sh.Name}, shared[[2]string{t, sh.Name}]
+				shared[k] = [2]int64{max(v[0], sh.Leases), max(v[1], sh.Fallbacks)}
+			}
 			if _, ok := highest[t]; !ok {
 				order = append(order, t)
 			}
@@ -511,6 +534,23 @@ func (rec *Recorder) observeBudgets(o metric.Observer, available, probability me
 		}
 		o.ObserveFloat64(probability, highest[t], attrs)
 	}
+	counts := map[string][2]int64{}
+	for k, v := range shared {
+		c := counts[k[0]]
+		counts[k[0]] = [2]int64{c[0] + v[0], c[1] + v[1]}
+	}
+	for _, t := range order {
+		if c, ok := counts[t]; ok {
+			attrs := metric.WithAttributeSet(attribute.NewSet(TargetKey.String(t)))
+			o.ObserveInt64(fleet.leases, c[0], attrs)
+			o.ObserveInt64(fleet.fallbacks, c[1], attrs)
+		}
+	}
+}
+
+// fleetCounters are the counters of fleet-wide budgets.
+type fleetCounters struct {
+	leases, fallbacks metric.Int64ObservableCounter
 }
 
 func reasonName(r grpcbackoff.Reason) string {

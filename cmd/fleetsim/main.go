@@ -41,6 +41,14 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == clientFlag {
+		// A client process of -budgets-real.
+		if err := clientChild(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "fleetsim client:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
@@ -60,6 +68,10 @@ type config struct {
 	grid       sim.Grid
 	chart      string
 	real       realConfig
+	parallel   int
+
+	budgetsReal budgetsReal
+	budgets     sim.Budgets
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -87,6 +99,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
+	budgets := fs.Bool("budgets", false, "run issue 29's experiment: 10 to 10 000 processes, a 30 s outage (UNAVAILABLE at once, or a pause), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
+	budgetsRealMode := fs.Bool("budgets-real", false, "run -budgets for real: two fleets of client processes (a budget per process; the fleet's on a redis-server it starts), a backend process each, paused with SIGSTOP, Redis killed once; writes -chart (default fleetsim-budgets-real.png)")
+	br := defaultBudgetsReal()
+	fs.IntVar(&br.processes, "real-processes", br.processes, "client processes of each fleet of -budgets-real")
+	fs.IntVar(&br.clients, "real-per-process", br.clients, "clients per process of -budgets-real")
+	fs.DurationVar(&br.killAt, "real-redis-kill-at", br.killAt, "when -budgets-real kills the redis-server")
+	fs.DurationVar(&br.down, "real-redis-down", br.down, "how long -budgets-real keeps it down")
+	fs.StringVar(&br.redisServer, "redis-server", br.redisServer, "the redis-server binary of -budgets-real")
 	realMode := fs.Bool("real", false, "run the article's experiment for real: the server in a child process on 127.0.0.1, paused with SIGSTOP and resumed with SIGCONT")
 	rc := defaultRealConfig()
 	fs.IntVar(&rc.clients, "real-clients", rc.clients, "clients of -real")
@@ -117,11 +137,43 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if *grid && !chartSet {
 		*chart = "fleetsim.png"
 	}
+	if *budgets && !chartSet {
+		*chart = "fleetsim-budgets.png"
+	}
+	if *budgetsRealMode && !chartSet {
+		*chart = "fleetsim-budgets-real.png"
+	}
 	if *chart != "" && !strings.HasSuffix(*chart, ".png") && (*grid || !strings.HasSuffix(*chart, ".svg")) {
 		return config{}, fmt.Errorf("-chart %q must end in .png (or .svg, for the single run)", *chart)
 	}
-	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart}
+	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart, parallel: g.Parallel}
 	switch {
+	case *budgets:
+		cfg.mode = "budgets"
+		cfg.budgets = sim.DefaultBudgets()
+		fs.Visit(func(f *flag.Flag) { // the flags given replace the experiment's defaults
+			b := &cfg.budgets.Base
+			switch f.Name {
+			case "clients":
+				b.Clients = sc.Clients
+			case "backlog":
+				b.Backlog = sc.Backlog
+			case "limit", "k", "load":
+				b.Model = sc.Model
+			}
+		})
+	case *budgetsRealMode:
+		cfg.mode = "budgets-real"
+		br.pauseAt, br.pause = rc.pauseAt, rc.pause
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "real-duration" {
+				br.duration = rc.duration
+			}
+		})
+		if err := br.validate(); err != nil {
+			return config{}, err
+		}
+		cfg.budgetsReal = br
 	case *grid:
 		cfg.mode = "grid"
 		g.Base, g.Strategies = sc, strategies
@@ -183,6 +235,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return runGrid(ctx, cfg, stdout)
 	case "real":
 		return runReal(ctx, cfg.real, cfg.strategies, stdout)
+	case "budgets":
+		return runBudgets(ctx, cfg.budgets, cfg.parallel, cfg.chart, stdout)
+	case "budgets-real":
+		return runBudgetsReal(ctx, cfg.budgetsReal, cfg.chart, stdout)
 	}
 	sc := cfg.scenario
 	fmt.Fprintf(stdout, "fleetsim: %d clients (%d per process), offered %.0f calls/s = %.0f%% of capacity, server limit %d at %v (growth %v per %v), pause %v at %v (backlog %d), %v\n",

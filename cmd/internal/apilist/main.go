@@ -28,6 +28,7 @@ var modules = []struct{ dir, file string }{
 	{"gaxretry", "gaxretry.txt"},
 	{"opentelemetry", "opentelemetry.txt"},
 	{"redistest", "redistest.txt"},
+	{"fleetbudget", "fleetbudget.txt"},
 }
 
 func main() {

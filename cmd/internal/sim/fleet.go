@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/fleetbudget/lease"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
 	"github.com/platformkit/grpcbackoff/internal/decide"
@@ -35,6 +36,10 @@ type client struct {
 type process struct {
 	budget   *budget.Budget
 	adaptive *adaptive.State
+	// With a fleet budget (Strategy.LeasePeriod): the process's lease, and
+	// the calls started and succeeded since its last renewal.
+	lease              *lease.Local
+	started, succeeded int64
 }
 
 // Event kinds.
@@ -46,6 +51,7 @@ const (
 	evPause
 	evResume
 	evSample // the end of a second
+	evRenew  // process id renews its lease of the fleet budget
 )
 
 // event is one entry of the queue; at is in nanoseconds of model time.
@@ -109,6 +115,9 @@ type sim struct {
 	waiting  []ref // arrived during the pause
 	peak     int
 	calls    int // calls under way
+
+	ledger lease.Ledger // the fleet budget, with Strategy.LeasePeriod
+	leased float64      // long-run tokens the processes held when the outage began
 }
 
 // t returns model time ns as a time.Time for the library's code.
@@ -158,7 +167,11 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 	nproc := (sc.Clients + sc.PerProcess - 1) / sc.PerProcess
 	s.procs = make([]process, nproc)
 	for i := range s.procs {
-		if st.Throttle != nil {
+		if st.Throttle != nil && st.LeasePeriod > 0 {
+			p := &s.procs[i]
+			p.lease = lease.NewLocal(*st.Throttle, st.LeasePeriod, nproc, s.t(0))
+			s.q.push(event{at: s.rng.Int64N(int64(p.lease.Interval())), id: int32(i), kind: evRenew})
+		} else if st.Throttle != nil {
 			b, err := budget.New(*st.Throttle, s.t(0))
 			if err != nil {
 				return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
@@ -223,7 +236,7 @@ func (s *sim) handle(e event) {
 			if b := s.sample(e.at); b != nil {
 				b.TimedOut++
 			}
-			s.failed(e.id, e.at)
+			s.failed(e.id, e.at, true)
 		}
 	case evDone:
 		s.accepted--
@@ -234,6 +247,20 @@ func (s *sim) handle(e event) {
 		s.answer(ref{e.id, e.seq}, e.at)
 	case evPause:
 		s.paused = true
+		for _, p := range s.procs {
+			if p.lease != nil {
+				if st := p.lease.State(s.t(e.at)); st.Joined {
+					s.leased += st.LongRun
+				}
+			}
+		}
+	case evRenew:
+		p := &s.procs[e.id]
+		now := s.t(e.at)
+		r := p.lease.Request(now, p.started, p.succeeded)
+		p.started, p.succeeded = 0, 0
+		p.lease.Apply(now, now, s.ledger.Renew(now.UnixMicro(), p.lease.Params(), r))
+		s.q.push(event{at: e.at + int64(p.lease.Interval()), id: e.id, kind: evRenew})
 	case evResume:
 		s.paused = false
 		w := s.waiting
@@ -283,6 +310,7 @@ func (s *sim) call(id int32, now int64) {
 	if p.budget != nil {
 		p.budget.Started()
 	}
+	p.started++
 	c := &s.clients[id]
 	c.attempts, c.start = 0, int32(now/int64(time.Second))
 	s.calls++
@@ -297,6 +325,10 @@ func (s *sim) send(id int32, now int64) {
 	c.state = inFlight
 	if b := s.sample(now); b != nil {
 		b.Attempts++
+	}
+	if s.paused && s.sc.Unavailable {
+		s.failed(id, now, false) // answered at once with UNAVAILABLE
+		return
 	}
 	s.q.push(event{at: now + int64(s.st.Policy.AttemptTimeout), id: id, seq: c.seq, kind: evTimeout})
 	r := ref{id, c.seq}
@@ -334,6 +366,7 @@ func (s *sim) answer(r ref, now int64) {
 	if p.budget != nil {
 		p.budget.Succeeded() // feeds the reserve, as the interceptors do
 	}
+	p.succeeded++
 	if p.adaptive != nil {
 		p.adaptive.Record(s.t(now), true)
 	}
@@ -344,19 +377,24 @@ func (s *sim) answer(r ref, now int64) {
 	s.think(r.id, now)
 }
 
-// failed handles the timeout of client id's attempt with the library's
-// decision.
-func (s *sim) failed(id int32, now int64) {
+// failed handles the failure of client id's attempt with the library's
+// decision: its timeout, or an UNAVAILABLE answered at once.
+func (s *sim) failed(id int32, now int64, timedOut bool) {
 	c := &s.clients[id]
 	p := s.proc(id)
 	if p.adaptive != nil {
 		p.adaptive.Record(s.t(now), false)
 	}
 	a := decide.Attempt{Number: int(c.attempts), MaxAttempts: s.st.Policy.MaxAttempts,
-		Code: codes.DeadlineExceeded, TimedOut: true, Now: s.t(now)}
+		Code: codes.DeadlineExceeded, TimedOut: timedOut, Now: s.t(now)}
+	if !timedOut {
+		a.Code = codes.Unavailable
+	}
 	var budget decide.Budget
 	if p.budget != nil {
 		budget = p.budget
+	} else if p.lease != nil {
+		budget = p.lease
 	}
 	if p.adaptive != nil {
 		a.U = s.rng.Float64()
@@ -382,7 +420,7 @@ func (s *sim) failed(id int32, now int64) {
 
 // summarize turns the samples into a Result.
 func (s *sim) summarize() Result {
-	res := Result{Strategy: s.st.Name, Samples: s.samples, Events: s.events}
+	res := Result{Strategy: s.st.Name, Samples: s.samples, Events: s.events, Leased: s.leased}
 	res.summarize(s.sc.PauseAt, s.sc.PauseAt+s.sc.Pause, s.sc.Model.Limit, s.sc.Offered())
 	return res
 }

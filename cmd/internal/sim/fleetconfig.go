@@ -39,6 +39,10 @@ type Fleet struct {
 	// 1000 clients on one connection). 0, the default, means no bound, as
 	// RunStorm's server.
 	Backlog int
+	// Unavailable makes the outage a server that answers every attempt at
+	// once with UNAVAILABLE (a restart behind a load balancer) instead of a
+	// pause; requests accepted before it are answered as usual.
+	Unavailable bool
 	// Duration is the length of the run, in whole seconds. Default 120 s.
 	Duration time.Duration
 	// Seed seeds the think times and the adaptive throttle's draws (the

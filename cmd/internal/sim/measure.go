@@ -64,6 +64,11 @@ type Result struct {
 	Events         int64
 	Wall           time.Duration
 	BytesPerClient float64
+	// Leased is the long-run tokens the processes held in leases of the
+	// fleet budget when the outage began, beyond the Burst the Ledger may
+	// hold (RunFleet, Strategy.LeasePeriod only). Leases of the reserve are
+	// not counted: the reserve paid them, as it pays a retry.
+	Leased float64
 }
 
 // summarize fills the measures of res from its Samples, for a run whose

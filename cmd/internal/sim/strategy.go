@@ -23,6 +23,11 @@ type Strategy struct {
 	Policy   grpcbackoff.Policy
 	Throttle *grpcbackoff.Throttle
 	Adaptive *grpcbackoff.AdaptiveThrottle
+	// LeasePeriod, when set, makes Throttle one budget for the whole fleet
+	// (package fleetbudget/lease, as the fleetbudget module keeps it in
+	// Redis): each process spends leases of a Ledger renewed every 3/4 of
+	// LeasePeriod, instead of a budget of its own.
+	LeasePeriod time.Duration
 }
 
 // attemptTimeout is the article's per-attempt timeout.
@@ -71,6 +76,14 @@ func RecipeBudget() Strategy {
 	return s
 }
 
+// RecipeFleet is RecipeBudget with one budget for the fleet, leased to
+// its processes for a second at a time (the fleetbudget module's default).
+func RecipeFleet() Strategy {
+	s := RecipeBudget()
+	s.Name, s.LeasePeriod = "recipe+fleet", time.Second
+	return s
+}
+
 // RecipeAdaptive is Recipe with grpcbackoff.DefaultAdaptiveThrottle.
 func RecipeAdaptive() Strategy { return withAdaptive(Recipe(), "recipe+adaptive") }
 
@@ -109,7 +122,7 @@ func Strategies() []Strategy {
 // SelectStrategies returns the strategies named in a comma-separated list,
 // in the list's order: those of Strategies, "fixed+adaptive" and "none".
 func SelectStrategies(list string) ([]Strategy, error) {
-	all := append(Strategies(), FixedAdaptive(), NoRetry())
+	all := append(Strategies(), FixedAdaptive(), NoRetry(), RecipeFleet())
 	var names []string
 	for _, s := range all {
 		names = append(names, s.Name)

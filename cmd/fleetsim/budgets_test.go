@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+func TestBudgets(t *testing.T) {
+	var out bytes.Buffer
+	chart := filepath.Join(t.TempDir(), "budgets.png")
+	err := run(context.Background(), []string{"-budgets", "-clients", "10000", "-backlog", "1000", "-limit", "300", "-k", "150", "-chart", chart}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, re := range []string{`(?m)^ +UNAVAILABLE +1000 +fleet +\d{4} `, `(?m)^ +pause +10000 +per process +\d{5} `} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("output does not match %s:\n%s", re, out.String())
+		}
+	}
+	if _, err := os.Stat(chart); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestBudgetsReal runs -budgets-real small (5 processes of each fleet,
+// 25 s): only with FLEETSIM_BUDGETS_REAL=1 and a redis-server, real time.
+func TestBudgetsReal(t *testing.T) {
+	if os.Getenv("FLEETSIM_BUDGETS_REAL") != "1" {
+		t.Skip("set FLEETSIM_BUDGETS_REAL=1 to run real processes for 25 s")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-budgets-real", "-real-processes", "5", "-real-pause-at", "4s", "-real-pause", "5s",
+		"-real-redis-kill-at", "12s", "-real-redis-down", "5s", "-real-duration", "22s", "-chart", ""}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, re := range []string{`5 of 5 processes fell back`, `all 5 joined again`, `5 of 5 processes logged the fallback exactly once`,
+		`(?m)^ +fleet budget \(Redis\) +\d+ +\d+ +\d+ +\d+ +0 *$`} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("output does not match %s:\n%s", re, out.String())
+		}
+	}
+}

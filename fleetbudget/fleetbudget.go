@@ -1,0 +1,390 @@
+// Package fleetbudget keeps a gRPC client's retry budgets on Redis, shared
+// by every process of a fleet: the processes that use one budget name
+// follow one grpcbackoff.Throttle together, as if they were one process,
+// so that its floors (MinReserve, PerSecond, Burst) are the fleet's and do
+// not multiply with the number of processes.
+//
+//	fleet, err := fleetbudget.New(fleetbudget.Options{URL: "rediss://10.0.0.3:6378"})
+//	defer fleet.Close()
+//	r, err := interceptor.New(grpcbackoff.DefaultPolicy(), fleet.Option())
+//
+// Each backend target's budget is named after the target (its canonical
+// form, as TargetState.Target: "dns:///redis.googleapis.com:443"), unless
+// Options.Names names it otherwise. A call never waits for Redis: each
+// process spends a lease of the fleet's budget, which a goroutine renews in
+// the background every 3/4 of Options.LeasePeriod with one script call per
+// budget (lease.Ledger.Renew, in Lua, on the server's clock). A process that
+// cannot renew its lease falls back, when it expires, to its share of the
+// budget (the Throttle on its own calls, the fleet's floors divided by the
+// last fleet size it saw), logs that once, and joins again when Redis
+// answers. See README.md for the design and its bound.
+//
+// Redis ≥ 5 and Valkey ≥ 7, standalone or cluster (Memorystore for Redis,
+// Redis Cluster and Valkey included), through go-redis v9: the client most
+// Go services already hold, whose own options carry TLS and AUTH, which
+// never dials at construction, and which falls back to RESP2 where HELLO is
+// unknown.
+package fleetbudget
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/fleetbudget/lease"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// Options configure a Fleet. Exactly one of Client and URL is set.
+type Options struct {
+	// Client is the Redis client to use: a *redis.Client, a
+	// *redis.ClusterClient or any redis.UniversalClient, with its own TLS
+	// and AUTH options. The Fleet does not close it. Set its
+	// ContextTimeoutEnabled, or a ReadTimeout under a quarter of
+	// LeasePeriod, so that a slow server does not hold up the renewals of
+	// other budgets (a process falls back on time either way).
+	Client redis.UniversalClient
+	// URL is the server to connect to, when Client is nil:
+	// "redis://[[user]:password@]host:port[/db]", or "rediss://" for TLS;
+	// with Cluster, "redis://host:port?addr=host2:port2" lists the nodes
+	// (go-redis's ParseURL and ParseClusterURL).
+	URL string
+	// Cluster says URL names a Redis Cluster (cluster mode enabled).
+	Cluster bool
+	// TLSConfig, with a rediss:// URL, replaces the default TLS
+	// configuration (the system's roots, the host's name), e.g. to trust
+	// Memorystore's server CA.
+	TLSConfig *tls.Config
+
+	// Prefix starts every key: a budget is one hash, PREFIX{NAME}, which
+	// expires when no process renewed it for two Windows (and a minute).
+	// Default "grpcbackoff:budget:".
+	Prefix string
+	// Names maps targets (as TargetState.Target) to budget names; a target
+	// not in it is its own name. Processes that share a name share a
+	// budget. A name is 1 to 256 printable characters without braces.
+	Names map[string]string
+	// LeasePeriod is how long a lease is valid, between 100 ms and a
+	// minute; each process renews its leases every 3/4 of it, one script
+	// call per budget (about 75 µs of Redis's time). Default 1 s; over
+	// 2 000 processes per budget, about 1 s per 2 000 (see README.md).
+	LeasePeriod time.Duration
+	// FleetSize is the number of processes a process assumes share a
+	// budget until Redis has told it (if Redis cannot be reached from its
+	// start). Default 1000.
+	FleetSize int
+	// Logger logs the fallbacks and the returns, once each; nil:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Fleet is a set of retry budgets shared through Redis, one per budget
+// name. Give its Option to every Retrier of the process; Close it when the
+// process no longer calls. It is safe for concurrent use.
+type Fleet struct {
+	client redis.UniversalClient
+	owned  bool
+	where  string // for logs and String: the URL, redacted, or "a redis.UniversalClient"
+	prefix string
+	names  map[string]string
+	period time.Duration
+	size   int
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	budgets map[string]*budget // by name
+	order   []*budget
+
+	wake        chan struct{}
+	loopStarted atomic.Bool
+	cancel      context.CancelFunc
+	done        chan struct{}
+	once        sync.Once
+
+	failing bool // the last renewal failed, and that was logged; the loop's
+}
+
+// New returns a Fleet, or an error naming what is wrong with o. It does
+// not reach Redis: the first renewal happens in the background, and until
+// it answers every budget is on its share.
+func New(o Options) (*Fleet, error) {
+	f, err := build(o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.loopStarted.Store(true)
+	go func() {
+		defer close(f.done)
+		f.loop(ctx)
+	}()
+	return f, nil
+}
+
+// build returns the Fleet of o, without its renewing goroutine.
+func build(o Options) (*Fleet, error) {
+	f := &Fleet{prefix: o.Prefix, names: map[string]string{}, period: o.LeasePeriod, size: o.FleetSize, log: o.Logger}
+	if f.prefix == "" {
+		f.prefix = "grpcbackoff:budget:"
+	}
+	if f.period == 0 {
+		f.period = time.Second
+	}
+	if f.size == 0 {
+		f.size = 1000
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	var errs []error
+	if err := checkName("Prefix", f.prefix, 64); err != nil {
+		errs = append(errs, err)
+	}
+	for target, name := range o.Names {
+		if err := checkName(fmt.Sprintf("Names[%q]", target), name, 256); err != nil {
+			errs = append(errs, err)
+		}
+		f.names[target] = name
+	}
+	if f.period < 100*time.Millisecond || f.period > time.Minute {
+		errs = append(errs, fmt.Errorf("fleetbudget: LeasePeriod (%v) must be between 100ms and 1m", f.period))
+	}
+	if f.size < 1 {
+		errs = append(errs, fmt.Errorf("fleetbudget: FleetSize (%d) must be at least 1", f.size))
+	}
+	switch {
+	case o.Client != nil && o.URL != "":
+		errs = append(errs, errors.New("fleetbudget: both Client and URL are set: give one"))
+	case o.Client != nil:
+		if o.TLSConfig != nil || o.Cluster {
+			errs = append(errs, errors.New("fleetbudget: TLSConfig and Cluster go with URL: set them on the Client"))
+		}
+		f.client, f.where = o.Client, "a redis.UniversalClient"
+	case o.URL == "":
+		errs = append(errs, errors.New("fleetbudget: neither Client nor URL is set"))
+	default:
+		c, where, err := dial(o, f.period)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		f.client, f.owned, f.where = c, true, where
+	}
+	if err := errors.Join(errs...); err != nil {
+		if f.owned && f.client != nil {
+			f.client.Close()
+		}
+		return nil, err
+	}
+	f.budgets, f.wake, f.done, f.cancel = map[string]*budget{}, make(chan struct{}, 1), make(chan struct{}), func() {}
+	return f, nil
+}
+
+// dial makes the client of o.URL, with timeouts of a quarter of the lease
+// period, no retry of its own (the next renewal is the retry), and one
+// connection: while the server cannot be reached, go-redis logs one failed
+// dial (on its own logger, redis.SetLogger), then probes in the background
+// and fails at once.
+func dial(o Options, period time.Duration) (redis.UniversalClient, string, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, "", fmt.Errorf("fleetbudget: URL: %w", redactErr(err, o.URL))
+	}
+	where := u.Redacted()
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: the scheme must be redis or rediss", where)
+	}
+	if o.TLSConfig != nil {
+		if u.Scheme != "rediss" {
+			return nil, where, fmt.Errorf("fleetbudget: TLSConfig is set but URL %q is not rediss://", where)
+		}
+		if err := checkTLS(o.TLSConfig); err != nil {
+			return nil, where, err
+		}
+	}
+	tlsConfig := func(cur *tls.Config, host string) *tls.Config {
+		if o.TLSConfig == nil {
+			return cur
+		}
+		c := o.TLSConfig.Clone()
+		if c.ServerName == "" {
+			c.ServerName = host
+		}
+		return c
+	}
+	t := period / 4
+	if o.Cluster {
+		opt, err := redis.ParseClusterURL(o.URL)
+		if err != nil {
+			return nil, where, fmt.Errorf("fleetbudget: URL %q: %w", where, redactErr(err, o.URL))
+		}
+		opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
+		opt.MaxRetries, opt.PoolSize, opt.MaxRedirects, opt.DialerRetries = -1, 1, 3, 1
+		return redis.NewClusterClient(opt), where, nil
+	}
+	opt, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w", where, redactErr(err, o.URL))
+	}
+	opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
+	opt.MaxRetries, opt.PoolSize, opt.DialerRetries = -1, 1, 1
+	return redis.NewClient(opt), where, nil
+}
+
+// redactErr returns err with raw's password, if any, replaced.
+func redactErr(err error, raw string) error {
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		return errors.New("malformed URL")
+	}
+	if p, ok := u.User.Password(); ok && p != "" {
+		return errors.New(strings.ReplaceAll(err.Error(), p, "xxxxx"))
+	}
+	return err
+}
+
+// checkTLS reports what makes c unusable.
+func checkTLS(c *tls.Config) error {
+	if c.MinVersion != 0 && c.MaxVersion != 0 && c.MinVersion > c.MaxVersion {
+		return fmt.Errorf("fleetbudget: TLSConfig: MinVersion (%#x) is above MaxVersion (%#x)", c.MinVersion, c.MaxVersion)
+	}
+	for i, cert := range c.Certificates {
+		if len(cert.Certificate) == 0 || cert.PrivateKey == nil {
+			return fmt.Errorf("fleetbudget: TLSConfig: Certificates[%d] has no certificate or no private key", i)
+		}
+	}
+	return nil
+}
+
+// checkName reports why s is not a valid name or prefix of at most n bytes.
+func checkName(what, s string, n int) error {
+	switch {
+	case s == "" || len(s) > n:
+		return fmt.Errorf("fleetbudget: %s (%q) must be 1 to %d bytes", what, s, n)
+	case !utf8.ValidString(s) || strings.ContainsAny(s, "{}") || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }):
+		return fmt.Errorf("fleetbudget: %s (%q) must be printable, without braces", what, s)
+	}
+	return nil
+}
+
+// nameOf returns the budget name of target: Names's, or the target with
+// the characters a name cannot hold escaped ("" is "none").
+func (f *Fleet) nameOf(target string) string {
+	if n, ok := f.names[target]; ok {
+		return n
+	}
+	if target == "" {
+		return "none"
+	}
+	var b strings.Builder
+	for _, r := range target {
+		if r == '{' || r == '}' || r == '%' || !unicode.IsPrint(r) || r == utf8.RuneError {
+			fmt.Fprintf(&b, "%%%02X", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	if b.Len() > 256 {
+		return b.String()[:256]
+	}
+	return b.String()
+}
+
+// Option returns the option that makes a Retrier's budgets f's
+// (interceptor.WithSharedBudget).
+func (f *Fleet) Option() interceptor.Option { return interceptor.WithSharedBudget(f.Budget) }
+
+// Budget returns the budget of target, made with t on its first use: the
+// budget of its name, shared with every Retrier of the process that uses
+// it (with the first one's Throttle). It does not reach Redis.
+func (f *Fleet) Budget(target string, t grpcbackoff.Throttle) interceptor.SharedBudget {
+	name := f.nameOf(target)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.budgets[name]; b != nil {
+		return b
+	}
+	now := time.Now()
+	b := &budget{name: name, key: f.prefix + "{" + name + "}", local: lease.NewLocal(t, f.period, f.size, now),
+		ttl: max(2*t.Window, time.Minute).Milliseconds()}
+	f.budgets[name] = b
+	f.order = append(f.order, b)
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+	return b
+}
+
+// String describes f, e.g. "fleetbudget on redis://10.0.0.3:6379".
+func (f *Fleet) String() string { return "fleetbudget on " + f.where }
+
+// Close stops the renewals and closes the client f made (not one given as
+// Options.Client). Budgets go on, each on its share, as if Redis could not
+// be reached. It returns once the renewing goroutine has ended.
+func (f *Fleet) Close() error {
+	var err error
+	f.once.Do(func() {
+		f.cancel()
+		if f.started() {
+			<-f.done
+		}
+		if f.owned {
+			err = f.client.Close()
+		}
+	})
+	return err
+}
+
+// started reports whether f's goroutine was started (New; not build).
+func (f *Fleet) started() bool { return f.loopStarted.Load() }
+
+// budget is one budget name's: the lease of this process, and the calls
+// counted since the last renewal.
+type budget struct {
+	name, key string
+	ttl       int64 // ms
+
+	started, succeeded atomic.Int64
+
+	mu    sync.Mutex
+	local *lease.Local
+	next  time.Time // the next renewal (zero: at once); the loop's
+}
+
+func (b *budget) Started()          { b.started.Add(1) }
+func (b *budget) Succeeded(n int64) { b.succeeded.Add(n) }
+
+func (b *budget) Allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.local.Allow(now)
+}
+
+func (b *budget) AllowLongRun(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.local.AllowLongRun(now)
+}
+
+func (b *budget) State(now time.Time) interceptor.SharedBudgetState {
+	b.mu.Lock()
+	s := b.local.State(now)
+	b.mu.Unlock()
+	return interceptor.SharedBudgetState{Name: b.name, Retries: s.Tokens, Joined: s.Joined, FleetSize: int(s.Size),
+		Leases: s.Leases, Fallbacks: s.Fallbacks}
+}

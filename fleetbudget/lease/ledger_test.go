@@ -1,0 +1,126 @@
+package lease
+
+import (
+	"testing"
+	"time"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+const sec = int64(time.Second / time.Microsecond)
+
+// t0 is a time far from 0, as Unix microseconds are.
+const t0 = 1_800_000_000 * sec
+
+func fleetParams() Params { return ParamsOf(grpcbackoff.DefaultThrottle(), 750*time.Millisecond, 1) }
+
+func TestParamsOf(t *testing.T) {
+	p := ParamsOf(grpcbackoff.DefaultThrottle(), time.Second, 4)
+	want := Params{Ratio: 100_000, PerSecond: 125_000, Burst: 2_500_000, Reserve: 200_000, MinReserve: 25_000_000,
+		Window: 10 * sec, Interval: sec}
+	if p != want {
+		t.Errorf("ParamsOf(DefaultThrottle, 1s, 4) = %+v, want %+v", p, want)
+	}
+}
+
+// TestLedgerLongRun: a new budget holds Burst; PerSecond and Ratio per
+// call started refill it, up to Burst; a grant takes what it holds.
+func TestLedgerLongRun(t *testing.T) {
+	p := fleetParams()
+	p.Window = 0 // the long-run allowance alone
+	var l Ledger
+	g := l.Renew(t0, p, Request{AskLongRun: 25 * Token})
+	if g.LongRun != 10*Token || g.Pool != 0 || g.Earned+g.Floor != 0 {
+		t.Fatalf("first grant %+v, want the Burst of 10 tokens and nothing left", g)
+	}
+	// 2 s later: 1 token from PerSecond, 3 from 30 calls.
+	g = l.Renew(t0+2*sec, p, Request{Started: 30, AskLongRun: 2 * Token})
+	if g.LongRun != 2*Token || g.Pool != 2*Token {
+		t.Errorf("after 2 s and 30 calls: %+v, want 2 tokens granted, 2 left", g)
+	}
+	l.Renew(t0+3*sec, p, Request{Started: 1000, Return: Return{LongRun: 5 * Token}})
+	if got := l.Available(t0+3*sec, p); got != 10*Token {
+		t.Errorf("after 1000 calls: %d µtokens, want Burst", got)
+	}
+	if !l.Take(t0+3*sec, p, true) || l.Available(t0+3*sec, p) != 9*Token {
+		t.Errorf("Take: %d µtokens left, want 9 tokens", l.Available(t0+3*sec, p))
+	}
+	// A time earlier than the last seen counts as the last seen.
+	if g := l.Renew(t0+sec, p, Request{AskLongRun: 100 * Token}); g.LongRun != 9*Token || g.Now != t0+3*sec {
+		t.Errorf("renewal dated in the past: %+v, want 9 tokens at the latest time seen", g)
+	}
+}
+
+// TestLedgerReserve: successes earn Reserve each for the Window; MinReserve
+// is there while the budget is young or a call succeeded in the Window; a
+// return goes back to the tenth it came from, while it is in the Window.
+func TestLedgerReserve(t *testing.T) {
+	p := fleetParams()
+	var l Ledger
+	g := l.Renew(t0, p, Request{AskReserve: 1000 * Token})
+	if g.Earned != 0 || g.Floor != 100*Token || g.Tenth != 0 {
+		t.Fatalf("a young budget grants %+v, want MinReserve (100 tokens) from the floor", g)
+	}
+	g = l.Renew(t0+sec, p, Request{Succeeded: 1000, Span: sec, Return: Return{Tenth: 0, Floor: 40 * Token}, AskReserve: 150 * Token})
+	if g.Earned != 150*Token || g.Floor != 0 || g.Reserve != 50*Token+40*Token || g.Tenth != 1 {
+		t.Fatalf("after 1000 successes and 40 tokens back: %+v, want 150 from earnings, 50 + 40 left", g)
+	}
+	// 10.5 s after the first success the earnings and their spending are
+	// gone; nothing succeeded in the Window, so MinReserve is gone too.
+	g = l.Renew(t0+12*sec, p, Request{AskReserve: 1000 * Token, Return: Return{Tenth: 1, Earned: 150 * Token}})
+	if g.Earned+g.Floor != 0 || g.Reserve != 0 {
+		t.Errorf("a Window after the last success: %+v, want nothing (a return from a tenth out of the Window gives nothing)", g)
+	}
+	g = l.Renew(t0+13*sec, p, Request{Succeeded: 10, Span: sec, AskReserve: 1000 * Token})
+	if g.Earned != 2*Token || g.Floor != 100*Token {
+		t.Errorf("a success again: %+v, want 2 tokens earned and MinReserve", g)
+	}
+}
+
+// TestLedgerSize: the fleet's size is the renewals in an interval.
+func TestLedgerSize(t *testing.T) {
+	p := fleetParams()
+	var l Ledger
+	var g Grant
+	for i := range int64(30) { // 30 renewals in 750 ms
+		g = l.Renew(t0+i*25_000, p, Request{})
+	}
+	if g.Size != 30 {
+		t.Errorf("30 renewals in one interval: size %d", g.Size)
+	}
+	if g = l.Renew(t0+800_000, p, Request{}); g.Size != 30 {
+		t.Errorf("first renewal of the next interval: size %d, want the last whole interval's 30", g.Size)
+	}
+	if g = l.Renew(t0+3*sec, p, Request{}); g.Size != 1 {
+		t.Errorf("after two silent intervals: size %d, want 1", g.Size)
+	}
+}
+
+// TestLedgerBornAgain: a budget made again by a process that knew it (Redis
+// lost it) is as old as it was and starts empty: no Burst, no young
+// MinReserve.
+func TestLedgerBornAgain(t *testing.T) {
+	p := fleetParams()
+	var l Ledger
+	g := l.Renew(t0+100*sec, p, Request{AskReserve: 1000 * Token, AskLongRun: 1000 * Token, Born: t0})
+	if g.Born != t0 || g.LongRun != 0 || g.Earned+g.Floor != 0 {
+		t.Errorf("made again: %+v, want born at t0 and nothing granted", g)
+	}
+}
+
+// TestChargeOwes: a share charged for more than it holds pays it back from
+// what it earns next.
+func TestChargeOwes(t *testing.T) {
+	p := fleetParams()
+	p.Window = 0
+	var l Ledger
+	for range 12 {
+		l.Charge(t0, p, false)
+	}
+	if l.Take(t0+2*sec, p, false) {
+		t.Error("Take after 12 charges and 1 token earned: paid, want refused (2 owed)")
+	}
+	if !l.Take(t0+6*sec, p, false) {
+		t.Error("Take once the debt is earned back: refused")
+	}
+}

@@ -1,0 +1,219 @@
+package lease
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+func at(us int64) time.Time { return time.UnixMicro(us) }
+
+// TestLocalLease: a process spends its lease while it is valid, gives its
+// reserve back at each renewal, falls back to its share when the lease
+// expires, and joins again with the next grant.
+func TestLocalLease(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	var fleet Ledger
+	l := NewLocal(th, time.Second, 10, at(t0))
+	if l.Joined(at(t0)) || l.Interval() != 750*time.Millisecond {
+		t.Fatalf("new Local: joined %v, interval %v; want not joined, 750ms", l.Joined(at(t0)), l.Interval())
+	}
+	renew := func(now int64, started, succeeded int64) Grant {
+		r := l.Request(at(now), started, succeeded)
+		g := fleet.Renew(now, l.Params(), r)
+		l.Apply(at(now), at(now), g)
+		return g
+	}
+	g := renew(t0, 0, 0)
+	if !l.Joined(at(t0)) || g.Floor != 0 {
+		t.Fatalf("after a grant: joined %v, grant %+v; want joined, nothing asked", l.Joined(at(t0)), g)
+	}
+	// 100 calls, 100 successes: its share of the reserve is 20 tokens.
+	g = renew(t0+750_000, 100, 100)
+	if g.Earned != 20*Token {
+		t.Fatalf("grant %+v, want 20 tokens of reserve earned", g)
+	}
+	for i := range 20 {
+		if !l.Allow(at(t0 + 800_000)) {
+			t.Fatalf("retry %d of 20 refused", i)
+		}
+	}
+	if l.Allow(at(t0 + 800_000)) {
+		t.Fatal("retry 21 paid: the lease held 20 and no long-run tokens")
+	}
+	// It asks for its share (20) and the 21 retries it wanted: the
+	// earnings are spent, MinReserve pays.
+	g = renew(t0+1_500_000, 10, 0)
+	if g.Earned != 0 || g.Floor != 41*Token {
+		t.Errorf("next grant %+v, want 41 tokens from MinReserve", g)
+	}
+	// No renewal for a period: the lease expires; the share pays.
+	if l.Joined(at(t0 + 2_500_000)) {
+		t.Fatal("joined a period after the last renewal")
+	}
+	if s := l.State(at(t0 + 2_500_000)); s.Fallbacks != 1 || s.Size != 1 || s.Joined {
+		t.Errorf("State %+v, want 1 fallback, fleet size 1", s)
+	}
+	// Its share (fleet size 1: the whole Throttle) was charged with the 20
+	// retries paid from its lease: 20 of the 120 (100 + 20 earned) are spent.
+	paid := 0
+	for l.Allow(at(t0 + 2_500_000)) {
+		paid++
+	}
+	// 100 of the reserve; Burst 10 and the last interval's 10 calls' 1.
+	if paid != 100+10+1 {
+		t.Errorf("on its share: %d retries paid, want 111", paid)
+	}
+	g = renew(t0+3*sec, 0, 0)
+	if !l.Joined(at(t0+3*sec)) || l.State(at(t0+3*sec)).Leases != 4 {
+		t.Errorf("after a grant again: joined %v, state %+v", l.Joined(at(t0+3*sec)), l.State(at(t0+3*sec)))
+	}
+}
+
+// TestFleetBound: P processes that share a budget, calls failing at once
+// for 30 s, every failure asking for a retry: the fleet pays at most
+// MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T, whatever P,
+// and its retries are flat in P. Processes on their shares (the Ledger
+// unreachable) hold the same bound; they pay fewer as P grows, their share
+// of Burst falling under one token.
+func TestFleetBound(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	const calls = 2000 // per second, the whole fleet's
+	for _, down := range []bool{false, true} {
+		var first int
+		for _, p := range []int{1, 10, 100, 1000} {
+			paid, bound := runFleet(t, th, p, calls, down)
+			if float64(paid) > bound*1.1 {
+				t.Errorf("ledger down %v, %d processes: %d retries paid, bound %.0f (+10%%)", down, p, paid, bound)
+			}
+			if p == 10 {
+				first = paid
+			}
+			if !down && p > 10 && (float64(paid) > 1.1*float64(first) || float64(paid) < 0.9*float64(first)) {
+				t.Errorf("ledger down %v, %d processes: %d retries, with 10: %d; want within 10%%", down, p, paid, first)
+			}
+		}
+	}
+}
+
+// runFleet runs p processes sharing calls/s evenly, for 20 s of success
+// then 30 s of failure (each failed call asking for 3 retries), and
+// returns the retries paid during the failure and the Throttle's bound.
+// With down, the Ledger answers no renewal from the failure's start.
+func runFleet(t *testing.T, th grpcbackoff.Throttle, p, calls int, down bool) (int, float64) {
+	t.Helper()
+	paid, bound, _ := runFleetFailover(t, th, p, calls, down, 0)
+	return paid, bound
+}
+
+// runFleetFailover is runFleet with, if lag > 0, a failover 10 s into the
+// failure to a replica that lost the Ledger's last lag µs of writes. It
+// also returns the long-run and reserve tokens granted in those lost µs.
+func runFleetFailover(t *testing.T, th grpcbackoff.Throttle, p, calls int, down bool, lag int64) (int, float64, int64) {
+	t.Helper()
+	var replica Ledger
+	var lost int64
+	failover := t0 + 30*sec
+	rng := rand.New(rand.NewPCG(uint64(p), 1))
+	var fleet Ledger
+	locals := make([]*Local, p)
+	next := make([]int64, p)
+	counts := make([][2]int64, p)
+	for i := range locals {
+		locals[i] = NewLocal(th, time.Second, 1000, at(t0))
+		next[i] = t0 + rng.Int64N(750_000)
+	}
+	const step = 10_000 // 10 ms
+	paid, started, succeeded := 0, 0, 0
+	outage := t0 + 20*sec
+	for now := int64(t0); now < t0+50*sec; now += step {
+		if lag > 0 && now == failover-lag {
+			replica = fleet // what the replica has when the primary fails
+		}
+		if lag > 0 && now == failover {
+			fleet = replica
+		}
+		failing := now >= outage
+		for i, l := range locals {
+			for now >= next[i] {
+				if !(down && failing) {
+					r := l.Request(at(next[i]), counts[i][0], counts[i][1])
+					g := fleet.Renew(next[i], l.Params(), r)
+					if lag > 0 && next[i] >= failover-lag && next[i] < failover {
+						lost += g.Earned + g.Floor + g.LongRun
+					}
+					l.Apply(at(next[i]), at(next[i]), g)
+				} else {
+					l.Request(at(next[i]), counts[i][0], counts[i][1])
+				}
+				counts[i] = [2]int64{}
+				next[i] += l.Interval().Microseconds()
+			}
+		}
+		// calls/s over the fleet: each 10 ms step, calls/100 calls, on random processes.
+		for range calls / 100 {
+			i := rng.IntN(p)
+			counts[i][0]++
+			if now >= outage-10*sec && now < outage {
+				succeeded++
+			}
+			if !failing {
+				counts[i][1]++
+				continue
+			}
+			started++
+			for range 3 {
+				if locals[i].Allow(at(now)) {
+					paid++
+				}
+			}
+		}
+	}
+	T := 30.0
+	bound := float64(th.MinReserve) + th.Reserve*float64(succeeded) + float64(th.Burst) + (th.Ratio*float64(started)/T+th.PerSecond)*T
+	t.Logf("ledger down %v, %4d processes, failover lag %v: %5d retries paid during the failure, bound %.0f", down, p, time.Duration(lag)*time.Microsecond, paid, bound)
+	return paid, bound, lost
+}
+
+// TestFailover: a failover to a replica that lost the last half second of
+// writes (replication is asynchronous) grants again what was granted in
+// that half second, and no more: at most one lease period's grants.
+func TestFailover(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	for _, p := range []int{10, 1000} {
+		before, _ := runFleet(t, th, p, 2000, false)
+		after, bound, lost := runFleetFailover(t, th, p, 2000, false, 500_000)
+		// One lease period's grants during the failure: what the pool
+		// earns in a second, Ratio per call and PerSecond, and its Burst.
+		period := float64(th.Burst) + th.Ratio*2000 + th.PerSecond
+		if over := float64(after - before); over > float64(lost)/Token+10 || over > period {
+			t.Errorf("%d processes: %d retries with a failover, %d without: %v more, want at most the %d granted in the lost writes and one period's %v",
+				p, after, before, over, lost/Token, period)
+		}
+		if float64(after) > bound*1.1 {
+			t.Errorf("%d processes: %d retries with a failover, bound %.0f", p, after, bound)
+		}
+	}
+}
+
+func BenchmarkRenew(b *testing.B) {
+	p := fleetParams()
+	var l Ledger
+	for i := range b.N {
+		l.Renew(t0+int64(i)*100, p, Request{Started: 1, Succeeded: 1, Span: 750_000, AskReserve: 2 * Token, AskLongRun: Token})
+	}
+}
+
+func ExampleLocal() {
+	th := grpcbackoff.DefaultThrottle()
+	var fleet Ledger // in Redis, for a real fleet
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := NewLocal(th, time.Second, 1000, now)
+	r := l.Request(now, 0, 0)
+	l.Apply(now, now, fleet.Renew(now.UnixMicro(), l.Params(), r))
+	fmt.Println(l.Joined(now), l.AllowLongRun(now))
+	// Output: true false
+}

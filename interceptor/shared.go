@@ -1,0 +1,69 @@
+package interceptor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// A SharedBudget is a target's retry budget shared beyond the process: the
+// processes of a fleet that share its name follow one Throttle together, as
+// if they were one process (the fleetbudget module keeps one on Redis).
+// WithSharedBudget makes each target's budget one.
+//
+// Started and Succeeded are on every call's path, as the Retrier's own
+// budget's are: they must not block, allocate or reach the network (an
+// atomic addition). Succeeded(n) records n successes: the Retrier may
+// count several together. Allow and AllowLongRun are asked before each retry, and
+// pay for it if they say yes: Allow from the reserve first, AllowLongRun from
+// the long-run allowance alone (see grpcbackoff.Throttle). They must not wait
+// for the network either: a retry is paid from what the process holds. State
+// is read by Retrier.States. Every method is called concurrently.
+type SharedBudget interface {
+	Started()
+	Succeeded(n int64)
+	Allow(now time.Time) bool
+	AllowLongRun(now time.Time) bool
+	State(now time.Time) SharedBudgetState
+}
+
+// SharedBudgetState is what a SharedBudget says of itself at a moment, in
+// TargetState.Shared.
+type SharedBudgetState struct {
+	// Name is the budget's name: the processes that use one name share
+	// one budget.
+	Name string
+	// Retries is the number of retries the budget could pay for now in
+	// this process.
+	Retries float64
+	// Joined says the process holds a lease of the fleet's budget; false
+	// says it is on its local fallback (the shared state cannot be
+	// reached).
+	Joined bool
+	// FleetSize is the number of processes that share the budget, as last
+	// seen; 0 before the first time.
+	FleetSize int
+	// Leases counts the leases the process received, and Fallbacks the
+	// times it fell back, since the budget was made: both only grow.
+	Leases, Fallbacks int64
+}
+
+// WithSharedBudget makes each target's retry budget the SharedBudget that
+// budget returns for it, given the target (as TargetState.Target) and the
+// Retrier's Throttle (WithThrottle). budget is called when the Retrier
+// first needs the target's state (at New for calls without a ClientConn,
+// then on a target's first call, and again if the target's ClientConns all
+// closed): it must return at once, without reaching the network, and
+// return the same budget for the same target. A nil SharedBudget leaves the
+// target the Retrier's own budget. WithoutThrottle turns budgets off, shared
+// ones included.
+func WithSharedBudget(budget func(target string, t grpcbackoff.Throttle) SharedBudget) Option {
+	return func(r *Retrier) error {
+		if budget == nil {
+			return errors.New("interceptor: WithSharedBudget(nil): the function is nil")
+		}
+		r.shared = budget
+		return nil
+	}
+}
