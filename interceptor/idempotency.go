@@ -71,7 +71,8 @@ func describe(method string) knowledge {
 
 // The words of a POST method's name (AIP-136 names custom methods verb
 // first: ReadRows, GetIamPolicy, CheckAndMutateRow) that make it safe to
-// send again. A method reads when its name has a word of reading and no
+// send again. A method reads when its name has a word of reading (or of
+// watching, or of computing without a change, as KMS's Encrypt does) and no
 // word of change: ReadRows and ExecuteQuery read, ReadModifyWriteRow does
 // not. A method sets a state when its name starts with a verb whose second
 // application leaves what the first left: SetIamPolicy, Acknowledge,
@@ -83,7 +84,10 @@ var (
 		"Find": true, "Describe": true, "Check": true, "Test": true, "Validate": true,
 		"Sample": true, "Query": true, "Fetch": true, "Watch": true, "Ping": true,
 		"Generate": true,
-		"Pull":     true, // leases messages; those of a lost answer are delivered again
+		"Pull":     true,                                       // leases messages; those of a lost answer are delivered again
+		"Listen":   true,                                       // Firestore's Listen: watches documents
+		"Tail":     true,                                       // Logging's TailLogEntries: watches log entries
+		"Encrypt":  true, "Decrypt": true, "Decapsulate": true, // compute with a key, change nothing
 	}
 	changes = map[string]bool{
 		"Write": true, "Mutate": true, "Modify": true, "Update": true, "Set": true,
