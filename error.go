@@ -81,7 +81,11 @@ type Error struct {
 	// Err is the error of the last attempt (for Canceled, the CANCELED error
 	// of the wait).
 	Err error
-	// Attempts is the number of attempts made, the first one included.
+	// Attempts is the number of attempts made, the first one included: the
+	// attempts MaxAttempts bounds. For a call a Google Cloud client retries
+	// by itself, they are its first attempt and the interceptor's retries
+	// over all the client's attempts of the call; the client's own attempts
+	// are not counted.
 	Attempts int
 	// Elapsed is the time spent retrying: from the end of the first attempt
 	// to the end of the call. (The first attempt is not timed, so that a call

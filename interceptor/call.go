@@ -26,6 +26,7 @@ type call struct {
 	cc       *grpc.ClientConn
 	conn     *connState        // the ClientConn's state: its target's budget, its closing
 	opts     []grpc.CallOption // the caller's call options
+	req      any               // a unary call's request; nil for a stream
 	adaptive *adaptive.State   // the target's adaptive throttling; nil: none or Critical
 
 	attempts int                // attempts sent so far
@@ -41,10 +42,11 @@ func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState, opts []
 
 // open starts the call p plans, on cc, as unary calls and streams alike
 // start: the ClientConn's state, a bad call option's error, adaptive
-// throttling's admission, and what the call's Google Cloud client did in
-// its earlier attempts of it (clients.go); the budget counts the call. It
+// throttling's admission, and, for a unary call of a Google Cloud client
+// (req, opts), what the Retrier did in the client's earlier attempts of it
+// (clients.go); the budget counts the call. It
 // returns the error that ends the call before any attempt, if one does.
-func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn) (*connState, error) {
+func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*connState, error) {
 	conn := r.conn(cc)
 	if p.err != nil {
 		return nil, status.Error(codes.InvalidArgument, p.err.Error())
@@ -54,10 +56,16 @@ func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn) (*conn
 			return nil, err
 		}
 	}
-	if r.logical.n.Load() > 0 {
-		var final error
-		if p.prior, final = r.logical.get(ctx); final != nil {
-			return nil, r.refuseAgain(ctx, p, cc, final)
+	if req != nil && r.logical.n.Load() > 0 {
+		if k, ok := keyOf(ctx, p.method, req); ok {
+			if retries, final, ok := r.logical.get(k); ok {
+				if p.learnClient(ctx, opts, req); p.client.google {
+					if final != nil {
+						return nil, r.refuseAgain(ctx, p, cc, final)
+					}
+					p.prior = retries
+				}
+			}
 		}
 	}
 	conn.started()
@@ -145,7 +153,7 @@ func (c *call) budget() decide.Budget {
 // client's to retry (clients.go); opening says it was a stream's first
 // opening.
 func (c *call) leftToClient(ctx context.Context, st *status.Status, opening bool) bool {
-	c.plan.learnClient(ctx, c.opts)
+	c.plan.learnClient(ctx, c.opts, c.req)
 	return c.plan.client.leaves(st, opening)
 }
 

@@ -41,6 +41,11 @@ type ClientRetries struct {
 	// opening: once open, the stream is the Retrier's to retry, on every
 	// code of its Policy, until it commits.
 	OpeningOnly bool
+	// ExactlyOnce are the codes the client also retries for a Pub/Sub
+	// subscription with exactly-once delivery (the subscriber's acks and
+	// modacks): the Retrier learns which subscriptions have it from their
+	// StreamingPull's responses, as the subscriber does.
+	ExactlyOnce []codes.Code
 }
 
 // codeSet is a set of codes, bit 1<<code.
@@ -68,10 +73,11 @@ type client struct {
 	opening bool    // the client retries only a stream's opening
 }
 
-// learnClient learns, once, whether the call p plans, with ctx and opts, is
-// a Google Cloud client's, and which codes its client retries. A call
-// marked by gaxretry.Adopt is the Retrier's for every code.
-func (p *plan) learnClient(ctx context.Context, opts []grpc.CallOption) {
+// learnClient learns, once, whether the call p plans, with ctx, opts and
+// req (nil for a stream), is a Google Cloud client's, and which codes its
+// client retries. A call marked by gaxretry.Adopt is the Retrier's for
+// every code.
+func (p *plan) learnClient(ctx context.Context, opts []grpc.CallOption, req any) {
 	if p.client.learnt {
 		return
 	}
@@ -88,6 +94,9 @@ func (p *plan) learnClient(ctx context.Context, opts []grpc.CallOption) {
 	}
 	if rl := googleclients.Lookup(p.method, header); rl.Client {
 		p.client = client{learnt: true, google: true, codes: codeSet(rl.Codes), hinted: codeSet(rl.Hinted), opening: rl.Opening}
+		if rl.ExactlyOnce != 0 && googleclients.ExactlyOnce(req) {
+			p.client.codes |= codeSet(rl.ExactlyOnce)
+		}
 	}
 }
 
@@ -107,7 +116,8 @@ func clientRetries(method string) []ClientRetries {
 	var out []ClientRetries
 	for _, rl := range googleclients.Explain(method) {
 		if rl.Known || strings.HasPrefix(method, "/google.") {
-			out = append(out, ClientRetries{Client: rl.Source, Codes: codeSet(rl.Codes).list(), OpeningOnly: rl.Opening})
+			out = append(out, ClientRetries{Client: rl.Source, Codes: codeSet(rl.Codes).list(), OpeningOnly: rl.Opening,
+				ExactlyOnce: codeSet(rl.ExactlyOnce).list()})
 		}
 	}
 	return out
@@ -138,51 +148,69 @@ const maxLogical = 10000
 // forgetAfter is how long a call whose context never ends is remembered.
 const forgetAfter = 10 * time.Minute
 
-// logicalCalls is the Retrier's memory of the calls of Google Cloud
-// clients, by context: a client retries a call with the context of its
-// first attempt (gax.Invoke does), so that the Retrier's retries of one
-// call, across the client's attempts, stay within MaxAttempts. Only calls
-// that failed and retried, or gave up, are remembered, until their context
-// ends.
+// callKey tells a client's call from every other across the client's
+// attempts of it. gax.Invoke sends every attempt with the same request
+// message and a context with the same Done channel: the context itself is
+// the same, except with gax's tracing on, where each attempt's carries its
+// resend count over the call's. Calls on one context are told apart by
+// their method and request.
+type callKey struct {
+	done   <-chan struct{} // the context's Done channel; nil for one that never ends
+	ctx    context.Context // a context that never ends, itself
+	method string
+	req    any
+}
+
+// keyOf returns the key of the call of method with req on ctx, or false
+// for a call no key can tell apart: its request is not a pointer (a client
+// sends one message in all its attempts), or its context never ends and is
+// not a pointer, as context.Background is not.
+func keyOf(ctx context.Context, method string, req any) (callKey, bool) {
+	if req == nil || reflect.TypeOf(req).Kind() != reflect.Pointer {
+		return callKey{}, false
+	}
+	if d := ctx.Done(); d != nil {
+		return callKey{done: d, method: method, req: req}, true
+	}
+	if reflect.TypeOf(ctx).Kind() == reflect.Pointer {
+		return callKey{ctx: ctx, method: method, req: req}, true
+	}
+	return callKey{}, false
+}
+
+// logicalCalls is the Retrier's memory of the unary calls of Google Cloud
+// clients, by callKey, so that the Retrier's retries of one call, across
+// its client's attempts, stay within MaxAttempts, and so that once it gave
+// up on a call, it makes one attempt of every later one of the client.
+// Only calls that failed and were retried, or given up on, are
+// remembered, until their context ends.
 type logicalCalls struct {
 	n  atomic.Int32 // len(m), read by every call: 0 skips the lookup
 	mu sync.Mutex
-	m  map[context.Context]*logical
+	m  map[callKey]*logical
 }
 
-// rememberable reports whether ctx can be a key: its dynamic type is a
-// pointer, as every context of package context is (a context of another
-// type may not be comparable).
-func rememberable(ctx context.Context) bool {
-	return reflect.TypeOf(ctx).Kind() == reflect.Pointer
-}
-
-// get returns what is remembered of the call with ctx: the retries made, and
-// the error the Retrier gave up with, if it did.
-func (l *logicalCalls) get(ctx context.Context) (retries int, final error) {
-	if l.n.Load() == 0 || !rememberable(ctx) {
-		return 0, nil
-	}
+// get returns what is remembered of the call with key k: the retries made,
+// and the error the Retrier gave up with, if it did; ok is false for a
+// call not remembered.
+func (l *logicalCalls) get(k callKey) (retries int, final error, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e := l.m[ctx]; e != nil {
-		return e.retries, e.final
+	if e := l.m[k]; e != nil {
+		return e.retries, e.final, true
 	}
-	return 0, nil
+	return 0, nil, false
 }
 
-// put remembers the call with ctx, or forgets it for retries 0 and a nil
-// final.
-func (l *logicalCalls) put(ctx context.Context, retries int, final error) {
-	if !rememberable(ctx) {
-		return
-	}
+// put remembers the call with key k, whose context is ctx, or forgets it
+// for retries 0 and a nil final.
+func (l *logicalCalls) put(ctx context.Context, k callKey, retries int, final error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.m[ctx]
+	e := l.m[k]
 	if retries == 0 && final == nil {
 		if e != nil {
-			l.drop(ctx, e)
+			l.drop(k, e)
 		}
 		return
 	}
@@ -195,41 +223,41 @@ func (l *logicalCalls) put(ctx context.Context, retries int, final error) {
 			}
 		}
 		if l.m == nil {
-			l.m = make(map[context.Context]*logical)
+			l.m = make(map[callKey]*logical)
 		}
 		e = &logical{}
-		if ctx.Done() != nil {
-			e.stop = context.AfterFunc(ctx, func() { l.forget(ctx, e) })
+		if k.done != nil {
+			e.stop = context.AfterFunc(ctx, func() { l.forget(k, e) })
 		}
-		l.m[ctx] = e
+		l.m[k] = e
 		l.n.Store(int32(len(l.m)))
 	}
 	e.retries, e.final, e.expires = retries, final, now.Add(forgetAfter)
 }
 
-// forget drops e, the entry of ctx, if it is still there.
-func (l *logicalCalls) forget(ctx context.Context, e *logical) {
+// forget drops e, the entry of k, if it is still there.
+func (l *logicalCalls) forget(k callKey, e *logical) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.m[ctx] == e {
-		l.drop(ctx, e)
+	if l.m[k] == e {
+		l.drop(k, e)
 	}
 }
 
-// drop removes e, the entry of ctx. l.mu is held.
-func (l *logicalCalls) drop(ctx context.Context, e *logical) {
+// drop removes e, the entry of k. l.mu is held.
+func (l *logicalCalls) drop(k callKey, e *logical) {
 	if e.stop != nil {
 		e.stop()
 	}
-	delete(l.m, ctx)
+	delete(l.m, k)
 	l.n.Store(int32(len(l.m)))
 }
 
 // sweep drops the entries past their time. l.mu is held.
 func (l *logicalCalls) sweep(now time.Time) {
-	for ctx, e := range l.m {
+	for k, e := range l.m {
 		if now.After(e.expires) {
-			l.drop(ctx, e)
+			l.drop(k, e)
 		}
 	}
 }

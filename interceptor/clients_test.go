@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
 // getTopic is a method whose Google Cloud client (Pub/Sub's) retries
@@ -86,12 +88,17 @@ func TestClientRetriesPerCode(t *testing.T) {
 }
 
 // gaxLike is a client's own retry loop, as gax.Invoke's: it calls again
-// with the same context after a code it retries, up to max attempts, and
-// counts its attempts.
-func gaxLike(ctx context.Context, max int, retries codes.Code, attempt func(context.Context) error) (calls int, err error) {
+// with the same request and context after a code it retries, up to max
+// attempts, and counts its attempts. traced gives each attempt a context of
+// its own over ctx, as gax.Invoke does with its tracing on.
+func gaxLike(ctx context.Context, max int, retries codes.Code, traced bool, attempt func(context.Context) error) (calls int, err error) {
 	for {
 		calls++
-		err = attempt(ctx)
+		actx := ctx
+		if traced {
+			actx = context.WithValue(ctx, resendCount{}, calls-1)
+		}
+		err = attempt(actx)
 		if status.Code(err) != retries || calls == max {
 			return calls, err
 		}
@@ -105,59 +112,103 @@ func gaxLike(ctx context.Context, max int, retries codes.Code, attempt func(cont
 	}
 }
 
+type resendCount struct{}
+
 // Layers never nest: under any interleaving of a code the client retries
 // (UNAVAILABLE) and one the Retrier retries (RESOURCE_EXHAUSTED), the
-// attempts of one call are at most the client's own plus MaxAttempts−1.
+// attempts of one call are at most the client's own plus MaxAttempts−1,
+// whether or not each of the client's attempts has a context of its own.
 func TestClientRetriesLayersNeverNest(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 26))
-	for i := range 200 {
-		cs := make([]codes.Code, 1+rng.IntN(24))
-		for j := range cs {
-			cs[j] = []codes.Code{codes.Unavailable, codes.ResourceExhausted}[rng.IntN(2)]
-		}
-		clientMax := 1 + rng.IntN(6)
-		synctest.Test(t, func(t *testing.T) {
-			p := bufconntest.Exact()
-			p.Initial, p.Max, p.MaxAttempts = time.Millisecond, time.Millisecond, 4
-			ic := interceptor.Unary(p, interceptor.WithoutThrottle())
-			s := &script{errs: errsOf(cs...)}
-			calls, err := gaxLike(asClient(t.Context()), clientMax, codes.Unavailable, func(ctx context.Context) error {
-				return ic(ctx, getTopic, "req", new(string), nil, s.invoke)
-			})
-			if len(s.times) > calls+p.MaxAttempts-1 {
-				t.Errorf("sequence %d %v, client attempts %d (at most %d): %d attempts reached the server, want at most %d (err %v)",
-					i, cs, calls, clientMax, len(s.times), calls+p.MaxAttempts-1, err)
+	for _, traced := range []bool{false, true} {
+		rng := rand.New(rand.NewPCG(1, 26))
+		for i := range 200 {
+			cs := make([]codes.Code, 1+rng.IntN(24))
+			for j := range cs {
+				cs[j] = []codes.Code{codes.Unavailable, codes.ResourceExhausted}[rng.IntN(2)]
 			}
-		})
+			clientMax := 1 + rng.IntN(6)
+			synctest.Test(t, func(t *testing.T) {
+				p := bufconntest.Exact()
+				p.Initial, p.Max, p.MaxAttempts = time.Millisecond, time.Millisecond, 4
+				ic := interceptor.Unary(p, interceptor.WithoutThrottle())
+				s := &script{errs: errsOf(cs...)}
+				req := new(string)
+				calls, err := gaxLike(asClient(t.Context()), clientMax, codes.Unavailable, traced, func(ctx context.Context) error {
+					return ic(ctx, getTopic, req, new(string), nil, s.invoke)
+				})
+				if len(s.times) > calls+p.MaxAttempts-1 {
+					t.Errorf("traced %v, sequence %d %v, client attempts %d (at most %d): %d attempts reached the server, want at most %d (err %v)",
+						traced, i, cs, calls, clientMax, len(s.times), calls+p.MaxAttempts-1, err)
+				}
+			})
+		}
 	}
 }
 
 // Once the Retrier gave up on a client's call, a further attempt of the
-// client with the same context (a per-call gax.WithRetry) fails at once
-// with the same error: no second layer. Another call is not concerned, nor
-// is a call that is not a client's (its caller may loop on one context).
+// client (a per-call gax.WithRetry: the same request, a context with the
+// same end) fails at once with the same error: no second layer. Another
+// call is not concerned, on the same context or not, nor is a call that is
+// not a client's (its caller may loop on one context).
 func TestClientRetriesGaveUpRefusesAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		ic := interceptor.Unary(p)
 		s := &script{errs: errsOf(codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted)}
-		ctx := asClient(t.Context())
-		first := ic(ctx, getTopic, "req", new(string), nil, s.invoke)
+		ctx, req := asClient(t.Context()), new(string)
+		first := ic(ctx, getTopic, req, new(string), nil, s.invoke)
 		checkFinal(t, first, codes.ResourceExhausted, 3, grpcbackoff.ReasonExhausted)
-		again := ic(ctx, getTopic, "req", new(string), nil, s.invoke)
+		again := ic(ctx, getTopic, req, new(string), nil, s.invoke)
 		if len(s.times) != 3 || again != first {
 			t.Errorf("again: %d attempts in all, err %v; want 3 and the first call's error", len(s.times), again)
 		}
-		if err := ic(asClient(t.Context()), getTopic, "req", new(string), nil, s.invoke); err != nil || len(s.times) != 5 {
-			t.Errorf("another call: err %v, %d attempts in all; want success after 2 more", err, len(s.times))
+		traced := ic(context.WithValue(ctx, resendCount{}, 1), getTopic, req, new(string), nil, s.invoke)
+		if len(s.times) != 3 || traced != first {
+			t.Errorf("again, with a context of its own over the first's: %d attempts in all, err %v; want 3 and the first call's error", len(s.times), traced)
+		}
+		if err := ic(ctx, getTopic, new(string), new(string), nil, s.invoke); err != nil || len(s.times) != 5 {
+			t.Errorf("another call on the same context: err %v, %d attempts in all; want success after 2 more", err, len(s.times))
+		}
+		s = &script{errs: errsOf(codes.ResourceExhausted, codes.ResourceExhausted)}
+		if err := ic(ctx, "/google.pubsub.v1.Publisher/ListTopics", req, new(string), nil, s.invoke); err != nil || len(s.times) != 3 {
+			t.Errorf("another method with the same context and request: err %v, %d attempts; want success after 3", err, len(s.times))
 		}
 
 		s = &script{errs: errsOf(codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted)}
 		plain := t.Context()
-		ic(plain, getTopic, "req", new(string), nil, s.invoke)
-		if err := ic(plain, getTopic, "req", new(string), nil, s.invoke); err != nil || len(s.times) != 5 {
+		ic(plain, getTopic, req, new(string), nil, s.invoke)
+		if err := ic(plain, getTopic, req, new(string), nil, s.invoke); err != nil || len(s.times) != 5 {
 			t.Errorf("not a client's call, again with one context: err %v, %d attempts in all; want success after 2 more", err, len(s.times))
+		}
+	})
+}
+
+// The Retrier's memory of a client's call is keyed by the caller's
+// context, not by the one a service config's timeout puts under each call:
+// the retries of one call count in the client's next attempt of it.
+func TestClientRetriesRememberedUnderTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, err := serviceconfig.Parse([]byte(`{"methodConfig": [{"name": [{"service": "google.pubsub.v1.Publisher"}], "timeout": "60s",
+			"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.001s", "maxBackoff": "0.001s", "backoffMultiplier": 1,
+				"retryableStatusCodes": ["RESOURCE_EXHAUSTED", "UNAVAILABLE"]}}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithServiceConfig(sc))
+		s := &script{errs: errsOf(codes.ResourceExhausted, codes.ResourceExhausted, codes.Unavailable, codes.ResourceExhausted, codes.ResourceExhausted)}
+		req := new(string)
+		calls, err := gaxLike(asClient(t.Context()), 5, codes.Unavailable, false, func(ctx context.Context) error {
+			return ic(ctx, getTopic, req, new(string), nil, s.invoke)
+		})
+		// The client's attempts: RE, RE, U (the Retrier's 3 attempts, the
+		// client's to retry), then RE refused again: MaxAttempts spent.
+		if calls != 2 || len(s.times) != 4 || status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%d attempts of the client, %d on the wire, err %v; want 2, 4, RESOURCE_EXHAUSTED", calls, len(s.times), err)
+		}
+		var ge *grpcbackoff.Error
+		if !errors.As(err, &ge) || ge.Attempts != 3 || ge.Reason != grpcbackoff.ReasonExhausted {
+			t.Errorf("err %#v; want a grpcbackoff.Error of 3 attempts, exhausted", err)
 		}
 	})
 }
@@ -242,6 +293,11 @@ func TestExplainClientRetries(t *testing.T) {
 	want := "called by cloud.google.com/go/pubsub/v2/apiv1 v2.8.1 CallOptions (TopicAdminClient): UNAVAILABLE by the client's own retry, one attempt each here; RESOURCE_EXHAUSTED by this library"
 	if !strings.Contains(got, want) {
 		t.Errorf("Explain(%s):\n got %s\nwant it to contain %s", getTopic, got, want)
+	}
+	ack := "/google.pubsub.v1.Subscriber/Acknowledge"
+	want = "RESOURCE_EXHAUSTED by this library (on a subscription with exactly-once delivery, RESOURCE_EXHAUSTED by the client's own retry instead)"
+	if got := r.Explain(ack).String(); !strings.Contains(got, want) {
+		t.Errorf("Explain(%s):\n got %s\nwant it to contain %s", ack, got, want)
 	}
 	if d := r.Explain("/pkg.Svc/Get"); len(d.Clients) != 0 {
 		t.Errorf("Explain of a method no Google client calls: Clients %+v, want none", d.Clients)

@@ -29,7 +29,7 @@ func (c *call) fail(err error, why grpcbackoff.Reason) error {
 	if !c.start.IsZero() {
 		elapsed = time.Since(c.start)
 	}
-	return &grpcbackoff.Error{Err: err, Attempts: c.attempts, Elapsed: elapsed, Reason: why}
+	return &grpcbackoff.Error{Err: err, Attempts: c.plan.prior + c.attempts, Elapsed: elapsed, Reason: why}
 }
 
 // interrupted returns the error a call ends with when its context or its

@@ -128,6 +128,15 @@ func (d Decision) writeTail(b *strings.Builder) {
 		default:
 			fmt.Fprintf(b, "%s by the client's own retry, one attempt each here; %s by this library", codeList(theirs), codeList(ours))
 		}
+		var once []codes.Code
+		for _, code := range c.ExactlyOnce {
+			if !left.has(code) && slices.Contains(ours, code) {
+				once = append(once, code)
+			}
+		}
+		if len(once) > 0 {
+			fmt.Fprintf(b, " (on a subscription with exactly-once delivery, %s by the client's own retry instead)", codeList(once))
+		}
 	}
 	if d.SharedBudget {
 		b.WriteString("; retries paid from a budget per target shared by the fleet's processes (WithSharedBudget)")

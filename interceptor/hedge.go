@@ -108,6 +108,7 @@ func (r *Retrier) newHedgeCall(ctx context.Context, p *plan, conn *connState, u 
 	}
 	h := &hedgeCall{c: r.newCall(p, u.cc, conn, u.opts), hp: p.hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.opts),
 		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
+	h.c.req = u.req
 	h.deadline, _ = ctx.Deadline()
 	return h
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
 // Stream returns a stream client interceptor that retries streams of every
@@ -57,10 +58,13 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if p.through {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
+	if method == googleclients.StreamingPull {
+		streamer = googleclients.WatchPull(streamer) // which subscriptions have exactly-once delivery
+	}
 	if p.onFinish && p.policy != nil {
 		return r.streamFinishing(ctx, desc, cc, method, streamer, opts)
 	}
-	conn, err := r.open(ctx, &p, cc)
+	conn, err := r.open(ctx, &p, cc, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,7 @@ type unaryCall struct {
 	cc         *grpc.ClientConn
 	invoker    grpc.UnaryInvoker
 	opts       []grpc.CallOption // the caller's
+	origin     context.Context   // the caller's context, before the plan's timeout
 }
 
 // unaryState holds what an attempt needs besides the caller's arguments: the
@@ -138,10 +139,11 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	case p.onFinish && (p.policy != nil || p.hedge != nil):
 		return r.unaryFinishing(ctx, method, req, reply, cc, invoker, opts)
 	}
-	conn, err := r.open(ctx, &p, cc)
+	conn, err := r.open(ctx, &p, cc, req, opts)
 	if err != nil {
 		return err
 	}
+	origin := ctx
 	if p.timeout > 0 {
 		if tctx, cancel := p.withTimeout(ctx); cancel != nil {
 			defer cancel()
@@ -150,7 +152,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	}
 	// Field by field: a composite literal would be built aside and copied.
 	var u unaryCall
-	u.method, u.req, u.reply, u.cc, u.invoker, u.opts = method, req, reply, cc, invoker, opts
+	u.method, u.req, u.reply, u.cc, u.invoker, u.opts, u.origin = method, req, reply, cc, invoker, opts, origin
 	if p.hedge != nil {
 		if h := r.newHedgeCall(ctx, &p, conn, &u); h != nil {
 			return h.run()
@@ -164,7 +166,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		return r.retryUnary(ctx, &p, conn, &u, &f)
 	}
 	if r.logical.n.Load() > 0 {
-		r.logical.put(ctx, 0, nil) // a Google client's earlier attempt of it gave up here
+		r.remember(&u, 0, nil) // a Google client's earlier attempt of it may have retried
 	}
 	if len(r.observers) > 0 {
 		r.endFirst(ctx, &p, cc)
@@ -186,11 +188,12 @@ func (r *Retrier) invokeOnce(ctx context.Context, conn *connState, u *unaryCall)
 // The trailer of an attempt is not held through the wait that follows it.
 func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f *failure) error {
 	c := r.newCall(p, u.cc, conn, u.opts)
+	c.req = u.req
 	c.attempts = 1
 	err := r.retries(ctx, &c, u, f)
 	c.end(ctx, err)
 	if c.plan.client.google {
-		r.remember(ctx, &c, err)
+		r.rememberCall(&c, u, err)
 	}
 	return err
 }
@@ -216,18 +219,26 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure
 	}
 }
 
-// remember keeps, for the next attempt its Google Cloud client may make of
-// the call c that ended with err, the retries c made and, if c gave up,
-// err (clients.go).
-func (r *Retrier) remember(ctx context.Context, c *call, err error) {
+// rememberCall keeps, for the next attempt its Google Cloud client may make
+// of the unary call u, which c made and ended with err, the retries c made
+// and, if c gave up, err (clients.go).
+func (r *Retrier) rememberCall(c *call, u *unaryCall, err error) {
 	retries := c.plan.prior + c.attempts - 1
 	switch c.reason {
 	case grpcbackoff.ReasonNone, grpcbackoff.ReasonCanceled:
-		r.logical.put(ctx, 0, nil) // success, or the caller gave up
+		r.remember(u, 0, nil) // success, or the caller gave up
 	case grpcbackoff.ReasonNotRetryable, grpcbackoff.ReasonClientRetries:
-		r.logical.put(ctx, retries, nil) // another layer may retry it
+		r.remember(u, retries, nil) // another layer may retry it
 	default:
-		r.logical.put(ctx, retries, err) // the Retrier gave up
+		r.remember(u, retries, err) // the Retrier gave up
+	}
+}
+
+// remember keeps retries and final for u's call, or forgets the call for 0
+// and nil.
+func (r *Retrier) remember(u *unaryCall, retries int, final error) {
+	if k, ok := keyOf(u.origin, u.method, u.req); ok {
+		r.logical.put(u.origin, k, retries, final)
 	}
 }
 

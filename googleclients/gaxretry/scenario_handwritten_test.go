@@ -15,6 +15,7 @@ package gaxretry_test
 import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	redis "cloud.google.com/go/redis/apiv1"
 	"cloud.google.com/go/redis/apiv1/redispb"
 	"cloud.google.com/go/spanner"
@@ -189,8 +190,18 @@ func TestHandwrittenSubscriber(t *testing.T) {
 		acked     int
 		err       error
 	}
-	run := func(platform []option.ClientOption, fault func(string, int) error) result {
+	run := func(platform []option.ClientOption, fault func(string, int) error, exactlyOnce bool) result {
 		srv, proxy := pubsubFake(t)
+		sub := subscription
+		if exactlyOnce {
+			// A subscription of its own: the library's record of which
+			// subscriptions have exactly-once delivery is the process's,
+			// and the tests run beside one another.
+			sub = subscription + "-exactly-once"
+			if _, err := srv.GServer.CreateSubscription(t.Context(), &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 10, EnableExactlyOnceDelivery: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		for i := range messages {
 			srv.Publish(topic, fmt.Appendf(nil, "m%d", i), nil)
 		}
@@ -201,19 +212,33 @@ func TestHandwrittenSubscriber(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		s := c.Subscriber(subscription)
+		s := c.Subscriber(sub)
 		s.ReceiveSettings.NumGoroutines = 1
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		var mu sync.Mutex
 		res := result{got: make(map[string]int)}
+		confirmed := 0
 		res.err = s.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
-			m.Ack()
+			if !exactlyOnce {
+				m.Ack()
+			}
 			mu.Lock()
-			defer mu.Unlock()
 			res.got[string(m.Data)]++
-			if len(res.got) == messages {
+			if !exactlyOnce && len(res.got) == messages {
 				cancel()
+			}
+			mu.Unlock()
+			if exactlyOnce {
+				// The ack's result comes once the subscriber's retries
+				// (retryAcks) are done: Receive goes on till then.
+				if _, err := m.AckWithResult().Get(ctx); err == nil {
+					mu.Lock()
+					if confirmed++; confirmed == messages {
+						cancel()
+					}
+					mu.Unlock()
+				}
 			}
 		})
 		for _, m := range srv.Messages() {
@@ -226,14 +251,15 @@ func TestHandwrittenSubscriber(t *testing.T) {
 		return res
 	}
 	for _, tc := range []struct {
-		name    string
-		fault   func() func(string, int) error // a new fault for each run
-		refused bool                           // StreamingPull is refused, as the subscriber chooses: Receive ends with it
-		clients bool                           // the code is the subscriber's to retry
-		suffix  string
+		name        string
+		fault       func() func(string, int) error // a new fault for each run
+		refused     bool                           // StreamingPull is refused, as the subscriber chooses: Receive ends with it
+		clients     bool                           // the code is the subscriber's to retry
+		suffix      string
+		exactlyOnce bool // the subscription has exactly-once delivery
 	}{
-		{"StreamingPull RESOURCE_EXHAUSTED ×2", func() func(string, int) error { return failFirst("/StreamingPull", 2, codes.ResourceExhausted) }, true, true, "/StreamingPull"},
-		{"StreamingPull UNAVAILABLE ×2", func() func(string, int) error { return failFirst("/StreamingPull", 2, codes.Unavailable) }, false, true, "/StreamingPull"},
+		{"StreamingPull RESOURCE_EXHAUSTED ×2", func() func(string, int) error { return failFirst("/StreamingPull", 2, codes.ResourceExhausted) }, true, true, "/StreamingPull", false},
+		{"StreamingPull UNAVAILABLE ×2", func() func(string, int) error { return failFirst("/StreamingPull", 2, codes.Unavailable) }, false, true, "/StreamingPull", false},
 		// The subscriber retries Acknowledge's RESOURCE_EXHAUSTED only with
 		// exactly-once delivery (retryAcks); on this subscription it does
 		// not, and the library must be the one layer. Failing at 9ee8684:
@@ -241,11 +267,15 @@ func TestHandwrittenSubscriber(t *testing.T) {
 		// (internal/googleclients/handwritten.go) leaves RESOURCE_EXHAUSTED
 		// to it, so nobody retries it and the acks are lost (the messages
 		// will be delivered again).
-		{"Acknowledge RESOURCE_EXHAUSTED ×2", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.ResourceExhausted) }, false, false, "/Acknowledge"},
-		{"Acknowledge UNAVAILABLE ×2", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.Unavailable) }, false, true, "/Acknowledge"},
+		{"Acknowledge RESOURCE_EXHAUSTED ×2", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.ResourceExhausted) }, false, false, "/Acknowledge", false},
+		{"Acknowledge UNAVAILABLE ×2", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.Unavailable) }, false, true, "/Acknowledge", false},
+		// With exactly-once delivery the subscriber retries it (retryAcks),
+		// which the library learns from StreamingPull's responses, as the
+		// subscriber does: one layer, the subscriber's.
+		{"Acknowledge RESOURCE_EXHAUSTED ×2, exactly-once delivery", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.ResourceExhausted) }, false, true, "/Acknowledge", true},
 	} {
-		alone := run(nil, tc.fault())
-		opts := run(standard(t), tc.fault())
+		alone := run(nil, tc.fault(), tc.exactlyOnce)
+		opts := run(standard(t), tc.fault(), tc.exactlyOnce)
 		for _, r := range []struct {
 			name string
 			res  result

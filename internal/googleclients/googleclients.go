@@ -36,6 +36,10 @@ type Rule struct {
 	Hinted uint32
 	// Opening says the client's retry of a stream covers only its opening.
 	Opening bool
+	// ExactlyOnce are codes left to the client too, bit 1<<code, when the
+	// call's request is for a Pub/Sub subscription with exactly-once
+	// delivery (see ExactlyOnce).
+	ExactlyOnce uint32
 	// Known says the method is in the data.
 	Known bool
 	// Source names the client and where its retries are stated.
@@ -43,7 +47,7 @@ type Rule struct {
 }
 
 func (r rule) export() Rule {
-	return Rule{Client: r.client, Codes: r.codes, Hinted: r.hinted, Opening: r.opening, Known: r.known, Source: r.source}
+	return Rule{Client: r.client, Codes: r.codes, Hinted: r.hinted, Opening: r.opening, ExactlyOnce: r.once, Known: r.known, Source: r.source}
 }
 
 // Lookup returns the rule of a call of method whose x-goog-api-client value

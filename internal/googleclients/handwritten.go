@@ -34,7 +34,10 @@ type handEntry struct {
 	codes   uint32 // left to the client: retried by its loop, or refused on purpose; bit 1<<code
 	hinted  uint32 // retried by its loop only when the error carries RetryInfo
 	opening bool   // a stream whose loop covers only its opening; false: the loop resumes the whole stream
-	source  string // the client, its version, and where the loop is
+	// exactlyOnce are codes left to the client too on a Pub/Sub subscription
+	// with exactly-once delivery (the subscriber's acks, pubsub.go).
+	exactlyOnce uint32
+	source      string // the client, its version, and where the loop is
 }
 
 // Codes, as bits, for the entries below.
@@ -96,12 +99,14 @@ var handEntries = [...]handEntry{
 	{method: "/google.pubsub.v1.Publisher/Publish", // publishRetryer (service.go) over the CallOptions' codes; refuses INTERNAL "invalid UTF-8" on purpose
 		codes:  bCanceled | bUnknown | bDeadlineExceeded | bResourceExhausted | bAborted | bInternal | bUnavailable,
 		source: "Pub/Sub publisher's publishRetryer (publisher.go, service.go), v2.8.1"},
-	{method: "/google.pubsub.v1.Subscriber/Acknowledge", // the CallOptions' UNAVAILABLE; with exactly-once delivery, retryAcks (iterator.go) retries exactlyOnceDeliveryTemporaryRetryErrors for 600 s
-		codes:  bDeadlineExceeded | bResourceExhausted | bAborted | bInternal | bUnavailable,
-		source: "Pub/Sub subscriber's acks (iterator.go: sendAck, retryAcks with exactly-once delivery), v2.8.1"},
+	{method: "/google.pubsub.v1.Subscriber/Acknowledge", // the CallOptions' UNAVAILABLE; with exactly-once delivery, retryAcks (iterator.go) retries exactlyOnceDeliveryTemporaryRetryErrors for 600 s; without it, sendAck sends once
+		codes:       bUnavailable,
+		exactlyOnce: bDeadlineExceeded | bResourceExhausted | bAborted | bInternal | bUnavailable,
+		source:      "Pub/Sub subscriber's acks (iterator.go: sendAck, retryAcks with exactly-once delivery), v2.8.1"},
 	{method: "/google.pubsub.v1.Subscriber/ModifyAckDeadline", // as Acknowledge: sendModAck, retryModAcks
-		codes:  bDeadlineExceeded | bResourceExhausted | bAborted | bInternal | bUnavailable,
-		source: "Pub/Sub subscriber's modacks (iterator.go: sendModAck, retryModAcks with exactly-once delivery), v2.8.1"},
+		codes:       bUnavailable,
+		exactlyOnce: bDeadlineExceeded | bResourceExhausted | bAborted | bInternal | bUnavailable,
+		source:      "Pub/Sub subscriber's modacks (iterator.go: sendModAck, retryModAcks with exactly-once delivery), v2.8.1"},
 	{method: "/google.pubsub.v1.Subscriber/StreamingPull", // pullStream (pullstream.go): reopens the stream on defaultRetryer's codes (service.go); streamingPullRetryer refuses RESOURCE_EXHAUSTED on Recv on purpose (google-cloud-go issue 1166)
 		codes:  bUnknown | bDeadlineExceeded | bResourceExhausted | bAborted | bInternal | bUnavailable,
 		source: "Pub/Sub subscriber's StreamingPull loop (pullstream.go, reopens the stream; RESOURCE_EXHAUSTED refused on purpose), v2.8.1"},

@@ -13,6 +13,7 @@ type rule struct {
 	codes   uint32 // codes left to the client (it retries them, or refuses them on purpose): bit 1<<code
 	hinted  uint32 // codes the client retries only when the error carries RetryInfo
 	opening bool   // a stream whose client retry covers only its opening
+	once    uint32 // codes left to the client too on a subscription with exactly-once delivery (pubsub.go)
 	known   bool   // the method is in the data
 	source  string // where codes come from, for Explain
 }
@@ -226,7 +227,7 @@ func genRule(m *genMethod) rule {
 
 func handRule(h *handEntry) rule {
 	return rule{client: true, known: true, codes: h.codes, hinted: h.hinted, opening: h.opening,
-		source: h.source}
+		once: h.exactlyOnce, source: h.source}
 }
 
 // explainRules returns what the calls of method get from each kind of
