@@ -67,6 +67,11 @@ measure() {
 		printf 'round %d/%d: timed' "$round" "$ROUNDS"
 		BENCH_SEED=$round "$bin" -test.run '^$' -test.bench "$BENCH" -test.benchtime "$BENCHTIME" \
 			-test.count 1 -test.benchmem >>"$OUT"
+		if [[ "$BENCH" == *IsolatedParallel* || "$BENCH" == *'Isolated(Retry|Parallel|Hedged)?$'* ]]; then
+			# The parallel case at one core too: cmd/ratios compares the two.
+			"$bin" -test.run '^$' -test.bench '^BenchmarkIsolatedParallel$' -test.benchtime "$BENCHTIME" \
+				-test.cpu 1 -test.count 1 -test.benchmem >>"$OUT"
+		fi
 		if [ "$round" -le "$WAITING" ]; then
 			printf ', memory'
 			"$bin" -test.run '^$' -test.bench '^BenchmarkWaiting$' -test.benchtime 1x -test.count 1 >>"$OUT"

@@ -30,10 +30,11 @@ import (
 
 // The mechanism names of the benchmarks (bench/mech_test.go).
 const (
-	bare      = "bare"
-	ours      = "ours"
-	oursAll   = "ours+all"
-	oursHedge = "ours+hedge"
+	bare       = "bare"
+	ours       = "ours"
+	oursAll    = "ours+all"
+	oursHedge  = "ours+hedge"
+	middleware = "middleware"
 )
 
 var (
@@ -80,17 +81,23 @@ func read(files []string) (*data, error) {
 			continue // syntax errors and unit metadata: benchstat reports them
 		}
 		base, parts := res.Name.Parts()
-		row, mech := string(base), ""
+		row, mech, procs := string(base), "", "1"
 		for _, p := range parts {
 			s := string(p)
 			if v, ok := strings.CutPrefix(s, "/mech="); ok {
 				mech = v
 				continue
 			}
-			if strings.HasPrefix(s, "-") { // GOMAXPROCS
+			if v, ok := strings.CutPrefix(s, "-"); ok { // GOMAXPROCS, absent for 1
+				procs = v
 				continue
 			}
 			row += s
+		}
+		if procs != "1" || strings.Contains(row, "Parallel") {
+			// Runs at -cpu 1 and 2 are rows of their own, so that
+			// parallel rows can be compared across them.
+			row += "/cpu=" + procs
 		}
 		if mech == "" {
 			continue
@@ -244,6 +251,49 @@ func (r *report) deltaFrom(target, row, mech, base, unit string, limit float64) 
 		fmt.Sprintf("≤ %+g", limit), verdict})
 }
 
+// overhead checks that mech's overhead over bare (median ns/op) in row is
+// at most limit times peer's.
+func (r *report) overhead(target, row, mech, peer string, limit float64) {
+	o, _, ok1 := r.d.summary(row, mech, "ns/op")
+	p, _, ok2 := r.d.summary(row, peer, "ns/op")
+	b, _, ok3 := r.d.summary(row, bare, "ns/op")
+	if !ok1 || !ok2 || !ok3 || p.Center <= b.Center {
+		return
+	}
+	ratio := (o.Center - b.Center) / (p.Center - b.Center)
+	verdict := "PASS"
+	switch {
+	case ratio > limit && !((o.Lo-b.Hi)/(p.Hi-b.Lo) > limit):
+		verdict = "MISS (noise)"
+	case ratio > limit:
+		verdict = "MISS"
+	}
+	r.add(check{target, row, mech,
+		fmt.Sprintf("%.2f× (%+.4g vs %s's %+.4g ns/op)", ratio, o.Center-b.Center, peer, p.Center-b.Center),
+		fmt.Sprintf("≤ %.2f×", limit), verdict})
+}
+
+// scaling checks that mech's median ns/op in row is at most limit times
+// its median in base (the same benchmark at another -cpu).
+func (r *report) scaling(target, base, row, mech string, limit float64) {
+	o, _, ok1 := r.d.summary(row, mech, "ns/op")
+	b, _, ok2 := r.d.summary(base, mech, "ns/op")
+	if !ok1 || !ok2 {
+		return
+	}
+	ratio := o.Center / b.Center
+	verdict := "PASS"
+	switch {
+	case ratio > limit && !(o.Lo/b.Hi > limit):
+		verdict = "MISS (noise)"
+	case ratio > limit:
+		verdict = "MISS"
+	}
+	r.add(check{target, row, mech,
+		fmt.Sprintf("%.2f× (%s vs %s ns/op)", ratio, num(o.Center), num(b.Center)),
+		fmt.Sprintf("≤ %.2f×", limit), verdict})
+}
+
 // info reports mech's median of unit in row beside bare's, without a
 // target: a figure too noisy to judge, shown for the record.
 func (r *report) info(target, row, mech, unit string) {
@@ -287,17 +337,20 @@ func (r *report) bestPeer(row, mech, unit string) {
 		"≤ best", verdict})
 }
 
-// targets are the issue's: the isolated success path at most 30 ns over
-// bare with no allocation; a unary call over bufconn, paired, at most
-// 1.01× bare; a hedged call whose first attempt is fast at most 1.01× bare
-// and 3 allocations over an unhedged one. Parallel calls, streams and
-// retries are reported for information.
+// targets are the issues': the isolated success path (no call options) at
+// most 3× the middleware's overhead over bare in the same run, with no
+// allocation, and, in parallel, at most 0.6× its -cpu 1 time at -cpu 2
+// (issue 28); a unary call over bufconn, paired, at most 1.01× bare and 2
+// allocations over it; one retry, isolated, at most 7 allocations; a
+// hedged call whose first attempt is fast at most 1.01× bare and 3
+// allocations over an unhedged one. Streams and parallel calls over
+// bufconn are reported for information.
 func (r *report) targets() {
 	d := r.d
 	for _, row := range d.rowsWith("Unary") {
 		for _, m := range oursVariants {
 			r.time("unary success time", row, m, "ns/op", 1.01)
-			r.info("unary success allocs", row, m, "allocs/op")
+			r.delta("unary success allocs over bare", row, m, "allocs/op", 2)
 		}
 	}
 	for _, row := range d.rowsWith("PairedUnaryHedged") {
@@ -326,20 +379,27 @@ func (r *report) targets() {
 	for _, row := range d.rowsWith("UnaryRetry") {
 		for _, m := range oursVariants {
 			r.time("one retry vs two bare calls", row, m, "ns/op", 0)
+			r.info("one retry: allocs over two bare calls", row, m, "allocs/op")
 		}
 	}
 	for _, row := range d.rowsWith("Isolated") {
-		r.delta("isolated success: ns over bare", row, ours, "ns/op", 30)
+		if strings.Contains(row, "opts=none") {
+			r.overhead("isolated success: overhead over middleware's", row, ours, middleware, 3)
+		}
 		for _, m := range append(oursVariants, "ours-pushback") {
 			r.delta("isolated success allocs", row, m, "allocs/op", 0)
 		}
 	}
 	for _, row := range d.rowsWith("IsolatedParallel") {
-		r.delta("isolated parallel: ns over bare", row, ours, "ns/op", 30)
+		if one, ok := strings.CutSuffix(row, "/cpu=2"); ok {
+			for _, m := range []string{ours, middleware} {
+				r.scaling("isolated parallel: -cpu 2 over -cpu 1", one+"/cpu=1", row, m, 0.6)
+			}
+		}
 	}
 	for _, row := range d.rowsWith("IsolatedRetry") {
 		for _, m := range oursVariants {
-			r.info("isolated one retry allocs", row, m, "allocs/op")
+			r.delta("isolated one retry allocs", row, m, "allocs/op", 7)
 		}
 	}
 	for _, row := range d.rows {
