@@ -95,6 +95,17 @@ func Revived(t grpcbackoff.Throttle, now time.Time) (*Budget, error) {
 	return b, err
 }
 
+// NewWithClock is New for a budget that starts at clock() and reads clock
+// where it reads the time itself (to date successes), as a simulation
+// needs.
+func NewWithClock(t grpcbackoff.Throttle, clock func() time.Time) (*Budget, error) {
+	b, err := New(t, clock())
+	if err == nil {
+		b.clock = clock
+	}
+	return b, err
+}
+
 // New returns a budget for t that starts at now, with its long-run pool
 // full, or t's validation error.
 func New(t grpcbackoff.Throttle, now time.Time) (*Budget, error) {

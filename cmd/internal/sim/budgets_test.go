@@ -37,6 +37,9 @@ func TestFleetBudgetBound(t *testing.T) {
 					}
 				} else {
 					own[i] = o.Retries
+					if float64(o.Retries) > o.PerProcess {
+						t.Errorf("budgets per process, %d processes: %d retries, over the sum of their bounds %.0f", p, o.Retries, o.PerProcess)
+					}
 				}
 			}
 		}

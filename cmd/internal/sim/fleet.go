@@ -107,6 +107,7 @@ type sim struct {
 	q       queue
 	samples []Sample
 	events  int64
+	now     int64 // the time of the event being handled, ns
 
 	// the server
 	paused   bool
@@ -172,7 +173,9 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 			p.lease = lease.NewLocal(*st.Throttle, st.LeasePeriod, nproc, s.t(0))
 			s.q.push(event{at: s.rng.Int64N(int64(p.lease.Interval())), id: int32(i), kind: evRenew})
 		} else if st.Throttle != nil {
-			b, err := budget.New(*st.Throttle, s.t(0))
+			// The budget reads the model's clock: it dates successes
+			// by it (the real clock would put the whole run in one Window).
+			b, err := budget.NewWithClock(*st.Throttle, func() time.Time { return s.t(s.now) })
 			if err != nil {
 				return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
 			}
@@ -200,6 +203,7 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 		if e.at > s.end {
 			break
 		}
+		s.now = e.at
 		s.events++
 		if s.events%(1<<20) == 0 {
 			if err := ctx.Err(); err != nil {
