@@ -78,12 +78,13 @@ type Options struct {
 	Names map[string]string
 	// LeasePeriod is how long a lease is valid, between 100 ms and a
 	// minute; each process renews its leases every 3/4 of it, one script
-	// call per budget (about 75 µs of Redis's time). Default 1 s; over
-	// 2 000 processes per budget, about 1 s per 2 000 (see README.md).
+	// call per budget (about 75 µs of Redis's time). Default 1 s, or 1 s
+	// per 2 000 processes of FleetSize when that is longer (see README.md).
 	LeasePeriod time.Duration
 	// FleetSize is the number of processes a process assumes share a
 	// budget until Redis has told it (if Redis cannot be reached from its
-	// start). Default 1000.
+	// start), and what the default LeasePeriod is sized to: set it to the
+	// fleet's size. Default 1000.
 	FleetSize int
 	// Logger logs the fallbacks and the returns, once each; nil:
 	// slog.Default().
@@ -140,11 +141,14 @@ func build(o Options) (*Fleet, error) {
 	if f.prefix == "" {
 		f.prefix = "grpcbackoff:budget:"
 	}
-	if f.period == 0 {
-		f.period = time.Second
-	}
 	if f.size == 0 {
 		f.size = 1000
+	}
+	if f.period == 0 && f.size > 0 {
+		// About one script call per process per period: 1 s up to 2 000
+		// processes, then 1 s per 2 000, so that Redis's load stays
+		// under about 2 700 calls a second per budget.
+		f.period = min(max(time.Second, time.Duration(f.size)*time.Second/2000), time.Minute)
 	}
 	if f.log == nil {
 		f.log = slog.Default()

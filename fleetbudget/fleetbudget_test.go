@@ -402,3 +402,29 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 }
 
 var _ = lease.Token
+
+// TestDefaultLeasePeriod: the default lease period keeps Redis's load
+// near one script call per 2 000 processes a second: 1 s up to a
+// FleetSize of 2 000, 1 s per 2 000 above, a minute at most; a
+// LeasePeriod given is kept.
+func TestDefaultLeasePeriod(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want time.Duration
+	}{
+		{Options{}, time.Second},
+		{Options{FleetSize: 2000}, time.Second},
+		{Options{FleetSize: 10_000}, 5 * time.Second},
+		{Options{FleetSize: 1_000_000}, time.Minute},
+		{Options{FleetSize: 10_000, LeasePeriod: 2 * time.Second}, 2 * time.Second},
+	} {
+		tc.o.URL = "redis://127.0.0.1:1"
+		f, err := build(tc.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.period != tc.want {
+			t.Errorf("FleetSize %d, LeasePeriod %v: period %v, want %v", tc.o.FleetSize, tc.o.LeasePeriod, f.period, tc.want)
+		}
+	}
+}
