@@ -43,8 +43,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/fleetbudget/lease"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/lease"
 )
 
 // Options configure a Fleet. Exactly one of Client and URL is set.

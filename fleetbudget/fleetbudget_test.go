@@ -20,8 +20,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/fleetbudget/lease"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/lease"
 )
 
 const period = 200 * time.Millisecond

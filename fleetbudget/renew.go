@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/platformkit/grpcbackoff/fleetbudget/lease"
+	"github.com/platformkit/grpcbackoff/internal/lease"
 )
 
 // loop renews the budgets' leases as they fall due, until ctx ends.

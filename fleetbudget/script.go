@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/platformkit/grpcbackoff/fleetbudget/lease"
+	"github.com/platformkit/grpcbackoff/internal/lease"
 )
 
 // renewScript is lease.Ledger.Renew in Lua, step for step, on one hash

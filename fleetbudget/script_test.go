@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/fleetbudget/lease"
+	"github.com/platformkit/grpcbackoff/internal/lease"
 )
 
 // TestScriptIsLedger runs random renewals through the Redis script and
