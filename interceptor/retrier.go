@@ -225,7 +225,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r.targets.local = &connState{t: r.newTargetState("")}
+	r.targets.local.t = r.newTargetState("")
 	return r, nil
 }
 

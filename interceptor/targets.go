@@ -78,7 +78,7 @@ type targets struct {
 	mu        sync.Mutex
 	byName    map[string]*targetState
 	dropped   *droppedNames // targets dropped for disuse; nil until one is
-	local     *connState    // calls without a ClientConn, set by New (apart from the Retrier: a pooled call state may hold it)
+	local     connState     // calls without a ClientConn; its t is set by New
 	localUsed atomic.Bool   // a call was made without a ClientConn
 }
 
@@ -140,7 +140,7 @@ func (r *Retrier) conn(cc *grpc.ClientConn) *connState {
 		if !r.targets.localUsed.Load() {
 			r.targets.localUsed.Store(true)
 		}
-		return r.targets.local
+		return &r.targets.local
 	}
 	if v, ok := r.targets.conns.Load(cc); ok {
 		return v.(*connState)
@@ -275,13 +275,13 @@ func (cs *connState) started() {
 
 // succeeded tells the budget of cs's target that an attempt succeeded,
 // which feeds its reserve.
-func (cs *connState) succeeded() { cs.succeededN(1) }
+func (cs *connState) succeeded() { cs.succeededOn(0) }
 
-// succeededN tells the budget of cs's target that n attempts succeeded.
-func (cs *connState) succeededN(n int64) {
+// succeededOn is succeeded, counted on stripe i of the budget's counters.
+func (cs *connState) succeededOn(i int) {
 	if b := cs.t.budget; b != nil {
-		b.SucceededN(n)
+		b.SucceededOn(i)
 	} else if s := cs.t.shared; s != nil {
-		s.Succeeded(n)
+		s.Succeeded(1)
 	}
 }

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -60,43 +61,22 @@ type unaryCall struct {
 // options with the Retrier's mark and grpc.Trailer added. It is pooled so
 // that a call that succeeds allocates nothing.
 //
-// It also counts the successes of the attempts it served, for the budgets:
-// every successEvery-th success on one connection's target is counted with
-// the successEvery before it, so that the successes of calls on every core
-// do not all write their budget's counter (a cache line they would share).
-// The pool keeps its states per processor, so the counts wait in about one
-// state per processor: at most successEvery−1 successes each, counted late,
-// and lost when a collection drops the pool's states (which hold the
-// connState, never the Retrier, until then).
+// It also names the stripe of the budgets' counters of successes that the
+// attempts it serves count on (budget.Budget.SucceededOn): the pool keeps
+// its states per processor, so the successes of calls on every core do not
+// all write one counter's cache line.
 type unaryState struct {
 	trailer     metadata.MD
 	readTrailer grpc.CallOption // grpc.Trailer(&trailer), made once
 	opts        []grpc.CallOption
-	conn        *connState // whose successes uses counts
-	uses        int64      // successful attempts of conn not yet told its budget
+	stripe      int
 }
 
-// successEvery is how many successes a unaryState counts together.
-const successEvery = 16
-
-// succeeded counts a successful attempt on conn. The successes counted for
-// another connection are first told to it, so that a target's budget is
-// fed by its own successes alone.
-func (s *unaryState) succeeded(conn *connState) {
-	if s.conn != conn {
-		if s.uses > 0 {
-			s.conn.succeededN(s.uses)
-		}
-		s.conn, s.uses = conn, 0
-	}
-	if s.uses++; s.uses == successEvery {
-		s.uses = 0
-		conn.succeededN(successEvery)
-	}
-}
+// stripes numbers the unaryStates, to give each a stripe.
+var stripes atomic.Int64
 
 var unaryStates = sync.Pool{New: func() any {
-	s := new(unaryState)
+	s := &unaryState{stripe: int(stripes.Add(1))}
 	s.readTrailer = grpc.Trailer(&s.trailer)
 	return s
 }}
@@ -278,7 +258,7 @@ func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *una
 			f.trailer, f.committed = s.trailer, headersArrived(err, s.trailer)
 		}
 	} else {
-		s.succeeded(conn) // a success feeds the budget's reserve
+		conn.succeededOn(s.stripe) // a success feeds the budget's reserve
 	}
 	s.release()
 	return err

@@ -30,20 +30,24 @@ import (
 //
 // Started and Succeeded are on every call's path. Started writes no shared
 // memory while the long-run pool is known to be full and is otherwise a
-// single atomic addition; Succeeded is a single atomic addition, which a
-// caller on every core may make for many successes at once (SucceededN),
-// and every datingEvery successes it reads the clock to date those since
-// the last dating. Both are allocation-free. The counts are turned into
-// tokens under a mutex by Allow and Tokens, the slow path.
+// single atomic addition. Succeeded is a single atomic addition to one of
+// Stripes counters, each on a cache line of its own: a caller that keeps
+// to one stripe per processor (SucceededOn) writes no line another
+// processor writes; every datingEvery successes on a stripe it reads the
+// clock to date those since the last dating. Both are allocation-free. The
+// counts are turned into tokens under a mutex by Allow and Tokens, the slow
+// path.
 type Budget struct {
-	t grpcbackoff.Throttle
+	t         grpcbackoff.Throttle
+	noReserve bool // Reserve and MinReserve are 0: successes are not counted
 
 	full atomic.Bool // the long-run pool holds Burst; set and cleared under mu; read by every call
 	_    [64]byte    // the counters below are written: keep them off full's cache line
 
-	started   atomic.Int64 // calls started while the long-run pool was not full
-	succeeded atomic.Int64 // successful calls, turned into deposits when dated
-	_         [64]byte
+	started atomic.Int64 // calls started while the long-run pool was not full
+	_       [64]byte
+
+	succeeded [Stripes]stripe // successful calls, turned into deposits when dated
 
 	clock func() time.Time
 
@@ -58,6 +62,15 @@ type Budget struct {
 	counted int64            // successes already put in buckets
 	width   time.Duration    // a tenth of the Window
 	buckets [nBuckets]bucket // the reserve's Window, in tenths
+}
+
+// Stripes is the number of counters of successes.
+const Stripes = 32
+
+// stripe is a counter of successes on a cache line of its own.
+type stripe struct {
+	n atomic.Int64
+	_ [56]byte
 }
 
 // nBuckets is the number of parts of the reserve's Window.
@@ -77,10 +90,11 @@ type bucket struct {
 // waiting for the next Allow.
 const creditEvery = 64
 
-// datingEvery is how many successes make Succeeded date them: a success is
-// dated at the latest datingEvery successes (or an Allow or Tokens) after
-// it, so that a burst of traffic after a quiet spell is counted in the
-// Window it fell in, at the cost of one clock read every datingEvery calls.
+// datingEvery is how many successes on one stripe make Succeeded date them:
+// a success is dated at the latest datingEvery successes on each stripe
+// (Stripes·datingEvery in all, or an Allow or Tokens) after it, so that a
+// burst of traffic after a quiet spell is counted in the Window it fell
+// in, at the cost of one clock read every datingEvery calls.
 const datingEvery = 64
 
 // Revived returns a budget for t as a target's budget comes back after it
@@ -112,7 +126,7 @@ func New(t grpcbackoff.Throttle, now time.Time) (*Budget, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Budget{t: t, tokens: float64(t.Burst), created: now, last: now, seen: now, clock: time.Now,
+	b := &Budget{t: t, noReserve: t.Reserve == 0 && t.MinReserve == 0, tokens: float64(t.Burst), created: now, last: now, seen: now, clock: time.Now,
 		width: max(t.Window/nBuckets, 1)} // 1 ns: no reserve, the buckets are unused
 	b.full.Store(true)
 	return b, nil
@@ -136,19 +150,23 @@ func (b *Budget) Started() {
 }
 
 // Succeeded records that a call succeeded, which feeds the reserve. The
-// successes since the last dating are spread evenly over the time since it:
-// a dating happens every datingEvery successes, and at every Allow and
-// Tokens, so at most datingEvery successes are dated earlier than they
-// happened (after a quiet spell).
-func (b *Budget) Succeeded() { b.SucceededN(1) }
+// successes since the last dating are spread evenly over the time since it.
+func (b *Budget) Succeeded() { b.SucceededOn(0) }
 
-// SucceededN records n successes, counted together by a caller that
-// gathers them, as Succeeded records one.
-func (b *Budget) SucceededN(n int64) {
-	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
+// SucceededOn is Succeeded, counted on stripe i (taken modulo Stripes).
+func (b *Budget) SucceededOn(i int) {
+	if b.noReserve {
 		return
 	}
-	if after := b.succeeded.Add(n); after/datingEvery != (after-n)/datingEvery && b.mu.TryLock() {
+	if b.succeeded[uint(i)%Stripes].n.Add(1)%datingEvery == 0 {
+		b.date()
+	}
+}
+
+// date puts the successes counted so far in their tenths of the Window,
+// unless another goroutine holds the mutex (it will).
+func (b *Budget) date() {
+	if b.mu.TryLock() {
 		b.observe(b.advance(b.clock()))
 		b.mu.Unlock()
 	}
@@ -235,7 +253,10 @@ func (b *Budget) observe(now time.Time) int64 {
 	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
 		return k
 	}
-	total := b.succeeded.Load()
+	var total int64
+	for i := range b.succeeded {
+		total += b.succeeded[i].n.Load()
+	}
 	n := total - b.counted
 	b.counted = total
 	if n > 0 {

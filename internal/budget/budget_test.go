@@ -691,7 +691,7 @@ func TestSucceededConcurrent(t *testing.T) {
 func TestHotPathAllocatesNothing(t *testing.T) {
 	b := newBudget(grpcbackoff.DefaultThrottle())
 	b.Allow(t0) // not full: Started counts
-	if n := testing.AllocsPerRun(1000, func() { b.Started(); b.Succeeded(); b.SucceededN(16) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { b.Started(); b.Succeeded(); b.SucceededOn(7) }); n != 0 {
 		t.Errorf("Started and Succeeded allocate %v times, want 0", n)
 	}
 }
@@ -746,9 +746,9 @@ func TestReserveAfterQuietSpell(t *testing.T) {
 	}
 }
 
-// TestSucceededN: n successes recorded at once earn what n recorded one by
-// one earn, dated when they cross a multiple of datingEvery, as one by one.
-func TestSucceededN(t *testing.T) {
+// TestSucceededOn: successes recorded on several stripes earn what as
+// many recorded on one earn.
+func TestSucceededOn(t *testing.T) {
 	th := grpcbackoff.Throttle{Burst: 1, Reserve: 0.5, Window: 10 * time.Second}
 	one, many := newBudget(th), newBudget(th)
 	var now time.Time
@@ -758,11 +758,11 @@ func TestSucceededN(t *testing.T) {
 	for range 64 {
 		one.Succeeded()
 	}
-	for range 4 {
-		many.SucceededN(16)
+	for i := range 64 {
+		many.SucceededOn(i%4*budget.Stripes + i%4) // stripes 0 to 3, whatever the multiple
 	}
-	at := now.Add(time.Second)
+	at := now // where 64 successes on one stripe were dated
 	if a, b := one.Tokens(at), many.Tokens(at); a != b || a <= 1 {
-		t.Errorf("Tokens after 64 successes: one by one %v, 16 at a time %v; want them equal, and the successes counted", a, b)
+		t.Errorf("Tokens after 64 successes: on one stripe %v, on 4 stripes %v; want them equal, and the successes counted", a, b)
 	}
 }
