@@ -370,8 +370,8 @@ type budget struct {
 	next  time.Time // the next renewal (zero: at once); the loop's
 }
 
-func (b *budget) Started()          { b.started.Add(1) }
-func (b *budget) Succeeded(n int64) { b.succeeded.Add(n) }
+func (b *budget) Started()   { b.started.Add(1) }
+func (b *budget) Succeeded() { b.succeeded.Add(1) }
 
 func (b *budget) Allow(now time.Time) bool {
 	b.mu.Lock()

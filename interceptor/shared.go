@@ -14,15 +14,14 @@ import (
 //
 // Started and Succeeded are on every call's path, as the Retrier's own
 // budget's are: they must not block, allocate or reach the network (an
-// atomic addition). Succeeded(n) records n successes: the Retrier may
-// count several together. Allow and AllowLongRun are asked before each retry, and
+// atomic addition). Allow and AllowLongRun are asked before each retry, and
 // pay for it if they say yes: Allow from the reserve first, AllowLongRun from
 // the long-run allowance alone (see grpcbackoff.Throttle). They must not wait
 // for the network either: a retry is paid from what the process holds. State
 // is read by Retrier.States. Every method is called concurrently.
 type SharedBudget interface {
 	Started()
-	Succeeded(n int64)
+	Succeeded()
 	Allow(now time.Time) bool
 	AllowLongRun(now time.Time) bool
 	State(now time.Time) SharedBudgetState

@@ -52,8 +52,8 @@ type sharedBudget struct {
 	allowed, longRun, asked atomic.Int64
 }
 
-func (b *sharedBudget) Started()          { b.started.Add(1) }
-func (b *sharedBudget) Succeeded(n int64) { b.succeeded.Add(n) }
+func (b *sharedBudget) Started()   { b.started.Add(1) }
+func (b *sharedBudget) Succeeded() { b.succeeded.Add(1) }
 func (b *sharedBudget) Allow(time.Time) bool {
 	b.asked.Add(1)
 	if b.tokens.Add(-1) < 0 {

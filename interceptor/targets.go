@@ -282,6 +282,6 @@ func (cs *connState) succeededOn(i int) {
 	if b := cs.t.budget; b != nil {
 		b.SucceededOn(i)
 	} else if s := cs.t.shared; s != nil {
-		s.Succeeded(1)
+		s.Succeeded()
 	}
 }

@@ -17,7 +17,7 @@ import (
 type fleetBudget struct{ leases, fallbacks int64 }
 
 func (fleetBudget) Started()                    {}
-func (fleetBudget) Succeeded(int64)             {}
+func (fleetBudget) Succeeded()                  {}
 func (fleetBudget) Allow(time.Time) bool        { return true }
 func (fleetBudget) AllowLongRun(time.Time) bool { return true }
 func (b fleetBudget) State(time.Time) interceptor.SharedBudgetState {
