@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"go/format"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -106,10 +107,18 @@ func Generate(ctx context.Context) (*Data, error) {
 			continue
 		}
 		x := r.Explain(m.Name)
-		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: x.Safety, Source: x.Source})
+		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: x.Safety, Source: withoutPath(x.Source)})
 	}
 	return &d, nil
 }
+
+// httpPath is the path of a google.api.http binding in a Source.
+var httpPath = regexp.MustCompile(`^(google\.api\.http [A-Z]+) \S*[^\s:]`)
+
+// withoutPath returns source without the path of its google.api.http
+// binding ("google.api.http POST: ..."): the paths would weigh 19 KB in
+// every binary that links the data.
+func withoutPath(source string) string { return httpPath.ReplaceAllString(source, "$1") }
 
 var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 
@@ -332,25 +341,44 @@ var genClients = [...]genClient{
 	for i, c := range d.Clients {
 		fmt.Fprintf(&b, "\t%d: {%q, %q, %q, %q, %q},\n", i, c.Module, c.ModuleVersion, c.Package, c.Name, c.Gapic)
 	}
-	b.WriteString(`}
+	b.WriteString("}\n\n")
 
-// genMethods are the methods of genClients, sorted by method, then client:
-// the client's index, the codes its CallOptions retry (bit 1<<code), and
-// whether the method is a stream.
+	// The reasons of the methods' safety, once each.
+	safety := map[string]Safety{}
+	var whys []string
+	index := map[string]int{}
+	for _, s := range d.Safety {
+		safety[s.Method] = s
+		if _, ok := index[s.Source]; !ok {
+			index[s.Source] = -1
+			whys = append(whys, s.Source)
+		}
+	}
+	slices.Sort(whys)
+	if len(whys) > 256 {
+		return nil, fmt.Errorf("%d reasons of safety: more than a uint8 can number", len(whys))
+	}
+	for i, w := range whys {
+		index[w] = i
+	}
+	b.WriteString(`// genMethods are the methods of genClients, sorted by method, then client:
+// the codes its CallOptions retry (bit 1<<code), the client's index,
+// whether the method is a stream, and what its descriptor tells of its
+// safety (the interceptor package's verdict: 1 idempotent, 2 not
+// idempotent, 0 unknown) with its reason in genWhy.
 var genMethods = [...]genMethod{
 `)
 	for _, m := range d.Methods {
-		fmt.Fprintf(&b, "\t{%q, %d, 0x%05x, %t},\n", m.Name, m.Client, m.Codes, m.Stream)
+		s := safety[m.Name]
+		fmt.Fprintf(&b, "\t{%q, 0x%05x, %d, %t, %d, %d},\n", m.Name, m.Codes, m.Client, m.Stream, s.Safety, index[s.Source])
 	}
 	b.WriteString(`}
 
-// genSafety is what the descriptor of each method of genMethods tells of its
-// safety (the interceptor package's verdict, with its reason: 1 idempotent,
-// 2 not idempotent, 0 unknown), sorted by method.
-var genSafety = [...]methodSafety{
+// genWhy are the reasons of the methods' safety, sorted.
+var genWhy = [...]string{
 `)
-	for _, s := range d.Safety {
-		fmt.Fprintf(&b, "\t{%q, %d, %q},\n", s.Method, s.Safety, s.Source)
+	for _, w := range whys {
+		fmt.Fprintf(&b, "\t%q,\n", w)
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())

@@ -71,31 +71,16 @@ func Explain(method string) []Rule {
 // ("google.pubsub.v1.Publisher"), sorted, whatever the binary links.
 func Methods(service string) []string { return methodsOf(service) }
 
-// methodSafety is what a method's descriptor tells of its safety, as the
-// interceptor package reads it (see genSafety).
-type methodSafety struct {
-	method string
-	safety int8 // 1 idempotent, 2 not idempotent, 0 unknown (interceptor.Safety)
-	source string
-}
-
 // Safety returns what the descriptor of method, a method of a pinned
 // client, tells of its safety, as the interceptor package reads it (1
 // idempotent, 2 not idempotent, 0 unknown) and why, for a binary that does
 // not link the method's generated package; ok is false for a method the data
 // does not know.
 func Safety(method string) (safety int8, source string, ok bool) {
-	lo, hi := 0, len(genSafety)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if genSafety[mid].method < method {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	lo, hi := genRange(method)
+	if lo == hi {
+		return 0, "", false
 	}
-	if lo < len(genSafety) && genSafety[lo].method == method {
-		return genSafety[lo].safety, genSafety[lo].source, true
-	}
-	return 0, "", false
+	m := &genMethods[lo]
+	return m.safety, genWhy[m.why], true
 }

@@ -31,9 +31,11 @@ type genClient struct {
 // one method.
 type genMethod struct {
 	method string // full gRPC method: "/google.cloud.redis.v1.CloudRedis/GetInstance"
-	client uint8  // index in genClients
 	codes  uint32 // bit 1<<code
+	client uint8  // index in genClients
 	stream bool   // a stream: its retry covers only the opening
+	safety int8   // what its descriptor tells: 1 idempotent, 2 not idempotent, 0 unknown (interceptor.Safety)
+	why    uint8  // the reason of safety, in genWhy
 }
 
 // serviceRule is what the data knows of one service, for its unknown
