@@ -180,28 +180,28 @@ func build(o Options) (*Fleet, error) {
 	case o.URL == "":
 		errs = append(errs, errors.New("fleetbudget: neither Client nor URL is set"))
 	default:
-		c, where, err := dial(o, f.period)
+		newClient, where, err := dial(o, f.period)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		f.client, f.owned, f.where = c, true, where
+		if len(errs) == 0 { // a client is made for valid options alone: go-redis may dial at once
+			f.client, f.owned = newClient(), true
+		}
+		f.where = where
 	}
 	if err := errors.Join(errs...); err != nil {
-		if f.owned && f.client != nil {
-			f.client.Close()
-		}
 		return nil, err
 	}
 	f.budgets, f.wake, f.done, f.cancel = map[string]*budget{}, make(chan struct{}, 1), make(chan struct{}), func() {}
 	return f, nil
 }
 
-// dial makes the client of o.URL, with timeouts of a quarter of the lease
-// period, no retry of its own (the next renewal is the retry), and one
-// connection: while the server cannot be reached, go-redis logs one failed
-// dial (on its own logger, redis.SetLogger), then probes in the background
-// and fails at once.
-func dial(o Options, period time.Duration) (redis.UniversalClient, string, error) {
+// dial checks o.URL and o.TLSConfig and returns what makes the client of
+// o.URL, with timeouts of a quarter of the lease period, no retry of its own
+// (the next renewal is the retry), and one connection: while the server
+// cannot be reached, go-redis logs one failed dial (on its own logger,
+// redis.SetLogger), then probes in the background and fails at once.
+func dial(o Options, period time.Duration) (func() redis.UniversalClient, string, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
 		return nil, "", fmt.Errorf("fleetbudget: URL: %w", redactErr(err, o.URL))
@@ -237,7 +237,7 @@ func dial(o Options, period time.Duration) (redis.UniversalClient, string, error
 		opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
 		opt.MaxRetries, opt.PoolSize, opt.MaxRedirects, opt.DialerRetries = -1, 1, 3, 1
-		return redis.NewClusterClient(opt), where, nil
+		return func() redis.UniversalClient { return redis.NewClusterClient(opt) }, where, nil
 	}
 	opt, err := redis.ParseURL(o.URL)
 	if err != nil {
@@ -246,7 +246,7 @@ func dial(o Options, period time.Duration) (redis.UniversalClient, string, error
 	opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
 	opt.MaxRetries, opt.PoolSize, opt.DialerRetries = -1, 1, 1
-	return redis.NewClient(opt), where, nil
+	return func() redis.UniversalClient { return redis.NewClient(opt) }, where, nil
 }
 
 // redactErr returns err with raw's password, if any, replaced.

@@ -423,6 +423,7 @@ func TestDefaultLeasePeriod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		f.client.Close()
 		if f.period != tc.want {
 			t.Errorf("FleetSize %d, LeasePeriod %v: period %v, want %v", tc.o.FleetSize, tc.o.LeasePeriod, f.period, tc.want)
 		}
