@@ -36,6 +36,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	gc "github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
 // Data is what the pinned generated clients retry.
@@ -43,6 +44,9 @@ type Data struct {
 	Clients []ClientInfo
 	Methods []Method // sorted by Name, then Client
 	Safety  []Safety // one per method of Methods, sorted by Method
+	// HandSafety is Safety for the methods of the hand-written clients'
+	// statements that no generated client has, sorted by Method.
+	HandSafety []Safety
 }
 
 // Safety is what the interceptor package learns of a method's safety from
@@ -108,6 +112,16 @@ func Generate(ctx context.Context) (*Data, error) {
 		}
 		x := r.Explain(m.Name)
 		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: x.Safety, Source: withoutPath(x.Source)})
+	}
+	for _, m := range gc.HandMethods() {
+		if _, found := slices.BinarySearchFunc(d.Methods, m, func(g Method, m string) int { return strings.Compare(g.Name, m) }); found {
+			continue
+		}
+		x := r.Explain(m)
+		if x.Safety == interceptor.SafetyUnknown && strings.HasPrefix(x.Source, "no descriptor") {
+			return nil, fmt.Errorf("googleclients: %s: no descriptor linked: import the client that calls it", m)
+		}
+		d.HandSafety = append(d.HandSafety, Safety{Method: m, Safety: x.Safety, Source: withoutPath(x.Source)})
 	}
 	return &d, nil
 }
@@ -347,7 +361,7 @@ var genClients = [...]genClient{
 	safety := map[string]Safety{}
 	var whys []string
 	index := map[string]int{}
-	for _, s := range d.Safety {
+	for _, s := range slices.Concat(d.Safety, d.HandSafety) {
 		safety[s.Method] = s
 		if _, ok := index[s.Source]; !ok {
 			index[s.Source] = -1
@@ -371,6 +385,16 @@ var genMethods = [...]genMethod{
 	for _, m := range d.Methods {
 		s := safety[m.Name]
 		fmt.Fprintf(&b, "\t{%q, 0x%05x, %d, %t, %d, %d},\n", m.Name, m.Codes, m.Client, m.Stream, s.Safety, index[s.Source])
+	}
+	b.WriteString(`}
+
+// handSafety is what the descriptors of the methods only hand-written
+// clients call (handwritten.go) tell of their safety, as genMethods does,
+// sorted by method.
+var handSafety = [...]handMethod{
+`)
+	for _, s := range d.HandSafety {
+		fmt.Fprintf(&b, "\t{%q, %d, %d},\n", s.Method, s.Safety, index[s.Source])
 	}
 	b.WriteString(`}
 

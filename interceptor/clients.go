@@ -41,6 +41,10 @@ type ClientRetries struct {
 	// opening: once open, the stream is the Retrier's to retry, on every
 	// code of its Policy, until it commits.
 	OpeningOnly bool
+	// Hinted are the codes the client retries only when the error carries
+	// RetryInfo (the server's delay): such an error is left to it; without
+	// RetryInfo the code is the Retrier's.
+	Hinted []codes.Code
 	// ExactlyOnce are the codes the client also retries for a Pub/Sub
 	// subscription with exactly-once delivery (the subscriber's acks and
 	// modacks): the Retrier learns which subscriptions have it from their
@@ -117,7 +121,7 @@ func clientRetries(method string) []ClientRetries {
 	for _, rl := range googleclients.Explain(method) {
 		if rl.Known || strings.HasPrefix(method, "/google.") {
 			out = append(out, ClientRetries{Client: rl.Source, Codes: codeSet(rl.Codes).list(), OpeningOnly: rl.Opening,
-				ExactlyOnce: codeSet(rl.ExactlyOnce).list()})
+				Hinted: codeSet(rl.Hinted &^ rl.Codes).list(), ExactlyOnce: codeSet(rl.ExactlyOnce).list()})
 		}
 	}
 	return out
@@ -181,7 +185,8 @@ func keyOf(ctx context.Context, method string, req any) (callKey, bool) {
 // logicalCalls is the Retrier's memory of the unary calls of Google Cloud
 // clients, by callKey, so that the Retrier's retries of one call, across
 // its client's attempts, stay within MaxAttempts, and so that once it gave
-// up on a call, it makes one attempt of every later one of the client.
+// up on a call, every later attempt of the client fails at once with the
+// error it gave up with.
 // Only calls that failed and were retried, or given up on, are
 // remembered, until their context ends.
 type logicalCalls struct {

@@ -299,6 +299,11 @@ func TestExplainClientRetries(t *testing.T) {
 	if got := r.Explain(ack).String(); !strings.Contains(got, want) {
 		t.Errorf("Explain(%s):\n got %s\nwant it to contain %s", ack, got, want)
 	}
+	rows := "/google.bigtable.v2.Bigtable/ReadRows"
+	want = "RESOURCE_EXHAUSTED by this library (RESOURCE_EXHAUSTED with the server's RetryInfo: by the client's own retry)"
+	if got := r.Explain(rows).String(); !strings.Contains(got, want) {
+		t.Errorf("Explain(%s):\n got %s\nwant it to contain %s", rows, got, want)
+	}
 	if d := r.Explain("/pkg.Svc/Get"); len(d.Clients) != 0 {
 		t.Errorf("Explain of a method no Google client calls: Clients %+v, want none", d.Clients)
 	}

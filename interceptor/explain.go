@@ -128,6 +128,15 @@ func (d Decision) writeTail(b *strings.Builder) {
 		default:
 			fmt.Fprintf(b, "%s by the client's own retry, one attempt each here; %s by this library", codeList(theirs), codeList(ours))
 		}
+		var hinted []codes.Code
+		for _, code := range c.Hinted {
+			if slices.Contains(ours, code) {
+				hinted = append(hinted, code)
+			}
+		}
+		if len(hinted) > 0 {
+			fmt.Fprintf(b, " (%s with the server's RetryInfo: by the client's own retry)", codeList(hinted))
+		}
 		var once []codes.Code
 		for _, code := range c.ExactlyOnce {
 			if !left.has(code) && slices.Contains(ours, code) {

@@ -11,7 +11,12 @@
 // from their code (handwritten.go).
 package googleclients
 
-import "google.golang.org/grpc"
+import (
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+)
 
 // Header is the metadata key by which the Google Cloud clients name
 // themselves.
@@ -71,16 +76,36 @@ func Explain(method string) []Rule {
 // ("google.pubsub.v1.Publisher"), sorted, whatever the binary links.
 func Methods(service string) []string { return methodsOf(service) }
 
+// HandMethods returns the methods of the hand-written clients' statements
+// (handwritten.go), sorted.
+func HandMethods() []string {
+	out := make([]string, len(handEntries))
+	for i, h := range handEntries {
+		out[i] = h.method
+	}
+	return out
+}
+
 // Safety returns what the descriptor of method, a method of a pinned
 // client, tells of its safety, as the interceptor package reads it (1
 // idempotent, 2 not idempotent, 0 unknown) and why, for a binary that does
 // not link the method's generated package; ok is false for a method the data
 // does not know.
 func Safety(method string) (safety int8, source string, ok bool) {
-	lo, hi := genRange(method)
-	if lo == hi {
-		return 0, "", false
+	if lo, hi := genRange(method); lo < hi {
+		m := &genMethods[lo]
+		return m.safety, genWhy[m.why], true
 	}
-	m := &genMethods[lo]
-	return m.safety, genWhy[m.why], true
+	if i, found := slices.BinarySearchFunc(handSafety[:], method, func(h handMethod, m string) int { return strings.Compare(h.method, m) }); found {
+		return handSafety[i].safety, genWhy[handSafety[i].why], true
+	}
+	return 0, "", false
+}
+
+// handMethod is what the descriptor of a method only hand-written clients
+// call tells of its safety (see handSafety).
+type handMethod struct {
+	method string
+	safety int8
+	why    uint8
 }
