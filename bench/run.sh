@@ -99,7 +99,7 @@ variants='/mech@(bare ours ours+hook ours+noop ours+sdk ours+all ours-pushback)'
 stat "over bufconn, measured in pairs with bare (x-bare: median time over bare's)" \
 	-col '/mech@(bare ours ours+hook ours+noop ours+sdk ours+all ours-pushback grpcretry middleware gax)' \
 	-filter '.name:/^Paired/ -.name:PairedUnaryHedged .unit:x-bare'
-stat "hedged UnaryCall (MaxAttempts 2, Delay 10 ms, server answers at once), paired with bare" \
+stat "hedged UnaryCall (MaxAttempts 2, Delay 1 s, server answers at once), paired with bare" \
 	-col '/mech@(bare ours ours+hedge)' -filter '.name:(PairedUnaryHedged OR IsolatedHedged)'
 stat "unary over bufconn: ours beside the peers" -col "$peers" -filter '.name:(Unary OR UnaryRetry OR UnaryParallel)'
 stat "unary over bufconn: ours with hook and metrics" -col "$variants" -filter '.name:(Unary OR UnaryRetry OR UnaryParallel)'
