@@ -82,14 +82,19 @@ func TestReadmeSnippetsCompile(t *testing.T) {
 }
 
 // TestReadmeNamesRealTests checks that every test, example and fuzz target
-// the README's Guarantees table names exists in the repository.
+// the README, its Guarantees table (GUARANTEES.md) and gaxretry's README
+// name exists in the repository.
 func TestReadmeNamesRealTests(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
+	var readme []byte
+	for _, doc := range []string{"README.md", "GUARANTEES.md", "gaxretry/README.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme = append(readme, b...)
 	}
 	var sources strings.Builder
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, "_test.go") {
 			b, err := os.ReadFile(path)
 			sources.Write(b)
@@ -100,7 +105,11 @@ func TestReadmeNamesRealTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range regexp.MustCompile("`((?:Test|Fuzz|Example)[A-Za-z0-9_]+)`").FindAllStringSubmatch(string(readme), -1) {
+	names := regexp.MustCompile("`((?:Test|Fuzz|Example)[A-Za-z0-9_]+)`").FindAllStringSubmatch(string(readme), -1)
+	if len(names) < 50 {
+		t.Fatalf("the docs name %d tests, want the Guarantees table's (at least 50)", len(names))
+	}
+	for _, name := range names {
 		if !strings.Contains(sources.String(), "func "+name[1]+"(") {
 			t.Errorf("README names %s, which no test file defines", name[1])
 		}
