@@ -70,6 +70,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	httpcodes "github.com/platformkit/grpcbackoff/codes"
+	"github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
 // Retryer returns a gax.Retryer that carries out p for one call, or
@@ -99,13 +100,33 @@ func Retryer(p grpcbackoff.Policy) (gax.Retryer, error) {
 //
 //	c.CallOptions.GetInstance = append(c.CallOptions.GetInstance, co)
 //
-// or pass it to one call. A later gax.WithRetry replaces it.
+// or pass it to one call. It also marks the calls with a gRPC call option
+// (ignored by gRPC), by which the interceptors of package interceptor know
+// the client retries p's codes itself and leave them to it: one retry
+// layer. A later gax.WithRetry replaces its Retryer, and a later
+// gax.WithGRPCOptions its mark.
 func CallOption(p grpcbackoff.Policy) (gax.CallOption, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	p.Codes = append([]codes.Code(nil), p.Codes...)
-	return gax.WithRetry(func() gax.Retryer { return &retryer{p: &p} }), nil
+	mark := &googleclients.ClientRetry{MaxPause: time.Duration(float64(p.Max) * (1 + p.JitterFactor))}
+	for _, c := range p.Codes {
+		mark.Codes |= 1 << c
+	}
+	return callOption{retry: func() gax.Retryer { return &retryer{p: &p} }, mark: mark}, nil
+}
+
+// callOption is CallOption's gax.CallOption: a gax.WithRetry, and a mark
+// added to the call's gRPC options.
+type callOption struct {
+	retry func() gax.Retryer
+	mark  *googleclients.ClientRetry
+}
+
+func (o callOption) Resolve(s *gax.CallSettings) {
+	gax.WithRetry(o.retry).Resolve(s)
+	s.GRPC = append(s.GRPC[:len(s.GRPC):len(s.GRPC)], o.mark) // never into the caller's array
 }
 
 // MustCallOption is CallOption for a Policy written in code: it panics, with

@@ -1,10 +1,12 @@
-// Package googleclients reads what the generated gRPC clients of
-// cloud.google.com/go retry by themselves, method by method and code by
-// code, from the clients this module pins, and writes it as data for
-// the library (internal/googleclients/data_gen.go, by cmd/gaxdata). Its tests check
-// that the committed data is the pinned clients', measure the
-// x-goog-api-client values each client family sends, and hold the tests
-// of gaxretry that build real clients.
+// Package googleclients writes the library's data on the Google Cloud
+// clients (by cmd/gaxdata): what every generated client retries, from
+// googleapis' gRPC service configs (internal/googleclients/retries.txt and
+// retries_gen.go), and what the descriptors of the methods of the clients
+// this module pins tell of their safety (safety_gen.go). Its tests check
+// that the committed data is current, that the table equals what the pinned
+// clients' default CallOptions retry, sweep real clients' methods against a
+// loopback fake, measure the x-goog-api-client values each client family
+// sends, and hold the tests of gaxretry that build real clients.
 //
 // This module is not published: the library ships the data and imports no
 // client module.
@@ -22,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
@@ -39,14 +42,14 @@ import (
 	gc "github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
-// Data is what the pinned generated clients retry.
+// Data is what the pinned generated clients retry, and what the
+// descriptors of their methods tell of their safety.
 type Data struct {
 	Clients []ClientInfo
 	Methods []Method // sorted by Name, then Client
-	Safety  []Safety // one per method of Methods, sorted by Method
-	// HandSafety is Safety for the methods of the hand-written clients'
-	// statements that no generated client has, sorted by Method.
-	HandSafety []Safety
+	// Safety is one per method of Methods and of the hand-written
+	// clients' statements, sorted by Method.
+	Safety []Safety
 }
 
 // Safety is what the interceptor package learns of a method's safety from
@@ -55,6 +58,7 @@ type Data struct {
 type Safety struct {
 	Method string
 	Safety interceptor.Safety
+	Stream bool
 	Source string
 }
 
@@ -70,10 +74,11 @@ type ClientInfo struct {
 
 // Method is what one client retries for one method.
 type Method struct {
-	Name   string // full gRPC method: "/google.cloud.redis.v1.CloudRedis/GetInstance"
-	Client int    // index in Data.Clients
-	Codes  uint32 // codes the client's default CallOptions retry: bit 1<<code
-	Stream bool   // a client, server or bidi stream
+	Name    string      // full gRPC method: "/google.cloud.redis.v1.CloudRedis/GetInstance"
+	Client  int         // index in Data.Clients
+	Codes   uint32      // codes the client's default CallOptions retry: bit 1<<code
+	Backoff gax.Backoff // their gax.Backoff (Initial, Max, Multiplier); zero without a retry
+	Stream  bool        // a client, server or bidi stream
 }
 
 // Mixins are the services whose methods a generated client also exposes,
@@ -111,7 +116,7 @@ func Generate(ctx context.Context) (*Data, error) {
 			continue
 		}
 		x := r.Explain(m.Name)
-		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: x.Safety, Source: withoutPath(x.Source)})
+		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: x.Safety, Stream: m.Stream, Source: withoutPath(x.Source)})
 	}
 	for _, m := range gc.HandMethods() {
 		if _, found := slices.BinarySearchFunc(d.Methods, m, func(g Method, m string) int { return strings.Compare(g.Name, m) }); found {
@@ -121,8 +126,9 @@ func Generate(ctx context.Context) (*Data, error) {
 		if x.Safety == interceptor.SafetyUnknown && strings.HasPrefix(x.Source, "no descriptor") {
 			return nil, fmt.Errorf("googleclients: %s: no descriptor linked: import the client that calls it", m)
 		}
-		d.HandSafety = append(d.HandSafety, Safety{Method: m, Safety: x.Safety, Source: withoutPath(x.Source)})
+		d.Safety = append(d.Safety, Safety{Method: m, Safety: x.Safety, Stream: isStream(m), Source: withoutPath(x.Source)})
 	}
+	slices.SortFunc(d.Safety, func(a, b Safety) int { return strings.Compare(a.Method, b.Method) })
 	return &d, nil
 }
 
@@ -139,7 +145,7 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 // read builds c and reads its CallOptions and the gapic/ version it sends.
 func read(ctx context.Context, c Client) (ClientInfo, []Method, error) {
 	var info ClientInfo
-	svc, err := service(protoreflect.FullName(c.Service))
+	svc, err := findService(protoreflect.FullName(c.Service))
 	if err != nil {
 		return info, nil, err
 	}
@@ -177,10 +183,12 @@ func read(ctx context.Context, c Client) (ClientInfo, []Method, error) {
 		if err != nil {
 			return info, nil, fmt.Errorf("%s.%s: CallOptions.%s: %w", info.Package, info.Name, f.Name, err)
 		}
+		codes, backoff := retried(s.Field(i).Interface().([]gax.CallOption))
 		methods = append(methods, Method{
-			Name:   "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
-			Codes:  retried(s.Field(i).Interface().([]gax.CallOption)),
-			Stream: md.IsStreamingClient() || md.IsStreamingServer(),
+			Name:    "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
+			Codes:   codes,
+			Backoff: backoff,
+			Stream:  md.IsStreamingClient() || md.IsStreamingServer(),
 		})
 	}
 	if err := seen.call(ctx, cv, methods); err != nil {
@@ -201,13 +209,16 @@ func read(ctx context.Context, c Client) (ClientInfo, []Method, error) {
 }
 
 // retried returns the codes 1 to 16 that a fresh Retryer of opts retries,
-// bit 1<<code; 0 when opts set no Retryer.
-func retried(opts []gax.CallOption) uint32 {
+// bit 1<<code, 0 when opts set no Retryer, and the gax.Backoff of that
+// Retryer when it is gax.OnCodes's (read by reflection: its fields are
+// unexported).
+func retried(opts []gax.CallOption) (uint32, gax.Backoff) {
 	var s gax.CallSettings
 	for _, o := range opts {
 		o.Resolve(&s)
 	}
 	var mask uint32
+	var bo gax.Backoff
 	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
 		if s.Retry == nil {
 			break
@@ -219,12 +230,31 @@ func retried(opts []gax.CallOption) uint32 {
 		if _, ok := r.Retry(status.Error(c, "x")); ok {
 			mask |= 1 << c
 		}
+		if v := reflect.ValueOf(r); c == codes.Canceled && v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
+			if f := v.Elem().FieldByName("backoff"); f.IsValid() && f.Type() == reflect.TypeFor[gax.Backoff]() {
+				bo.Initial = time.Duration(f.FieldByName("Initial").Int())
+				bo.Max = time.Duration(f.FieldByName("Max").Int())
+				bo.Multiplier = f.FieldByName("Multiplier").Float()
+			}
+		}
 	}
-	return mask
+	return mask, bo
 }
 
-// service returns the descriptor of the service named name.
-func service(name protoreflect.FullName) (protoreflect.ServiceDescriptor, error) {
+// isStream reports whether method is a stream, by its registered
+// descriptor.
+func isStream(method string) bool {
+	service, name := method[1:strings.LastIndexByte(method, '/')], method[strings.LastIndexByte(method, '/')+1:]
+	svc, err := findService(protoreflect.FullName(service))
+	if err != nil {
+		return false
+	}
+	md := svc.Methods().ByName(protoreflect.Name(name))
+	return md != nil && (md.IsStreamingClient() || md.IsStreamingServer())
+}
+
+// findService returns the descriptor of the service named name.
+func findService(name protoreflect.FullName) (protoreflect.ServiceDescriptor, error) {
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
 	if err != nil {
 		return nil, err
@@ -244,7 +274,7 @@ func method(svc protoreflect.ServiceDescriptor, field string) (protoreflect.Meth
 	}
 	var found []protoreflect.MethodDescriptor
 	for _, name := range mixins {
-		mx, err := service(name)
+		mx, err := findService(name)
 		if err != nil {
 			continue // not linked: no client of it here
 		}
@@ -339,74 +369,33 @@ func (c *capture) call(ctx context.Context, client reflect.Value, methods []Meth
 	return errors.New("no unary method to call for the header")
 }
 
-// Render writes d as the Go source of package pkg: data only, gofmt'd.
-func Render(d *Data, pkg string) ([]byte, error) {
+// RenderSafety writes the safety of d's methods as the Go source of package
+// pkg: data only, gofmt'd, one method a line.
+func RenderSafety(d *Data, pkg string) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `// Code generated by "go run ./googleclients/cmd/gaxdata -w"; DO NOT EDIT.
 
 package %s
 
-// genClients are the generated clients whose default CallOptions the data
-// was read from (googleclients/go.mod pins them), by index: module, its
-// version, Go package, client, and the gapic/ version it sends in
-// x-goog-api-client.
-var genClients = [...]genClient{
+// pinnedMethods is what the descriptors of the methods of the pinned
+// generated clients (googleclients/go.mod) and of the hand-written clients'
+// statements (handwritten.go) tell of their safety, as the interceptor
+// package reads them (interceptor.Safety, and why), sorted by method: for a
+// binary that does not link their generated packages.
+var pinnedMethods = [...]methodFacts{
 `, pkg)
-	for i, c := range d.Clients {
-		fmt.Fprintf(&b, "\t%d: {%q, %q, %q, %q, %q},\n", i, c.Module, c.ModuleVersion, c.Package, c.Name, c.Gapic)
-	}
-	b.WriteString("}\n\n")
-
-	// The reasons of the methods' safety, once each.
-	safety := map[string]Safety{}
-	var whys []string
-	index := map[string]int{}
-	for _, s := range slices.Concat(d.Safety, d.HandSafety) {
-		safety[s.Method] = s
-		if _, ok := index[s.Source]; !ok {
-			index[s.Source] = -1
-			whys = append(whys, s.Source)
+	name := map[interceptor.Safety]string{interceptor.SafetyUnknown: "safetyUnknown", interceptor.Idempotent: "idempotent", interceptor.NotIdempotent: "notIdempotent"}
+	for _, s := range d.Safety {
+		stream := ""
+		if s.Stream {
+			stream = ", stream: true"
 		}
-	}
-	slices.Sort(whys)
-	if len(whys) > 256 {
-		return nil, fmt.Errorf("%d reasons of safety: more than a uint8 can number", len(whys))
-	}
-	for i, w := range whys {
-		index[w] = i
-	}
-	b.WriteString(`// genMethods are the methods of genClients, sorted by method, then client:
-// the codes its CallOptions retry (bit 1<<code), the client's index,
-// whether the method is a stream, and what its descriptor tells of its
-// safety (the interceptor package's verdict: 1 idempotent, 2 not
-// idempotent, 0 unknown) with its reason in genWhy.
-var genMethods = [...]genMethod{
-`)
-	for _, m := range d.Methods {
-		s := safety[m.Name]
-		fmt.Fprintf(&b, "\t{%q, 0x%05x, %d, %t, %d, %d},\n", m.Name, m.Codes, m.Client, m.Stream, s.Safety, index[s.Source])
-	}
-	b.WriteString(`}
-
-// handSafety is what the descriptors of the methods only hand-written
-// clients call (handwritten.go) tell of their safety, as genMethods does,
-// sorted by method.
-var handSafety = [...]handMethod{
-`)
-	for _, s := range d.HandSafety {
-		fmt.Fprintf(&b, "\t{%q, %d, %d},\n", s.Method, s.Safety, index[s.Source])
-	}
-	b.WriteString(`}
-
-// genWhy are the reasons of the methods' safety, sorted.
-var genWhy = [...]string{
-`)
-	for _, w := range whys {
-		fmt.Fprintf(&b, "\t%q,\n", w)
+		fmt.Fprintf(&b, "\t{method: %q, safety: %s%s, why: %q},\n", s.Method, name[s.Safety], stream, s.Source)
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())
 }
 
-// DataFile is the generated file, from the repository's root.
-const DataFile = "internal/googleclients/data_gen.go"
+// SafetyFile is the generated file of the methods' safety, from the
+// repository's root.
+const SafetyFile = "internal/googleclients/safety_gen.go"

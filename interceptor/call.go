@@ -41,11 +41,12 @@ func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState, opts []
 }
 
 // open starts the call p plans, on cc, as unary calls and streams alike
-// start: the ClientConn's state, a bad call option's error, adaptive
-// throttling's admission, and, for a unary call of a Google Cloud client
-// (req, opts), what the Retrier did in the client's earlier attempts of it
-// (clients.go); the budget counts the call. It
-// returns the error that ends the call before any attempt, if one does.
+// start: the ClientConn's state (and the Google API its calls serve), a bad
+// call option's error, adaptive throttling's admission, and, for a unary
+// call of a Google Cloud client (req, opts), the retries the Retrier made
+// in the client's earlier attempts of it (clients.go); the budget counts
+// the call. It returns the error that ends the call before any attempt, if
+// one does: never the memory's.
 func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*connState, error) {
 	conn := r.conn(cc)
 	if p.err != nil {
@@ -56,17 +57,11 @@ func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req an
 			return nil, err
 		}
 	}
+	if conn.api.Load() == nil {
+		noteAPI(ctx, conn, p.method)
+	}
 	if req != nil && r.logical.n.Load() > 0 {
-		if k, ok := keyOf(ctx, p.method, req); ok {
-			if retries, final, ok := r.logical.get(k); ok {
-				if p.learnClient(ctx, opts, req); p.client.google {
-					if final != nil {
-						return nil, r.refuseAgain(ctx, p, cc, final)
-					}
-					p.prior = retries
-				}
-			}
-		}
+		r.recall(ctx, p, conn, cc, req, opts)
 	}
 	conn.started()
 	return conn, nil
@@ -153,7 +148,7 @@ func (c *call) budget() decide.Budget {
 // client's to retry (clients.go); opening says it was a stream's first
 // opening.
 func (c *call) leftToClient(ctx context.Context, st *status.Status, opening bool) bool {
-	c.plan.learnClient(ctx, c.opts, c.req)
+	c.plan.learnClient(ctx, c.conn, c.opts, c.req)
 	return c.plan.client.leaves(st, opening)
 }
 

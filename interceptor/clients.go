@@ -75,33 +75,104 @@ type client struct {
 	codes   codeSet // the codes left to the client
 	hinted  codeSet // the codes left to the client when the error carries RetryInfo
 	opening bool    // the client retries only a stream's opening
+	// resends are the codes after which the client may send the call again
+	// (those it retries; every code when the data does not know the
+	// method), and pause the longest it waits before it does: what the
+	// memory of its call needs (see logicalCalls).
+	resends codeSet
+	pause   time.Duration
 }
 
+// everyCode is every code but OK.
+const everyCode codeSet = 1<<17 - 2
+
+// gaxMaxPause is gax.Backoff's default Max: the longest pause of a gax
+// Retryer whose backoff is not known.
+const gaxMaxPause = 30 * time.Second
+
 // learnClient learns, once, whether the call p plans, with ctx, opts and
-// req (nil for a stream), is a Google Cloud client's, and which codes its
-// client retries. A call marked by gaxretry.Adopt is the Retrier's for
-// every code.
-func (p *plan) learnClient(ctx context.Context, opts []grpc.CallOption, req any) {
+// req (nil for a stream) on the ClientConn of conn, is a Google Cloud
+// client's, and which codes its client retries. A call marked by
+// gaxretry.Adopt is the Retrier's for every code; one marked by
+// gaxretry.CallOption leaves to its gax Retryer the codes it retries.
+func (p *plan) learnClient(ctx context.Context, conn *connState, opts []grpc.CallOption, req any) {
 	if p.client.learnt {
 		return
 	}
 	p.client.learnt = true
+	var handedOver bool
+	var marked *googleclients.ClientRetry
 	for _, o := range opts {
-		if _, ok := o.(googleclients.HandedOver); ok {
-			p.client.google = true
-			return
+		switch o := o.(type) {
+		case googleclients.HandedOver:
+			handedOver = true
+		case *googleclients.ClientRetry:
+			marked = o
 		}
 	}
-	var header string
+	c := googleclients.Call{Method: p.method, Stream: req == nil}
 	if vs := metadata.ValueFromOutgoingContext(ctx, googleclients.Header); len(vs) > 0 {
-		header = vs[0]
+		c.Header = vs[0]
 	}
-	if rl := googleclients.Lookup(p.method, header); rl.Client {
-		p.client = client{learnt: true, google: true, codes: codeSet(rl.Codes), hinted: codeSet(rl.Hinted), opening: rl.Opening}
+	if conn != nil {
+		if api := conn.api.Load(); api != nil {
+			c.API, c.APIGapic = api.service, api.gapic
+		}
+	}
+	rl := googleclients.Lookup(c)
+	if rl.Client {
+		p.client = client{learnt: true, google: true, codes: codeSet(rl.Codes), hinted: codeSet(rl.Hinted), opening: rl.Opening,
+			resends: codeSet(rl.Codes | rl.Hinted | rl.ExactlyOnce), pause: rl.Pause}
+		if !rl.Known {
+			p.client.resends = everyCode
+		}
 		if rl.ExactlyOnce != 0 && googleclients.ExactlyOnce(req) {
 			p.client.codes |= codeSet(rl.ExactlyOnce)
 		}
 	}
+	if marked != nil {
+		p.client.google = true
+		p.client.codes |= codeSet(marked.Codes)
+		p.client.resends |= codeSet(marked.Codes)
+		p.client.pause = max(p.client.pause, marked.MaxPause)
+	}
+	if handedOver {
+		// The client's Retryer hands the call back after the Retrier gave
+		// up on it, but a per-call gax.WithRetry replaces that one and may
+		// resend it after any code, with gax's pauses (30 s at most by
+		// default).
+		p.client.google = true
+		p.client.codes, p.client.hinted, p.client.opening = 0, 0, false
+		p.client.resends, p.client.pause = everyCode, max(p.client.pause, gaxMaxPause)
+	}
+}
+
+// connAPI is what the calls on one ClientConn tell of the Google API its
+// client serves: the service of its first call that was not a mixin's, and
+// that call's gapic/ version. A mixin's call (GetOperation, ListLocations,
+// GetIamPolicy) gets what that API's file says (internal/googleclients).
+type connAPI struct {
+	service string
+	gapic   string
+}
+
+// noteAPI records, once per ClientConn, the API that a call of method on
+// ctx tells, unless it is a mixin's. It allocates once per ClientConn.
+func noteAPI(ctx context.Context, conn *connState, method string) {
+	if conn.api.Load() != nil || googleclients.IsMixin(method) {
+		return
+	}
+	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	a := &connAPI{service: service}
+	if vs := metadata.ValueFromOutgoingContext(ctx, googleclients.Header); len(vs) > 0 {
+		for f := range strings.FieldsSeq(vs[0]) {
+			if v, ok := strings.CutPrefix(f, "gapic/"); ok {
+				a.gapic = v
+				break
+			}
+		}
+	}
+	conn.api.CompareAndSwap(nil, a)
 }
 
 // leaves reports whether a failure with st is the client's to retry: its
@@ -115,10 +186,10 @@ func (c client) leaves(st *status.Status, atOpening bool) bool {
 }
 
 // clientRetries returns what the Google Cloud clients that call method
-// retry by themselves, for Explain.
-func clientRetries(method string) []ClientRetries {
+// retry by themselves, for Explain; stream says the method is a stream.
+func clientRetries(method string, stream bool) []ClientRetries {
 	var out []ClientRetries
-	for _, rl := range googleclients.Explain(method) {
+	for _, rl := range googleclients.Explain(method, stream) {
 		if rl.Known || strings.HasPrefix(method, "/google.") {
 			out = append(out, ClientRetries{Client: rl.Source, Codes: codeSet(rl.Codes).list(), OpeningOnly: rl.Opening,
 				Hinted: codeSet(rl.Hinted &^ rl.Codes).list(), ExactlyOnce: codeSet(rl.ExactlyOnce).list()})
@@ -136,90 +207,113 @@ type layerMark struct{ grpc.EmptyCallOption }
 
 var mark grpc.CallOption = &layerMark{}
 
-// logical remembers what the Retrier did across its client's attempts of
-// one call.
+// logical remembers how many retries the Retrier made across its client's
+// attempts of one call, for the client's next attempt of it.
 type logical struct {
-	retries int   // retries the Retrier made
-	final   error // the Retrier gave up with it; nil: it did not
-	expires time.Time
-	stop    func() bool // stops the context.AfterFunc that forgets it; nil: none
+	retries int           // retries the Retrier made
+	ended   time.Time     // when the last attempt of it ended
+	within  time.Duration // how long after ended the client may send it again
+	busy    bool          // a resend of it is under way: a call that finds it then is another call
+	stop    func() bool   // stops the context.AfterFunc that forgets it; nil: none
 }
 
 // maxLogical bounds the calls remembered at once: past it, calls are not
 // remembered, and their client's attempts count afresh.
 const maxLogical = 10000
 
-// forgetAfter is how long a call whose context never ends is remembered.
-const forgetAfter = 10 * time.Minute
+// resendGrace is added to the longest pause of a client's retry: the time
+// between the end of an attempt and the client's next, beside its pause
+// (its Retryer, a goroutine's scheduling).
+const resendGrace = time.Second
 
 // callKey tells a client's call from every other across the client's
-// attempts of it. gax.Invoke sends every attempt with the same request
-// message and a context with the same Done channel: the context itself is
-// the same, except with gax's tracing on, where each attempt's carries its
-// resend count over the call's. Calls on one context are told apart by
-// their method and request.
+// attempts of it: its connection's target, its context, its method and
+// its request. gax.Invoke sends every attempt with the same request message
+// and a context with the same Done channel: the context itself is the
+// same, except with gax's tracing on, where each attempt's carries its
+// resend count over the call's.
 type callKey struct {
+	target string          // cc.Target(); "" without a ClientConn
 	done   <-chan struct{} // the context's Done channel; nil for one that never ends
 	ctx    context.Context // a context that never ends, itself
 	method string
 	req    any
 }
 
-// keyOf returns the key of the call of method with req on ctx, or false
-// for a call no key can tell apart: its request is not a pointer (a client
-// sends one message in all its attempts), or its context never ends and is
-// not a pointer, as context.Background is not.
-func keyOf(ctx context.Context, method string, req any) (callKey, bool) {
+// keyOf returns the key of the call of method with req on ctx, to target,
+// or false for a call no key can tell apart: its request is not a pointer
+// (a client sends one message in all its attempts), or its context never
+// ends and is not a pointer, as context.Background is not.
+func keyOf(ctx context.Context, target, method string, req any) (callKey, bool) {
 	if req == nil || reflect.TypeOf(req).Kind() != reflect.Pointer {
 		return callKey{}, false
 	}
 	if d := ctx.Done(); d != nil {
-		return callKey{done: d, method: method, req: req}, true
+		return callKey{target: target, done: d, method: method, req: req}, true
 	}
 	if reflect.TypeOf(ctx).Kind() == reflect.Pointer {
-		return callKey{ctx: ctx, method: method, req: req}, true
+		return callKey{target: target, ctx: ctx, method: method, req: req}, true
 	}
 	return callKey{}, false
 }
 
 // logicalCalls is the Retrier's memory of the unary calls of Google Cloud
-// clients, by callKey, so that the Retrier's retries of one call, across
-// its client's attempts, stay within MaxAttempts, and so that once it gave
-// up on a call, every later attempt of the client fails at once with the
-// error it gave up with.
-// Only calls that failed and were retried, or given up on, are
-// remembered, until their context ends.
+// clients, by callKey, so that its retries of one call, across its
+// client's attempts of it, stay within MaxAttempts: with the client's own,
+// at most the client's attempts + MaxAttempts − 1 reach the server.
+//
+// It cannot answer for the wire: every call is sent, and what it knows only
+// lowers the retries the Retrier makes of a call its client resends. A
+// call is remembered only when it ended with an error its client may send
+// it again after, and only as long as the client's retry may pause before
+// it does (checked at every lookup): it is forgotten at its success, at a
+// code its client does not retry, when the longest pause has passed, or
+// when its context ends. A call that finds its entry while another resend
+// holds it is another call, with the same request and context: it counts
+// afresh.
 type logicalCalls struct {
 	n  atomic.Int32 // len(m), read by every call: 0 skips the lookup
 	mu sync.Mutex
 	m  map[callKey]*logical
 }
 
-// get returns what is remembered of the call with key k: the retries made,
-// and the error the Retrier gave up with, if it did; ok is false for a
-// call not remembered.
-func (l *logicalCalls) get(k callKey) (retries int, final error, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e := l.m[k]; e != nil {
-		return e.retries, e.final, true
-	}
-	return 0, nil, false
-}
-
-// put remembers the call with key k, whose context is ctx, or forgets it
-// for retries 0 and a nil final.
-func (l *logicalCalls) put(ctx context.Context, k callKey, retries int, final error) {
+// take returns the retries remembered of the call with key k at now, and
+// marks its entry as taken by this attempt of it; ok is false for a call
+// not remembered, past its time (forgotten then), or taken by another.
+func (l *logicalCalls) take(k callKey, now time.Time) (retries int, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.m[k]
-	if retries == 0 && final == nil {
+	switch {
+	case e == nil:
+		return 0, false
+	case now.Sub(e.ended) > e.within:
+		l.drop(k, e)
+		return 0, false
+	case e.busy:
+		return 0, false
+	}
+	e.busy = true
+	return e.retries, true
+}
+
+// end records the end at now, with retries made in all, of an attempt of
+// the call with key k, whose context is ctx: forgotten if !again (its
+// client does not send it again), kept for within otherwise. taken says
+// the attempt took the entry.
+func (l *logicalCalls) end(ctx context.Context, k callKey, taken, again bool, retries int, now time.Time, within time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[k]
+	if e != nil && e.busy && !taken {
+		return // another call's resend holds it
+	}
+	if !again || retries == 0 && e == nil {
 		if e != nil {
 			l.drop(k, e)
 		}
 		return
 	}
-	now := time.Now()
 	if e == nil {
 		if len(l.m) >= maxLogical {
 			l.sweep(now)
@@ -237,7 +331,7 @@ func (l *logicalCalls) put(ctx context.Context, k callKey, retries int, final er
 		l.m[k] = e
 		l.n.Store(int32(len(l.m)))
 	}
-	e.retries, e.final, e.expires = retries, final, now.Add(forgetAfter)
+	e.retries, e.ended, e.within, e.busy = max(e.retries, retries), now, within, false
 }
 
 // forget drops e, the entry of k, if it is still there.
@@ -261,7 +355,7 @@ func (l *logicalCalls) drop(k callKey, e *logical) {
 // sweep drops the entries past their time. l.mu is held.
 func (l *logicalCalls) sweep(now time.Time) {
 	for k, e := range l.m {
-		if now.After(e.expires) {
+		if now.Sub(e.ended) > e.within {
 			l.drop(k, e)
 		}
 	}

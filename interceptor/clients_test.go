@@ -6,12 +6,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -145,41 +147,161 @@ func TestClientRetriesLayersNeverNest(t *testing.T) {
 	}
 }
 
-// Once the Retrier gave up on a client's call, a further attempt of the
-// client (a per-call gax.WithRetry: the same request, a context with the
-// same end) fails at once with the same error: no second layer. Another
-// call is not concerned, on the same context or not, nor is a call that is
-// not a client's (its caller may loop on one context).
-func TestClientRetriesGaveUpRefusesAgain(t *testing.T) {
+// newMethod is a method of a service googleapis' files name, but not the
+// method itself: a client newer than the files may retry any code of it,
+// and the Retrier retries every code of its Policy.
+const newMethod = "/google.pubsub.v1.Publisher/SomeNewMethod"
+
+// getSecret is a method whose client (Secret Manager's) retries nothing.
+const getSecret = "/google.cloud.secretmanager.v1.SecretManagerService/GetSecret"
+
+// After the Retrier gave up on a client's call, a further attempt of the
+// client (its retry of a code the Retrier retries too: a method newer than
+// the files) is sent, once: the Retrier's retries across the client's
+// attempts stay within MaxAttempts, and each attempt ends with its own
+// error. (Before issue 33 the Retrier refused such an attempt at once
+// with the error it gave up with, never sending it: a later call with the
+// same request and context got another call's error.) Once the client's
+// longest pause has passed, the call is forgotten: the next one with the
+// same request and context is retried afresh.
+func TestClientRetriesGaveUpSendsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		ic := interceptor.Unary(p)
-		s := &script{errs: errsOf(codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted)}
+		s := &script{errs: errsOf(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)}
 		ctx, req := asClient(t.Context()), new(string)
-		first := ic(ctx, getTopic, req, new(string), nil, s.invoke)
-		checkFinal(t, first, codes.ResourceExhausted, 3, grpcbackoff.ReasonExhausted)
-		again := ic(ctx, getTopic, req, new(string), nil, s.invoke)
-		if len(s.times) != 3 || again != first {
-			t.Errorf("again: %d attempts in all, err %v; want 3 and the first call's error", len(s.times), again)
+		var errs []error
+		calls, _ := gaxLike(ctx, 4, codes.Unavailable, false, func(ctx context.Context) error {
+			err := ic(ctx, newMethod, req, new(string), nil, s.invoke)
+			errs = append(errs, err)
+			return err
+		})
+		// 3 attempts under the client's first, 1 under each of its 3 others.
+		if len(s.times) != calls+p.MaxAttempts-1 || calls != 4 {
+			t.Errorf("%d attempts of the client, %d on the wire; want 4 and 4 + 3 − 1", calls, len(s.times))
 		}
-		traced := ic(context.WithValue(ctx, resendCount{}, 1), getTopic, req, new(string), nil, s.invoke)
-		if len(s.times) != 3 || traced != first {
-			t.Errorf("again, with a context of its own over the first's: %d attempts in all, err %v; want 3 and the first call's error", len(s.times), traced)
+		for i := 1; i < len(errs); i++ {
+			if errs[i] == errs[0] || status.Code(errs[i]) != codes.Unavailable {
+				t.Errorf("the client's attempt %d ended with %v; want its own attempt's UNAVAILABLE, not the first's", i+1, errs[i])
+			}
 		}
-		if err := ic(ctx, getTopic, new(string), new(string), nil, s.invoke); err != nil || len(s.times) != 5 {
-			t.Errorf("another call on the same context: err %v, %d attempts in all; want success after 2 more", err, len(s.times))
+		time.Sleep(62 * time.Second) // Publisher's longest pause, 60 s, and the grace
+		s = &script{errs: errsOf(codes.Unavailable, codes.Unavailable)}
+		if err := ic(ctx, newMethod, req, new(string), nil, s.invoke); err != nil || len(s.times) != 3 {
+			t.Errorf("the same request and context after the client's longest pause: err %v, %d attempts; want success after 3", err, len(s.times))
 		}
-		s = &script{errs: errsOf(codes.ResourceExhausted, codes.ResourceExhausted)}
-		if err := ic(ctx, "/google.pubsub.v1.Publisher/ListTopics", req, new(string), nil, s.invoke); err != nil || len(s.times) != 3 {
-			t.Errorf("another method with the same context and request: err %v, %d attempts; want success after 3", err, len(s.times))
-		}
+	})
+}
 
-		s = &script{errs: errsOf(codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted, codes.ResourceExhausted)}
-		plain := t.Context()
-		ic(plain, getTopic, req, new(string), nil, s.invoke)
-		if err := ic(plain, getTopic, req, new(string), nil, s.invoke); err != nil || len(s.times) != 5 {
-			t.Errorf("not a client's call, again with one context: err %v, %d attempts in all; want success after 2 more", err, len(s.times))
+// The issue's first case: a poller reuses one request and one context
+// (that never ends) with two clients, of two servers, and one set of
+// options. Server A is down: each call through A reaches it, MaxAttempts
+// times (its client, Secret Manager's GetSecret, retries nothing); server B
+// fails each call's first attempt: each call through B reaches B and
+// succeeds. (Before: 3 attempts on A in all, the other calls refused from
+// memory; B's calls answered with A's error.)
+func TestClientRetriesTwoServersOneRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := bufconntest.Exact()
+		p.MaxAttempts = 3
+		ic := interceptor.Unary(p, interceptor.WithoutThrottle()) // 600 retries in a row: no budget pays for them
+		a, b := lazyConn(t, "server-a"), lazyConn(t, "server-b")
+		var onA, onB int
+		invoke := func(_ context.Context, _ string, _, _ any, cc *grpc.ClientConn, _ ...grpc.CallOption) error {
+			if cc == a {
+				onA++
+				return status.Error(codes.Unavailable, "server A is down")
+			}
+			if onB++; onB%2 == 1 {
+				return status.Error(codes.Unavailable, "server B hiccup")
+			}
+			return nil
+		}
+		ctx, req := asClient(context.Background()), new(string)
+		for i := range 200 {
+			err := ic(ctx, getSecret, req, new(string), a, invoke)
+			if status.Code(err) != codes.Unavailable || onA != 3*(i+1) {
+				t.Fatalf("call %d through A: err %v, %d attempts on A in all; want UNAVAILABLE, %d", i+1, err, onA, 3*(i+1))
+			}
+		}
+		for i := range 3 {
+			if err := ic(ctx, getSecret, req, new(string), b, invoke); err != nil || onB != 2*(i+1) {
+				t.Errorf("call %d through B: err %v, %d attempts on B in all; want success, %d", i+1, err, onB, 2*(i+1))
+			}
+		}
+	})
+}
+
+// lazyConn returns a ClientConn to target that never dials: the calls of the
+// tests that take it go to their invoker.
+func lazyConn(t *testing.T, target string) *grpc.ClientConn {
+	cc, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// The issue's second case: GetSecret twice with the same request and
+// context; the server fails the first call every time: the second call
+// reaches the server and gets its own answer.
+func TestClientRetriesSameRequestTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ic := interceptor.Unary(bufconntest.Exact())
+		s := &script{errs: errsOf(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable,
+			codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)}
+		ctx, req := asClient(t.Context()), new(string)
+		first := ic(ctx, getSecret, req, new(string), nil, s.invoke)
+		checkFinal(t, first, codes.Unavailable, 8, grpcbackoff.ReasonExhausted)
+		second := ic(ctx, getSecret, req, new(string), nil, s.invoke)
+		if second != nil || len(s.times) != 9 {
+			t.Errorf("the second call: err %v, %d attempts in all; want its own success, 9", second, len(s.times))
+		}
+	})
+}
+
+// The issue's third case: two calls at once with one request and one
+// context, a client's (its retry of UNAVAILABLE: GetTopic's). Each reaches
+// the server and ends with its own answer, however their attempts
+// interleave.
+func TestClientRetriesConcurrentSameRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := bufconntest.Exact()
+		p.MaxAttempts = 3
+		ic := interceptor.Unary(p)
+		var mu sync.Mutex
+		attempts := map[string]int{}
+		invoke := func(ctx context.Context, _ string, _, reply any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			md, _ := metadata.FromOutgoingContext(ctx)
+			who := md.Get("x-who")[0]
+			mu.Lock()
+			attempts[who]++
+			n := attempts[who]
+			mu.Unlock()
+			if n <= 2 {
+				return status.Error(codes.ResourceExhausted, "quota of "+who)
+			}
+			*reply.(*string) = who
+			return nil
+		}
+		ctx, req := asClient(t.Context()), new(string)
+		var wg sync.WaitGroup
+		for _, who := range []string{"A", "B"} {
+			wg.Go(func() {
+				reply := new(string)
+				// One context: the caller's metadata is the same; the fake
+				// tells the calls apart by a key each adds.
+				err := ic(metadata.AppendToOutgoingContext(ctx, "x-who", who), getTopic, req, reply, nil, invoke)
+				if err != nil || *reply != who {
+					t.Errorf("call %s: err %v, reply %q; want its own success", who, err, *reply)
+				}
+			})
+		}
+		wg.Wait()
+		if attempts["A"] != 3 || attempts["B"] != 3 {
+			t.Errorf("attempts %v; want 3 each", attempts)
 		}
 	})
 }
@@ -202,7 +324,7 @@ func TestClientRetriesRememberedUnderTimeout(t *testing.T) {
 			return ic(ctx, getTopic, req, new(string), nil, s.invoke)
 		})
 		// The client's attempts: RE, RE, U (the Retrier's 3 attempts, the
-		// client's to retry), then RE refused again: MaxAttempts spent.
+		// client's to retry), then RE, sent once: MaxAttempts spent.
 		if calls != 2 || len(s.times) != 4 || status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("%d attempts of the client, %d on the wire, err %v; want 2, 4, RESOURCE_EXHAUSTED", calls, len(s.times), err)
 		}
@@ -290,7 +412,7 @@ func TestExplainClientRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := r.Explain(getTopic).String()
-	want := "called by cloud.google.com/go/pubsub/v2/apiv1 v2.8.1 CallOptions (TopicAdminClient): UNAVAILABLE by the client's own retry, one attempt each here; RESOURCE_EXHAUSTED by this library"
+	want := "called by the generated client's CallOptions, from googleapis google/pubsub/v1/pubsub_grpc_service_config.json at f8291d2b89f0: UNAVAILABLE by the client's own retry, one attempt each here; RESOURCE_EXHAUSTED by this library"
 	if !strings.Contains(got, want) {
 		t.Errorf("Explain(%s):\n got %s\nwant it to contain %s", getTopic, got, want)
 	}

@@ -2,7 +2,6 @@ package interceptor
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -71,16 +70,4 @@ func (r *Retrier) tellEnd(ctx context.Context, e End) {
 	for _, o := range r.observers {
 		o.OnEnd(ctx, e)
 	}
-}
-
-// refuseAgain ends at once, with the error final the Retrier gave up with,
-// an attempt of a call its Google Cloud client retries after the Retrier
-// gave up on it (clients.go).
-func (r *Retrier) refuseAgain(ctx context.Context, p *plan, cc *grpc.ClientConn, final error) error {
-	c := call{r: r, plan: *p, cc: cc}
-	var ge *grpcbackoff.Error
-	if errors.As(final, &ge) {
-		c.reason = ge.Reason
-	}
-	return c.end(ctx, final)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
 // Decision is what the calls of one method do, as Explain gives it.
@@ -204,12 +205,12 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	if r.unsafeRetries && k.s == NotIdempotent {
 		d.Source += " (retried anyway: WithNonIdempotentRetries)"
 	}
-	d.Clients = clientRetries(fullMethod)
+	d.Clients = clientRetries(fullMethod, isStream(fullMethod))
 	return d
 }
 
-// isStream reports whether method is known, from its descriptor, to be a
-// stream.
+// isStream reports whether method is known, from its descriptor, or the
+// data on the Google clients' methods, to be a stream.
 func isStream(method string) bool {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
@@ -218,7 +219,8 @@ func isStream(method string) bool {
 			return md.IsStreamingClient() || md.IsStreamingServer()
 		}
 	}
-	return false
+	_, _, stream, _ := googleclients.Safety(method)
+	return stream
 }
 
 // policySource says where the Policy of p comes from.

@@ -19,7 +19,7 @@ func describe(method string) knowledge {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
-		if s, source, ok := googleclients.Safety(method); ok {
+		if s, source, _, ok := googleclients.Safety(method); ok {
 			return knowledge{Safety(s), source + " (the descriptor of the pinned client's, not linked in)"}
 		}
 		return knowledge{SafetyUnknown, "no descriptor registered for " + service}

@@ -26,6 +26,7 @@ type plan struct {
 	through  bool          // an earlier Retrier on the connection takes the call: its attempts pass through (clients.go)
 	client   client        // what a Google Cloud client making the call retries by itself, once learnt
 	prior    int           // retries made in the client's earlier attempts of the call (clients.go)
+	taken    bool          // the call took the memory's entry of those attempts (clients.go)
 	onFinish bool          // the caller gave grpc.OnFinish: run once per call, not per attempt (finish.go)
 }
 

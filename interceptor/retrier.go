@@ -11,9 +11,10 @@
 // the client retries for that method and hands the error back
 // (ReasonClientRetries), and retries every other code of its Policy itself;
 // Explain says which codes are whose. A client retries a call with one
-// context, by which the Retrier knows its attempts: its own retries of one
-// call stay within MaxAttempts across them, and once it gave up, a further
-// attempt of the client is refused at once with the same error. The gaxretry
+// context and request, by which the Retrier knows its attempts: its own
+// retries of one call stay within MaxAttempts across them. That memory
+// never answers for the wire: every call is sent, and an attempt of a call
+// its client resends only gets fewer retries of the Retrier's. The gaxretry
 // module gives a Retrier's dial options to such clients
 // (gaxretry.ClientOptions) and can hand their own retries over to it
 // (gaxretry.Adopt). A Retrier installed twice on one connection (the same

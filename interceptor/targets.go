@@ -62,6 +62,7 @@ type targetState struct {
 type connState struct {
 	t      *targetState
 	closed chan struct{}
+	api    atomic.Pointer[connAPI] // the Google API its calls serve, once a call told (clients.go)
 }
 
 // targets is the Retrier's registry of ClientConns and their targets. A

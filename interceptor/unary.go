@@ -4,9 +4,11 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 )
@@ -145,8 +147,8 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if err := r.attemptUnary(ctx, ctx, &p, conn, &u, &f); err != nil {
 		return r.retryUnary(ctx, &p, conn, &u, &f)
 	}
-	if r.logical.n.Load() > 0 {
-		r.remember(&u, 0, nil) // a Google client's earlier attempt of it may have retried
+	if p.taken {
+		r.rememberCall(&p, &u, nil, 0) // a success: the client's call is over
 	}
 	if len(r.observers) > 0 {
 		r.endFirst(ctx, &p, cc)
@@ -173,7 +175,7 @@ func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *u
 	err := r.retries(ctx, &c, u, f)
 	c.end(ctx, err)
 	if c.plan.client.google {
-		r.rememberCall(&c, u, err)
+		r.rememberCall(&c.plan, u, err, c.attempts)
 	}
 	return err
 }
@@ -199,27 +201,35 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure
 	}
 }
 
-// rememberCall keeps, for the next attempt its Google Cloud client may make
-// of the unary call u, which c made and ended with err, the retries c made
-// and, if c gave up, err (clients.go).
-func (r *Retrier) rememberCall(c *call, u *unaryCall, err error) {
-	retries := c.plan.prior + c.attempts - 1
-	switch c.reason {
-	case grpcbackoff.ReasonNone, grpcbackoff.ReasonCanceled:
-		r.remember(u, 0, nil) // success, or the caller gave up
-	case grpcbackoff.ReasonNotRetryable, grpcbackoff.ReasonClientRetries:
-		r.remember(u, retries, nil) // another layer may retry it
-	default:
-		r.remember(u, retries, err) // the Retrier gave up
+// rememberCall records, for the next attempt its Google Cloud client may
+// make of the unary call u, planned as p, that made attempts and ended with
+// err, the retries the Retrier made of it in all (clients.go): kept while
+// the client may send it again, after err, within its longest pause;
+// forgotten otherwise.
+func (r *Retrier) rememberCall(p *plan, u *unaryCall, err error, attempts int) {
+	k, ok := keyOf(u.origin, target(u.cc), u.method, u.req)
+	if !ok {
+		return
 	}
+	again := err != nil && u.origin.Err() == nil && p.client.resends.has(status.Code(err))
+	r.logical.end(u.origin, k, p.taken, again, p.prior+max(attempts-1, 0), time.Now(), p.client.pause+resendGrace)
 }
 
-// remember keeps retries and final for u's call, or forgets the call for 0
-// and nil.
-func (r *Retrier) remember(u *unaryCall, retries int, final error) {
-	if k, ok := keyOf(u.origin, u.method, u.req); ok {
-		r.logical.put(u.origin, k, retries, final)
+// recall looks up, for the unary call p plans with req on ctx and cc, a
+// Google Cloud client's, the retries the Retrier made in the client's
+// earlier attempts of it (clients.go), which count in this one's.
+func (r *Retrier) recall(ctx context.Context, p *plan, conn *connState, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
+	if p.policy == nil || p.hedge != nil {
+		return
 	}
+	k, ok := keyOf(ctx, target(cc), p.method, req)
+	if !ok {
+		return
+	}
+	if p.learnClient(ctx, conn, opts, req); !p.client.google {
+		return
+	}
+	p.prior, p.taken = r.logical.take(k, time.Now())
 }
 
 // attemptUnary makes one attempt of the unary call u with plan p, with

@@ -12,18 +12,21 @@
 //	            [-jitter-factor 0.2] [-attempts 8] [-rows n] [-at 1000s] [-deadline 600s]
 //	            [-service google.cloud.redis.v1.CloudRedis [-nonidempotent-retries]]
 //
-// -service prints, for every method of a gRPC service of the pinned Google
-// Cloud clients (whatever this build links), or of one registered in this
-// build, the policy the interceptor package carries out for it and why
-// (interceptor.Retrier.Explain): which methods are retried after
-// UNAVAILABLE, which, not idempotent, only after a failure that proves the
-// request was not applied, and, code by code, which a Google Cloud client
-// retries by itself.
+// -service prints, for every method of a gRPC service that googleapis'
+// service configs or the pinned Google Cloud clients know (whatever this
+// build links), or that this build registers, the policy the interceptor
+// package carries out for it and why (interceptor.Retrier.Explain): which
+// methods are retried after UNAVAILABLE, which, not idempotent, only after
+// a failure that proves the request was not applied, and, code by code,
+// which a Google Cloud client retries by itself; for a service configured
+// whole, what its other methods get; for a service nobody knows, what the
+// library does with its calls.
 //
 // The defaults are grpcbackoff.DefaultPolicy. Times are from the start of
 // the first attempt and count the delays only, not the attempts themselves.
 // The exit status is 0, 1 when -deadline finds the policy does not suit the
-// deadline, and 2 for invalid flags.
+// deadline, and 2 for invalid flags (a -service that is no service's full
+// name, or that this build registers as something else).
 package main
 
 import (
@@ -66,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rows := fs.Int("rows", 0, fmt.Sprintf("retries in the table (default attempts-1, at most %d)", defaultRows))
 	at := fs.Duration("at", 0, "an elapsed time T: print the retry that follows it and its wait")
 	deadline := fs.Duration("deadline", 0, "check the policy against this deadline (e.g. 600s): attempts that fit, and warnings (exit status 1)")
-	service := fs.String("service", "", "a gRPC service of the pinned Google Cloud clients (e.g. google.pubsub.v1.Publisher), or one registered in this build: print the effective policy of each of its methods, per code who retries, and why")
+	service := fs.String("service", "", "a gRPC service (e.g. google.pubsub.v1.Publisher): print the effective policy of each of its methods, per code who retries, and why")
 	unsafeRetries := fs.Bool("nonidempotent-retries", false, "with -service: as interceptor.WithNonIdempotentRetries")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: backoffplan [flags]\n\n"+
@@ -123,10 +126,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := p.Validate(); err != nil { // not expected after the checks above
 		return bad("%v", err)
 	}
-	var methods []string
+	var svc serviceLines
 	if set["service"] {
 		var err error
-		if methods, err = serviceMethods(*service); err != nil {
+		if svc, err = serviceMethods(*service); err != nil {
 			return bad("%v", err)
 		}
 	}
@@ -151,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			opts = append(opts, interceptor.WithNonIdempotentRetries())
 		}
 		fmt.Fprintln(stdout)
-		if err := explainService(stdout, p, methods, opts...); err != nil {
+		if err := explainService(stdout, p, svc, opts...); err != nil {
 			return bad("%v", err)
 		}
 	}

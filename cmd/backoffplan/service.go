@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	// Registers google.cloud.redis.v1.CloudRedis, with its google.api.http
 	// bindings, in protoregistry: a service outside the pinned Google
@@ -16,41 +18,67 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/googleclients"
 )
 
-// explainService prints, for every method of methods, the policy that the
+// serviceLines are what -service prints of a service: its methods, and
+// what the methods it cannot list get.
+type serviceLines struct {
+	name    string
+	methods []string // full names
+	// whole says a googleapis file configures the whole service: its
+	// methods not listed get that entry; unknown says no file names the
+	// service and this build does not register it.
+	whole, unknown bool
+}
+
+// explainService prints, for every method of s, the policy that the
 // interceptor package carries out for it with Policy p and why, per code
-// for the calls of the Google Cloud clients: interceptor.Retrier.Explain.
-func explainService(w io.Writer, p grpcbackoff.Policy, methods []string, opts ...interceptor.Option) error {
+// for the calls of the Google Cloud clients: interceptor.Retrier.Explain;
+// then what the methods it does not list get.
+func explainService(w io.Writer, p grpcbackoff.Policy, s serviceLines, opts ...interceptor.Option) error {
 	r, err := interceptor.New(p, opts...)
 	if err != nil {
 		return err
 	}
-	for _, m := range methods {
+	for _, m := range s.methods {
 		fmt.Fprintln(w, r.Explain(m))
+	}
+	other := "/" + s.name + "/{method}"
+	switch {
+	case s.unknown:
+		fmt.Fprintf(w, "%s: no googleapis service config names this service, and this build does not register it; a call of any of its methods: %s; "+
+			"a Google Cloud client's call of it (a gapic/ or gccl/ token in x-goog-api-client): no code left to its client, every code above retried here\n", s.name, r.Explain(other))
+	case s.whole:
+		fmt.Fprintf(w, "every other method of %s (an entry of its file names the whole service): %s\n", s.name, r.Explain(other))
 	}
 	return nil
 }
 
-// serviceMethods returns the full names of the methods of the service
-// named name: those the data of the pinned Google Cloud clients knows,
-// whatever this build links, or else those of its descriptor, if this
-// build registered it.
-func serviceMethods(name string) ([]string, error) {
-	if ms := googleclients.Methods(name); len(ms) > 0 {
-		return ms, nil
+// serviceMethods returns what -service prints of the service named name:
+// the methods googleapis' service configs and the pinned clients' data
+// know, whatever this build links, and those of its descriptor if this
+// build registers it; a well-formed name that none knows is an unknown
+// service. It fails for a malformed name, or one this build registers as
+// something else than a service.
+func serviceMethods(name string) (serviceLines, error) {
+	s := serviceLines{name: name}
+	if !protoreflect.FullName(name).IsValid() || !strings.Contains(name, ".") {
+		return s, fmt.Errorf("-service %q: not a service's full name (package.Service)", name)
 	}
+	s.methods, s.whole = googleclients.Methods(name)
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
-	if err != nil {
-		return nil, fmt.Errorf("-service %q: no such service among the pinned Google Cloud clients', nor registered in this build", name)
+	if err == nil {
+		sd, ok := d.(protoreflect.ServiceDescriptor)
+		if !ok {
+			return s, fmt.Errorf("-service %q: a %s, not a service", name, descriptorKind(d))
+		}
+		for i := range sd.Methods().Len() {
+			s.methods = append(s.methods, "/"+string(sd.FullName())+"/"+string(sd.Methods().Get(i).Name()))
+		}
+		slices.Sort(s.methods)
+		s.methods = slices.Compact(s.methods)
+		s.whole = false // every method is listed
 	}
-	sd, ok := d.(protoreflect.ServiceDescriptor)
-	if !ok {
-		return nil, fmt.Errorf("-service %q: a %s, not a service", name, descriptorKind(d))
-	}
-	var ms []string
-	for i := range sd.Methods().Len() {
-		ms = append(ms, "/"+string(sd.FullName())+"/"+string(sd.Methods().Get(i).Name()))
-	}
-	return ms, nil
+	s.unknown = len(s.methods) == 0 && !s.whole && !googleclients.KnownService(name)
+	return s, nil
 }
 
 func descriptorKind(d protoreflect.Descriptor) string {

@@ -60,9 +60,12 @@ func TestServiceOfAPinnedClient(t *testing.T) {
 	}
 }
 
-func TestServiceUnknown(t *testing.T) {
+// A bad argument exits 2: a name that is no service's full name, or one
+// this build registers as something else.
+func TestServiceBadArgument(t *testing.T) {
 	for _, tc := range []struct{ service, want string }{
-		{"no.such.Service", `backoffplan: -service "no.such.Service": no such service among the pinned Google Cloud clients', nor registered in this build`},
+		{"NoPackage", `backoffplan: -service "NoPackage": not a service's full name (package.Service)`},
+		{"google.pubsub.v1.Publisher/GetTopic", `backoffplan: -service "google.pubsub.v1.Publisher/GetTopic": not a service's full name (package.Service)`},
 		{"google.cloud.redis.v1.Instance", `backoffplan: -service "google.cloud.redis.v1.Instance": a message, not a service`},
 	} {
 		status, out, errOut := runPlan(t, "-service", tc.service)
@@ -72,5 +75,40 @@ func TestServiceUnknown(t *testing.T) {
 		if status != 2 || !strings.HasPrefix(errOut, tc.want) {
 			t.Errorf("-service %s: status %d, stderr %q, want 2 and %q", tc.service, status, errOut, tc.want)
 		}
+	}
+}
+
+// An unknown service is no bad argument: -service says so, and what the
+// library does with its calls. (Issue 33: it exited 2 for any service but
+// the pinned clients'.)
+func TestServiceUnknown(t *testing.T) {
+	status, out, errOut := runPlan(t, "-service", "no.such.Service")
+	line := lineOf(out, "no.such.Service: ")
+	if status != 0 || errOut != "" || !strings.Contains(line, "no googleapis service config names this service") ||
+		!strings.Contains(line, "up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED") || !strings.Contains(line, "no code left to its client") {
+		t.Errorf("-service no.such.Service: status %d, stderr %q, line %q", status, errOut, line)
+	}
+}
+
+// Every service of googleapis' service configs is known, per method and
+// code, whatever this build links: Cloud Tasks (no pinned client), and a
+// service its file configures whole.
+func TestServiceOfTheTable(t *testing.T) {
+	status, out, errOut := runPlan(t, "-service", "google.cloud.tasks.v2.CloudTasks")
+	if status != 0 || errOut != "" || strings.Count(out, "/google.cloud.tasks.v2.CloudTasks/") != 18 {
+		t.Fatalf("-service google.cloud.tasks.v2.CloudTasks: status %d, stderr %q\n%s", status, errOut, out)
+	}
+	get := lineOf(out, "/google.cloud.tasks.v2.CloudTasks/GetQueue: ")
+	if !strings.Contains(get, "cloudtasks_grpc_service_config.json") || !strings.Contains(get, "UNAVAILABLE by the client's own retry, one attempt each here; RESOURCE_EXHAUSTED by this library") {
+		t.Errorf("GetQueue line = %q", get)
+	}
+	update := lineOf(out, "/google.cloud.tasks.v2.CloudTasks/UpdateQueue: ")
+	if !strings.Contains(update, "every code by this library") {
+		t.Errorf("UpdateQueue line = %q", update)
+	}
+	status, out, _ = runPlan(t, "-service", "google.monitoring.dashboard.v1.DashboardsService")
+	other := lineOf(out, "every other method of google.monitoring.dashboard.v1.DashboardsService")
+	if status != 0 || !strings.Contains(other, "the whole service") || !strings.Contains(other, "UNAVAILABLE by the client's own retry") {
+		t.Errorf("-service DashboardsService: status %d, other methods %q", status, other)
 	}
 }

@@ -3,153 +3,91 @@ package googleclients
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // rule is who retries what for the calls of one method made by one kind of
 // client: the codes left to the client, which the library gives one
 // attempt, and so retries every other code of its Policy itself.
 type rule struct {
-	client  bool   // the header is a Google client's: it has a gapic/ or gccl/ token
-	codes   uint32 // codes left to the client (it retries them, or refuses them on purpose): bit 1<<code
-	hinted  uint32 // codes the client retries only when the error carries RetryInfo
-	opening bool   // a stream whose client retry covers only its opening
-	once    uint32 // codes left to the client too on a subscription with exactly-once delivery (pubsub.go)
-	known   bool   // the method is in the data
-	source  string // where codes come from, for Explain
+	client  bool          // the header is a Google client's: it has a gapic/ or gccl/ token
+	codes   uint32        // codes left to the client (it retries them, or refuses them on purpose): bit 1<<code
+	hinted  uint32        // codes the client retries only when the error carries RetryInfo
+	opening bool          // a stream whose client retry covers only its opening
+	once    uint32        // codes left to the client too on a subscription with exactly-once delivery (pubsub.go)
+	known   bool          // the data knows what the client retries for the method
+	pause   time.Duration // the longest pause of the client's retry between two attempts of one call
+	kind    kind          // where the rule comes from
+	hand    *handEntry    // the hand-written client's entry, for kind fromHand
+	file    int           // the table's file, for kinds fromTable, fromWhole and fromMixin; -1: none
+	over    *override     // the override, for kind fromOverride
 }
 
-// genClient is a generated client of clientdata_gen.go.
-type genClient struct {
-	module        string // "cloud.google.com/go/redis"
-	moduleVersion string // "v1.29.0", as googleclients/go.mod pins it
-	pkg           string // "cloud.google.com/go/redis/apiv1"
-	name          string // "CloudRedisClient"
-	gapic         string // "1.29.0": its gapic/ token
-}
-
-// genMethod is what one generated client's default CallOptions retry for
-// one method.
-type genMethod struct {
-	method string // full gRPC method: "/google.cloud.redis.v1.CloudRedis/GetInstance"
-	codes  uint32 // bit 1<<code
-	client uint8  // index in genClients
-	stream bool   // a stream: its retry covers only the opening
-	safety int8   // what its descriptor tells: 1 idempotent, 2 not idempotent, 0 unknown (interceptor.Safety)
-	why    uint8  // the reason of safety, in genWhy
-}
-
-// serviceRule is what the data knows of one service, for its unknown
-// methods.
-type serviceRule struct {
-	name   string // "/google.pubsub.v1.Publisher/", as a method's prefix
-	codes  uint32 // every code any pinned client retries for a method of it
-	source string
-}
-
-var (
-	// genSources are the sources of genClients' entries, by index.
-	genSources = func() (s [len(genClients)]string) {
-		for i, c := range genClients {
-			s[i] = c.pkg + " " + c.moduleVersion + " CallOptions (" + c.name + ")"
-		}
-		return s
-	}()
-	// services are the services of the data, sorted by name.
-	services = servicesOf()
-	// anyCodes are the codes any pinned client retries for any method.
-	anyCodes = func() (codes uint32) {
-		for _, s := range services {
-			codes |= s.codes
-		}
-		return codes
-	}()
-)
+// kind is where a rule comes from.
+type kind uint8
 
 const (
-	sourceShared  = "the union of the CallOptions of the pinned clients of this method (none, or several, sends the call's gapic/ version)"
-	sourceUnknown = "unknown service: every code any pinned client retries for any method"
+	notClient      kind = iota // no gapic/ or gccl/ token: not a Google client's call
+	fromTable                  // the table: an entry naming the method
+	fromWhole                  // the table: an entry naming the method's whole service
+	fromMixin                  // a mixin: the calling API's files (none names it: the client retries nothing)
+	fromLRO                    // the LRO client's own (op.Wait's polling): google/longrunning's file
+	fromHand                   // a hand-written client's loop (handwritten.go)
+	fromHandAll                // a hand-written client that makes every call of its service through its loop
+	fromOverride               // a pinned client that differs from its file (overrides.go)
+	unknownMixin               // a mixin whose calling API is not known
+	unknownMethod              // a method of a service the table knows, but not the method
+	unknownService             // a service the table does not know
 )
 
-// servicesOf returns the services of genMethods and handEntries, sorted.
-func servicesOf() []serviceRule {
-	var out []serviceRule
-	add := func(method string, codes uint32) {
-		name := serviceOf(method)
-		i, found := searchServices(out, name)
-		if !found {
-			out = append(out, serviceRule{})
-			copy(out[i+1:], out[i:])
-			out[i] = serviceRule{name: name}
-		}
-		out[i].codes |= codes
-	}
-	for _, m := range genMethods {
-		add(m.method, m.codes)
-	}
-	for _, h := range handEntries {
-		add(h.method, h.codes)
-	}
-	for i := range out {
-		out[i].source = "unknown method of " + strings.Trim(out[i].name, "/") +
-			": every code any pinned client retries for that service"
-	}
-	return out
+// Mixin services: the generated clients of many APIs expose their methods,
+// each API's client configured by its own API's file (which most leave
+// out: the client then retries nothing).
+const (
+	operations = "google.longrunning.Operations"
+	locations  = "google.cloud.location.Locations"
+	iamPolicy  = "google.iam.v1.IAMPolicy"
+)
+
+func isMixin(service string) bool {
+	return service == operations || service == locations || service == iamPolicy
 }
 
-// serviceOf returns the prefix of method up to its last '/', included:
-// "/pkg.Service/".
-func serviceOf(method string) string {
-	return method[:strings.LastIndexByte(method, '/')+1]
+// lroFile is the folder of the file of the LRO client
+// (cloud.google.com/go/longrunning/autogen), by which op.Wait polls.
+const lroFile = "google/longrunning/"
+
+// lroVersions are the versions of cloud.google.com/go/longrunning, whose
+// OperationsClient sends its version as its gapic/ token: a GetOperation
+// at one of them is op.Wait's polling, not a service client's own mixin
+// (the module's versions as the Go module proxy listed them on 2026-11-27).
+var lroVersions = [...]string{"0.1.1", "0.3.0", "0.4.0", "0.4.1", "0.4.2", "0.5.0", "0.5.1", "0.5.2", "0.5.3",
+	"0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.6.0", "0.6.1", "0.6.2", "0.6.3",
+	"0.6.4", "0.6.5", "0.6.6", "0.6.7", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.13.0",
+	"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.4.1", "1.5.0"}
+
+// handPause bounds the pauses of the hand-written clients' loops: Pub/Sub's
+// 64 s (service.go), Firestore's watch stream 60 s, Spanner's 32 s, Storage's
+// gax default 30 s, Bigtable's 2 s.
+const handPause = 64 * time.Second
+
+// call is what a lookup knows of one call.
+type call struct {
+	method   string // "/pkg.Service/Method"
+	header   string // its x-goog-api-client value
+	stream   bool   // a stream
+	api      string // the service of the first call of another service than a mixin on its connection; "": none yet
+	apiGapic string // that call's gapic/ version; "": not known
 }
 
-// searchServices returns the index of name in s, sorted, or where to insert
-// it.
-func searchServices(s []serviceRule, name string) (int, bool) {
-	lo, hi := 0, len(s)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if s[mid].name < name {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+// splitMethod returns the service and the name of method,
+// "/pkg.Service/Method".
+func splitMethod(method string) (service, name string) {
+	i := strings.LastIndexByte(method, '/')
+	if i < 0 {
+		return "", method
 	}
-	return lo, lo < len(s) && s[lo].name == name
-}
-
-// genRange returns the entries of method in genMethods: [lo, hi).
-func genRange(method string) (lo, hi int) {
-	lo, hi = 0, len(genMethods)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if genMethods[mid].method < method {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	hi = lo
-	for hi < len(genMethods) && genMethods[hi].method == method {
-		hi++
-	}
-	return lo, hi
-}
-
-// handIndex returns the index of method's entry in handEntries, or -1.
-func handIndex(method string) int {
-	lo, hi := 0, len(handEntries)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if handEntries[mid].method < method {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	if lo < len(handEntries) && handEntries[lo].method == method {
-		return lo
-	}
-	return -1
+	return strings.TrimPrefix(method[:i], "/"), method[i+1:]
 }
 
 // clientTokens returns the version of the gapic/ token of an
@@ -173,104 +111,113 @@ func clientTokens(header string) (gapic string, hasGapic, hasGccl bool) {
 	return gapic, hasGapic, hasGccl
 }
 
-// lookup returns the rule of a call of method whose x-goog-api-client value
-// is header. A header without a gapic/ or gccl/ token is not a Google
-// client's (the zero rule). With a gccl/ token, a hand-written client's
-// entry for the method wins. Otherwise a method known for one generated
-// client keeps its entry whatever the call's gapic/ version; one that
-// several share takes the entry of the client at the call's gapic/
-// version, or the union of the entries of those at that version, or of all
-// if none is. An unknown method leaves to the client every code that any
-// pinned client retries for its service, or, for an unknown service, for
-// any method. It allocates nothing.
-func lookup(method, header string) rule {
-	gapic, hasGapic, hasGccl := clientTokens(header)
+// lookup returns the rule of call c. A header without a gapic/ or gccl/
+// token is not a Google client's (the zero rule). With a gccl/ token, a
+// hand-written client's entry for the method wins, and for Bigtable's and
+// Storage's data APIs, whose hand-written clients make every call through
+// their own loop, so do the codes of their service's entries. Then a pinned
+// client's override at its gapic/ version; then, for a mixin, the file of
+// the API whose client calls it (see mixinRule); then the table. A method
+// the table does not know gets no code left to its client: the library
+// retries every code of its Policy (RESOURCE_EXHAUSTED, the recipe's 429,
+// is never left to nobody; UNAVAILABLE may then have two layers, which the
+// memory of a client's call bounds: see the interceptor package). It
+// allocates nothing once the table is decoded.
+func lookup(c call) rule {
+	gapic, hasGapic, hasGccl := clientTokens(c.header)
 	if !hasGapic && !hasGccl {
-		return rule{}
+		return rule{file: -1}
 	}
+	service, name := splitMethod(c.method)
 	if hasGccl {
-		if i := handIndex(method); i >= 0 {
+		if i := handIndex(c.method); i >= 0 {
 			return handRule(&handEntries[i])
 		}
+		if slices.Contains(handAll[:], service) {
+			r := rule{client: true, known: true, kind: fromHandAll, file: -1, pause: handPause}
+			for i := range handEntries {
+				if h := &handEntries[i]; strings.HasPrefix(h.method, "/"+service+"/") {
+					r.codes |= h.codes
+					r.hinted |= h.hinted
+				}
+			}
+			return r
+		}
 	}
-	lo, hi := genRange(method)
+	if o := overrideFor(c.method, gapic); o != nil {
+		return rule{client: true, known: true, codes: o.codes, opening: c.stream && o.codes != 0, pause: o.pause,
+			kind: fromOverride, over: o, file: -1}
+	}
+	t := loadTable()
+	if isMixin(service) {
+		return mixinRule(t, c, service, name, gapic)
+	}
+	r := t.resolve(service, name, nil)
 	switch {
-	case hi-lo == 1:
-		return genRule(&genMethods[lo])
-	case hi > lo:
-		n, at := 0, lo
-		for i := lo; i < hi; i++ {
-			if genClients[genMethods[i].client].gapic == gapic {
-				n, at = n+1, i
-			}
+	case r.known:
+		k := fromTable
+		if r.whole {
+			k = fromWhole
 		}
-		if n == 1 {
-			return genRule(&genMethods[at])
-		}
-		r := rule{client: true, known: true, opening: genMethods[lo].stream, source: sourceShared}
-		for i := lo; i < hi; i++ {
-			if n == 0 || genClients[genMethods[i].client].gapic == gapic {
-				r.codes |= genMethods[i].codes
-			}
-		}
-		r.opening = r.opening && r.codes != 0
-		return r
+		return rule{client: true, known: true, codes: r.codes, opening: c.stream && r.codes != 0, pause: r.pause,
+			kind: k, file: int(r.file)}
+	case r.service:
+		return rule{client: true, kind: unknownMethod, pause: t.longestPause(service), file: int(r.file)}
 	}
-	if i, found := searchServices(services, serviceOf(method)); found {
-		return rule{client: true, codes: services[i].codes, source: services[i].source}
-	}
-	return rule{client: true, codes: anyCodes, source: sourceUnknown}
+	return rule{client: true, kind: unknownService, pause: t.longestPause(""), file: -1}
 }
 
-func genRule(m *genMethod) rule {
-	return rule{client: true, known: true, codes: m.codes, opening: m.stream && m.codes != 0,
-		source: genSources[m.client]}
+// mixinRule returns the rule of call c of a mixin's method: what the file
+// of the API whose client makes it says. A GetOperation (any method of
+// google.longrunning.Operations) at a gapic/ version of the LRO client, or
+// at another than the API's calls on the same connection, is the LRO
+// client's (op.Wait's polling, an Operation's Cancel or Delete), whose own
+// file configures it. Otherwise the API is the one whose calls the
+// connection carried first: its files' entries for the mixin, or, when
+// they have none, nothing retried by the client (as the client generator
+// does). An API not known yet leaves nothing to the client.
+func mixinRule(t *table, c call, service, name, gapic string) rule {
+	if service == operations && (slices.Contains(lroVersions[:], gapic) || c.apiGapic != "" && gapic != c.apiGapic) {
+		r := t.resolve(service, name, func(f uint16) bool { return strings.HasPrefix(t.files[f], lroFile) })
+		return rule{client: true, known: r.known, codes: r.codes, opening: c.stream && r.codes != 0, pause: r.pause,
+			kind: fromLRO, file: int(r.file)}
+	}
+	if c.api == "" {
+		return rule{client: true, kind: unknownMixin, pause: t.longestPause(""), file: -1}
+	}
+	var files [8]uint16
+	n := 0
+	t.filesOf(c.api, func(f uint16) {
+		if n < len(files) && !slices.Contains(files[:n], f) {
+			files[n], n = f, n+1
+		}
+	})
+	if n == 0 {
+		return rule{client: true, kind: unknownMixin, pause: t.longestPause(""), file: -1}
+	}
+	r := t.resolve(service, name, func(f uint16) bool { return slices.Contains(files[:n], f) })
+	file := int(files[0])
+	if r.known {
+		file = int(r.file)
+	}
+	return rule{client: true, known: true, codes: r.codes, opening: c.stream && r.codes != 0, pause: r.pause,
+		kind: fromMixin, file: file}
 }
 
 func handRule(h *handEntry) rule {
 	return rule{client: true, known: true, codes: h.codes, hinted: h.hinted, opening: h.opening,
-		once: h.exactlyOnce, source: h.source}
+		once: h.exactlyOnce, kind: fromHand, hand: h, pause: handPause, file: -1}
 }
 
-// explainRules returns what the calls of method get from each kind of
-// client that may make them: first a call that is no Google client's; then
-// each pinned generated client of the method, at its gapic/ version, and,
-// if several share it, a client at another version; then the hand-written
-// client of the method, with its gccl/ token; or, for a method the data
-// does not know, the rule of an unknown method.
-func explainRules(method string) []rule {
-	out := []rule{{source: "no Google client's call (no gapic/ or gccl/ token in x-goog-api-client): the Policy alone"}}
-	lo, hi := genRange(method)
-	for i := lo; i < hi; i++ {
-		out = append(out, genRule(&genMethods[i]))
-	}
-	if hi-lo > 1 {
-		out = append(out, lookup(method, "gapic/0.0.0-not-pinned"))
-	}
-	if i := handIndex(method); i >= 0 {
-		out = append(out, handRule(&handEntries[i]))
-	}
-	if len(out) == 1 {
-		out = append(out, lookup(method, "gapic/0.0.0-not-pinned"))
-	}
-	return out
-}
+// handAll are the services whose hand-written clients make every call
+// through their own loop, the generated retry off: Bigtable's data API
+// (no generated client) and Storage's (gax.WithRetry(nil), grpc_client.go).
+var handAll = [...]string{"google.bigtable.v2.Bigtable", "google.storage.v2.Storage"}
 
-// methodsOf returns the methods the data knows of service
-// ("google.pubsub.v1.Publisher"), sorted: what cmd/backoffplan -service
-// lists, whatever the binary links.
-func methodsOf(service string) []string {
-	prefix := "/" + service + "/"
-	var out []string
-	for _, m := range genMethods {
-		if strings.HasPrefix(m.method, prefix) && (len(out) == 0 || out[len(out)-1] != m.method) {
-			out = append(out, m.method)
-		}
+// handIndex returns the index of method's entry in handEntries, or -1.
+func handIndex(method string) int {
+	if i, found := slices.BinarySearchFunc(handEntries[:], method, func(h handEntry, m string) int { return strings.Compare(h.method, m) }); found {
+		return i
 	}
-	for _, h := range handEntries {
-		if i, found := slices.BinarySearch(out, h.method); strings.HasPrefix(h.method, prefix) && !found {
-			out = slices.Insert(out, i, h.method)
-		}
-	}
-	return out
+	return -1
 }

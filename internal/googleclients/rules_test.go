@@ -1,9 +1,11 @@
 package googleclients
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 )
@@ -33,98 +35,76 @@ func TestLookup(t *testing.T) {
 	const getOperation = "/google.longrunning.Operations/GetOperation"
 	unavailable := bits(codes.Unavailable)
 	cases := []struct {
-		name, method, header string
-		want                 rule
-		source               string // a part of want.source
+		name string
+		c    call
+		want rule // kind, codes, hinted, opening, known
 	}{
-		{"no header", "/google.cloud.redis.v1.CloudRedis/GetInstance", "", rule{}, ""},
-		{"a wrapper's header", "/google.cloud.redis.v1.CloudRedis/GetInstance", "my-wrapper/1.0", rule{}, ""},
-		{"no client token", "/google.cloud.redis.v1.CloudRedis/GetInstance", "gl-go/1.26.0 gax/2.27.0 grpc/1.85.0", rule{}, ""},
-		{"gccl- tokens are not gccl/", "/google.storage.v2.Storage/ReadObject", "gccl-invocation-id/1 gccl-attempt-count/2", rule{}, ""},
-		{"Redis retries nothing", "/google.cloud.redis.v1.CloudRedis/GetInstance", redisHeader,
-			rule{client: true, known: true}, "cloud.google.com/go/redis/apiv1 v1.29.0 CallOptions (CloudRedisClient)"},
-		{"a known method keeps its entry at another version", "/google.cloud.redis.v1.CloudRedis/GetInstance", "gapic/1.30.0",
-			rule{client: true, known: true}, "cloud.google.com/go/redis/apiv1 v1.29.0"},
-		{"a generated client's CallOptions", "/google.pubsub.v1.Publisher/GetTopic", "gapic/2.8.1",
-			rule{client: true, known: true, codes: bits(codes.Unknown, codes.Aborted, codes.Unavailable)}, "pubsub/v2/apiv1 v2.8.1 CallOptions (TopicAdminClient)"},
-		{"op.Wait's polling: the LRO client's gapic/", getOperation, lroHeader,
-			rule{client: true, known: true, codes: unavailable}, "cloud.google.com/go/longrunning/autogen v1.5.0"},
-		{"a service client's own GetOperation mixin", getOperation, redisHeader,
-			rule{client: true, known: true}, ""},
-		{"a shared method at no pinned version: the union", getOperation, "gapic/9.9.9",
-			rule{client: true, known: true, codes: unavailable}, "union"},
-		{"a shared method without gapic/: the union", getOperation, bigtableHeader,
-			rule{client: true, known: true, codes: unavailable}, "union"},
-		{"StreamingPull: the subscriber's loop, RESOURCE_EXHAUSTED refused on purpose", "/google.pubsub.v1.Subscriber/StreamingPull", pubsubHeader,
-			rule{client: true, known: true, codes: bits(codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unavailable)}, "pullstream.go"},
-		{"StreamingPull of the generated client: its opening", "/google.pubsub.v1.Subscriber/StreamingPull", "gapic/2.8.1",
-			rule{client: true, known: true, opening: true, codes: bits(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unavailable)}, "SubscriptionAdminClient"},
-		{"Publish", "/google.pubsub.v1.Publisher/Publish", pubsubHeader,
-			rule{client: true, known: true, codes: bits(codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unavailable)}, "publisher"},
-		{"Bigtable ReadRows resumes", "/google.bigtable.v2.Bigtable/ReadRows", bigtableHeader,
-			rule{client: true, known: true, codes: bits(codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unavailable), hinted: bEvery}, "bigtable.go"},
-		{"Bigtable ReadModifyWriteRow is never retried", "/google.bigtable.v2.Bigtable/ReadModifyWriteRow", bigtableHeader,
-			rule{client: true, known: true}, "never retried"},
-		{"Spanner's resumable stream", "/google.spanner.v1.Spanner/ExecuteStreamingSql", spannerHeader,
-			rule{client: true, known: true, codes: bits(codes.Internal, codes.Unavailable), hinted: bits(codes.ResourceExhausted)}, "read.go"},
-		{"Spanner's unary call: its CallOptions", "/google.spanner.v1.Spanner/ExecuteSql", spannerHeader,
-			rule{client: true, known: true, codes: bits(codes.ResourceExhausted, codes.Unavailable)}, "spanner/apiv1 v1.96.1"},
-		{"Firestore RunQuery: the opening only", "/google.firestore.v1.Firestore/RunQuery", firestoreHeader,
-			rule{client: true, known: true, opening: true, codes: bits(codes.DeadlineExceeded, codes.Internal, codes.Unavailable)}, "firestore/apiv1"},
-		{"Firestore Listen: the watch stream", "/google.firestore.v1.Firestore/Listen", firestoreHeader,
-			rule{client: true, known: true, codes: bits(codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unavailable, codes.Unauthenticated)}, "watch.go"},
-		{"Storage over gRPC", "/google.storage.v2.Storage/ReadObject", storageHeader,
-			rule{client: true, known: true, codes: bits(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unavailable)}, "grpc_reader.go"},
-		{"Storage, a method of no entry: its service's codes", "/google.storage.v2.Storage/ComposeObject", storageHeader,
-			rule{client: true, codes: bits(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unavailable)}, "unknown method of google.storage.v2.Storage"},
+		{"no header", call{method: "/google.cloud.redis.v1.CloudRedis/GetInstance"}, rule{}},
+		{"a wrapper's header", call{method: "/google.cloud.redis.v1.CloudRedis/GetInstance", header: "my-wrapper/1.0"}, rule{}},
+		{"no client token", call{method: "/google.cloud.redis.v1.CloudRedis/GetInstance", header: "gl-go/1.26.0 gax/2.27.0 grpc/1.85.0"}, rule{}},
+		{"gccl- tokens are not gccl/", call{method: "/google.storage.v2.Storage/ReadObject", header: "gccl-invocation-id/1 gccl-attempt-count/2"}, rule{}},
+		{"Redis: its file names the method, without a retryPolicy", call{method: "/google.cloud.redis.v1.CloudRedis/GetInstance", header: redisHeader},
+			rule{client: true, known: true, kind: fromTable}},
+		{"Secret Manager's AccessSecretVersion", call{method: "/google.cloud.secretmanager.v1.SecretManagerService/AccessSecretVersion", header: "gapic/1.14.7"},
+			rule{client: true, known: true, kind: fromTable, codes: bits(codes.Unavailable, codes.ResourceExhausted), pause: 60 * time.Second}},
+		{"Cloud Tasks, a read", call{method: "/google.cloud.tasks.v2.CloudTasks/GetQueue", header: "gapic/1.21.1"},
+			rule{client: true, known: true, kind: fromTable, codes: bits(codes.DeadlineExceeded, codes.Unavailable), pause: 10 * time.Second}},
+		{"Cloud Tasks, a write", call{method: "/google.cloud.tasks.v2.CloudTasks/UpdateQueue", header: "gapic/1.21.1"},
+			rule{client: true, known: true, kind: fromTable}},
+		{"a whole-service entry", call{method: "/google.monitoring.dashboard.v1.DashboardsService/GetDashboard", header: "gapic/1.30.0"},
+			rule{client: true, known: true, kind: fromWhole, codes: bits(codes.Unknown, codes.Unavailable), pause: 10 * time.Second}},
+		{"a method entry without retryPolicy over the whole-service entry", call{method: "/google.monitoring.dashboard.v1.DashboardsService/CreateDashboard", header: "gapic/1.30.0"},
+			rule{client: true, known: true, kind: fromTable}},
+		{"a stream: the opening", call{method: "/google.pubsub.v1.Subscriber/StreamingPull", header: "gapic/2.8.1", stream: true},
+			rule{client: true, known: true, kind: fromTable, opening: true, codes: bits(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unavailable), pause: 60 * time.Second}},
+		{"an override at the pinned version", call{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicy", header: "gapic/1.8.0"},
+			rule{client: true, known: true, kind: fromOverride, codes: unavailable, pause: 10 * time.Second}},
+		{"the same method at another version: its file", call{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicy", header: "gapic/1.9.0"},
+			rule{client: true, kind: unknownMethod, pause: 10 * time.Second}},
+		{"op.Wait's polling: the LRO client's gapic/", call{method: getOperation, header: lroHeader},
+			rule{client: true, known: true, kind: fromLRO, codes: unavailable, pause: 10 * time.Second}},
+		{"the LRO client: another version than the connection's API", call{method: getOperation, header: "gapic/1.6.0", api: "google.cloud.dataproc.v1.ClusterController", apiGapic: "2.28.1"},
+			rule{client: true, known: true, kind: fromLRO, codes: unavailable, pause: 10 * time.Second}},
+		{"a service client's own GetOperation: its API's file names none", call{method: getOperation, header: redisHeader, api: "google.cloud.redis.v1.CloudRedis", apiGapic: "1.29.0"},
+			rule{client: true, known: true, kind: fromMixin}},
+		{"a service client's own ListOperations: its API's file names it", call{method: "/google.longrunning.Operations/ListOperations", header: "gapic/1.5.3", api: "google.cloud.retail.v2.ProductService", apiGapic: "1.5.3"},
+			rule{client: true, known: true, kind: fromMixin, codes: bits(codes.DeadlineExceeded, codes.Unavailable), pause: 300 * time.Second}},
+		{"a mixin whose API is not known", call{method: "/google.cloud.location.Locations/ListLocations", header: "gapic/2.28.1"},
+			rule{client: true, kind: unknownMixin}},
+		{"StreamingPull: the subscriber's loop, RESOURCE_EXHAUSTED refused on purpose", call{method: "/google.pubsub.v1.Subscriber/StreamingPull", header: pubsubHeader, stream: true},
+			rule{client: true, known: true, kind: fromHand, codes: bits(codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unavailable)}},
+		{"Publish", call{method: "/google.pubsub.v1.Publisher/Publish", header: pubsubHeader},
+			rule{client: true, known: true, kind: fromHand, codes: bits(codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unavailable)}},
+		{"Pub/Sub's admin call with gccl/: the table", call{method: "/google.pubsub.v1.Publisher/GetTopic", header: pubsubHeader},
+			rule{client: true, known: true, kind: fromTable, codes: bits(codes.Unknown, codes.Aborted, codes.Unavailable), pause: 60 * time.Second}},
+		{"Bigtable ReadRows resumes", call{method: "/google.bigtable.v2.Bigtable/ReadRows", header: bigtableHeader, stream: true},
+			rule{client: true, known: true, kind: fromHand, codes: bits(codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unavailable), hinted: bEvery}},
+		{"Spanner's resumable stream", call{method: "/google.spanner.v1.Spanner/ExecuteStreamingSql", header: spannerHeader, stream: true},
+			rule{client: true, known: true, kind: fromHand, codes: bits(codes.Internal, codes.Unavailable), hinted: bits(codes.ResourceExhausted)}},
+		{"Spanner's unary call: its CallOptions", call{method: "/google.spanner.v1.Spanner/ExecuteSql", header: spannerHeader},
+			rule{client: true, known: true, kind: fromTable, codes: bits(codes.ResourceExhausted, codes.Unavailable), pause: 32 * time.Second}},
+		{"Storage over gRPC", call{method: "/google.storage.v2.Storage/ReadObject", header: storageHeader, stream: true},
+			rule{client: true, known: true, kind: fromHand, codes: bits(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unavailable)}},
+		{"Storage, a method of no entry: its loop", call{method: "/google.storage.v2.Storage/ComposeObject", header: storageHeader},
+			rule{client: true, known: true, kind: fromHandAll, codes: bits(codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unavailable)}},
+		{"an unknown method of a known service", call{method: "/google.pubsub.v1.Publisher/SomeNewMethod", header: "gapic/2.9.0"},
+			rule{client: true, kind: unknownMethod, pause: 60 * time.Second}},
+		{"an unknown service", call{method: "/google.example.v1.Example/Get", header: "gl-go/1.26.0 gapic/0.1.0"},
+			rule{client: true, kind: unknownService}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := lookup(tc.method, tc.header)
-			src := got.source
-			got.source = ""
-			if got != tc.want || !strings.Contains(src, tc.source) {
-				t.Errorf("lookup(%q, %q) = %+v, source %q; want %+v, source with %q", tc.method, tc.header, got, src, tc.want, tc.source)
+			got := lookup(tc.c)
+			g := rule{client: got.client, known: got.known, kind: got.kind, codes: got.codes, hinted: got.hinted, opening: got.opening}
+			w := tc.want
+			w.pause = 0
+			if g != w {
+				t.Errorf("lookup(%+v) = %+v; want %+v", tc.c, g, w)
+			}
+			if tc.want.pause != 0 && got.pause != tc.want.pause {
+				t.Errorf("lookup(%+v): pause %v, want %v", tc.c, got.pause, tc.want.pause)
 			}
 		})
-	}
-}
-
-// TestLookupUnknown: an unknown method of a known service is left to the
-// client for every code any pinned client retries for a method of that
-// service; of an unknown service, for any method.
-func TestLookupUnknown(t *testing.T) {
-	var publisher uint32
-	for _, m := range genMethods {
-		if strings.HasPrefix(m.method, "/google.pubsub.v1.Publisher/") {
-			publisher |= m.codes
-		}
-	}
-	for _, h := range handEntries {
-		if strings.HasPrefix(h.method, "/google.pubsub.v1.Publisher/") {
-			publisher |= h.codes
-		}
-	}
-	got := lookup("/google.pubsub.v1.Publisher/SomeNewMethod", "gapic/2.9.0")
-	want := rule{client: true, codes: publisher,
-		source: "unknown method of google.pubsub.v1.Publisher: every code any pinned client retries for that service"}
-	if got != want {
-		t.Errorf("an unknown method of Publisher: %+v, want %+v", got, want)
-	}
-
-	var every uint32
-	for _, m := range genMethods {
-		every |= m.codes
-	}
-	for _, h := range handEntries {
-		every |= h.codes
-	}
-	got = lookup("/google.example.v1.Example/Get", "gl-go/1.26.0 gapic/0.1.0")
-	if want := (rule{client: true, codes: every, source: sourceUnknown}); got != want {
-		t.Errorf("an unknown service: %+v, want %+v", got, want)
-	}
-	if every&bits(codes.Unavailable, codes.ResourceExhausted) != bits(codes.Unavailable, codes.ResourceExhausted) {
-		t.Errorf("the pinned clients retry %#x in all: want UNAVAILABLE and RESOURCE_EXHAUSTED among them", every)
 	}
 }
 
@@ -151,59 +131,79 @@ func TestClientTokens(t *testing.T) {
 	}
 }
 
-func TestExplainRules(t *testing.T) {
-	rules := explainRules("/google.longrunning.Operations/GetOperation")
-	lo, hi := genRange("/google.longrunning.Operations/GetOperation")
-	if want := 1 + (hi - lo) + 1; len(rules) != want || rules[0].client {
-		t.Fatalf("explainRules(GetOperation): %d rules, the first %+v; want %d: no client's, one per client, another version's", len(rules), rules[0], want)
+func TestExplain(t *testing.T) {
+	rules := Explain("/google.longrunning.Operations/GetOperation", false)
+	if len(rules) != 2 || rules[0].Codes != bits(codes.Unavailable) || !strings.Contains(rules[0].Source, "op.Wait") || rules[1].Codes != 0 {
+		t.Errorf("Explain(GetOperation) = %+v; want the LRO client's UNAVAILABLE, then a service client's own call", rules)
 	}
-	for _, r := range rules[1:] {
-		if !r.client || !r.known || r.source == "" {
-			t.Errorf("explainRules(GetOperation): %+v", r)
-		}
+	rules = Explain("/google.pubsub.v1.Subscriber/StreamingPull", true)
+	if len(rules) != 2 || !rules[0].Opening || rules[1].Opening || rules[1].Codes&bits(codes.ResourceExhausted) == 0 {
+		t.Errorf("Explain(StreamingPull) = %+v; want the generated client's opening, the subscriber's loop", rules)
 	}
-	rules = explainRules("/google.pubsub.v1.Subscriber/StreamingPull")
-	if len(rules) != 3 || !rules[1].opening || rules[2].opening || rules[2].codes&bits(codes.ResourceExhausted) == 0 {
-		t.Errorf("explainRules(StreamingPull) = %+v; want no client's, the generated client's opening, the subscriber's loop", rules)
+	rules = Explain("/google.cloud.tasks.v2.CloudTasks/GetQueue", false)
+	if len(rules) != 1 || !strings.Contains(rules[0].Source, "google/cloud/tasks/v2/cloudtasks_grpc_service_config.json") {
+		t.Errorf("Explain(GetQueue) = %+v; want its file", rules)
 	}
-	rules = explainRules("/google.example.v1.Example/Get")
-	if len(rules) != 2 || rules[1].known || rules[1].source != sourceUnknown {
-		t.Errorf("explainRules(an unknown service's method) = %+v", rules)
+	rules = Explain("/google.example.v1.Example/Get", false)
+	if len(rules) != 1 || rules[0].Known || !strings.Contains(rules[0].Source, "unknown service") {
+		t.Errorf("Explain(an unknown service's method) = %+v", rules)
 	}
 }
 
 func TestLookupAllocatesNothing(t *testing.T) {
-	for _, c := range []struct{ method, header string }{
-		{"/google.longrunning.Operations/GetOperation", lroHeader},
-		{"/google.longrunning.Operations/GetOperation", "gapic/9.9.9"},
-		{"/google.pubsub.v1.Subscriber/StreamingPull", pubsubHeader},
-		{"/google.pubsub.v1.Publisher/SomeNewMethod", pubsubHeader},
-		{"/google.example.v1.Example/Get", storageHeader},
-		{"/google.cloud.redis.v1.CloudRedis/GetInstance", "my-wrapper/1.0"},
+	loadTable()
+	for _, c := range []call{
+		{method: "/google.longrunning.Operations/GetOperation", header: lroHeader},
+		{method: "/google.longrunning.Operations/GetOperation", header: "gapic/9.9.9", api: "google.cloud.alloydb.v1.AlloyDBCSQLAdmin", apiGapic: "9.9.9"},
+		{method: "/google.longrunning.Operations/ListOperations", header: "gapic/9.9.9", api: "google.cloud.retail.v2.ProductService", apiGapic: "9.9.9"},
+		{method: "/google.pubsub.v1.Subscriber/StreamingPull", header: pubsubHeader, stream: true},
+		{method: "/google.pubsub.v1.Publisher/SomeNewMethod", header: pubsubHeader},
+		{method: "/google.cloud.tasks.v2.CloudTasks/GetQueue", header: "gapic/1.21.1"},
+		{method: "/google.example.v1.Example/Get", header: storageHeader},
+		{method: "/google.cloud.redis.v1.CloudRedis/GetInstance", header: "my-wrapper/1.0"},
 	} {
-		if n := testing.AllocsPerRun(100, func() { _ = lookup(c.method, c.header) }); n != 0 {
-			t.Errorf("lookup(%q, %q): %v allocations, want 0", c.method, c.header, n)
+		if n := testing.AllocsPerRun(100, func() { _ = lookup(c) }); n != 0 {
+			t.Errorf("lookup(%+v): %v allocations, want 0", c, n)
 		}
 	}
 }
 
-// TestData checks the tables' invariants: sorted, well-formed methods,
-// client indexes in range, codes 1 to 16.
+// TestTable checks the table's invariants: it decodes, from its commit,
+// rows sorted, codes 1 to 16; and the deflated text is retries.txt.
+func TestTable(t *testing.T) {
+	tb := loadTable()
+	if tb.err != nil || len(tb.commit) != 40 || len(tb.files) < 400 || len(tb.rows) < 7000 {
+		t.Fatalf("table: err %v, commit %q, %d files, %d rows", tb.err, tb.commit, len(tb.files), len(tb.rows))
+	}
+	for i, r := range tb.rows {
+		if p := tb.policies[r.policy]; p.codes&^bEvery != 0 || p.codes != 0 && (p.max < p.initial || p.initial <= 0) {
+			t.Errorf("rows[%d] = %+v: policy %+v", i, r, p)
+		}
+		if i > 0 {
+			q := tb.rows[i-1]
+			if q.service > r.service || q.service == r.service && (q.method > r.method || q.method == r.method && q.file >= r.file) {
+				t.Errorf("rows[%d] %+v after %+v: not sorted", i, r, q)
+			}
+		}
+	}
+	text, err := inflate(retriesDeflated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile("retries.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != string(file) {
+		t.Errorf("retriesDeflated is not retries.txt: run go generate in internal/googleclients")
+	}
+}
+
+// TestData checks the hand-maintained tables: sorted, well-formed.
 func TestData(t *testing.T) {
 	wellFormed := func(m string) bool {
 		i := strings.LastIndexByte(m, '/')
 		return strings.HasPrefix(m, "/") && i > 1 && i < len(m)-1 && strings.Count(m, "/") == 2
-	}
-	for i, m := range genMethods {
-		if !wellFormed(m.method) || int(m.client) >= len(genClients) || m.codes&^bEvery != 0 {
-			t.Errorf("genMethods[%d] = %+v", i, m)
-		}
-		if i > 0 {
-			p := genMethods[i-1]
-			if p.method > m.method || p.method == m.method && p.client >= m.client {
-				t.Errorf("genMethods[%d] (%s, %d) after (%s, %d): not sorted", i, m.method, m.client, p.method, p.client)
-			}
-		}
 	}
 	for i, h := range handEntries {
 		if !wellFormed(h.method) || h.codes&^bEvery != 0 || h.hinted&^bEvery != 0 || h.source == "" {
@@ -213,23 +213,31 @@ func TestData(t *testing.T) {
 			t.Errorf("handEntries[%d] %s after %s: not sorted", i, h.method, handEntries[i-1].method)
 		}
 	}
-	for i, c := range genClients {
-		if c.gapic == "" || c.module == "" || !strings.HasPrefix(c.pkg, c.module) {
-			t.Errorf("genClients[%d] = %+v", i, c)
+	for i, o := range overrides {
+		if !wellFormed(o.method) || o.gapic == "" || o.why == "" || i > 0 && overrides[i-1].method > o.method {
+			t.Errorf("overrides[%d] = %+v", i, o)
+		}
+	}
+	for i, m := range pinnedMethods {
+		if !wellFormed(m.method) || m.why == "" || i > 0 && pinnedMethods[i-1].method >= m.method {
+			t.Errorf("pinnedMethods[%d] = %+v", i, m)
 		}
 	}
 }
 
-func TestMethodsOf(t *testing.T) {
-	got := methodsOf("google.bigtable.v2.Bigtable") // hand-written entries only
-	if len(got) != 9 || got[0] != "/google.bigtable.v2.Bigtable/CheckAndMutateRow" || !slices.IsSorted(got) {
-		t.Errorf("methodsOf(Bigtable) = %q", got)
+func TestMethods(t *testing.T) {
+	got, whole := Methods("google.bigtable.v2.Bigtable") // hand-written entries, and the file's
+	if !slices.Contains(got, "/google.bigtable.v2.Bigtable/CheckAndMutateRow") || !slices.IsSorted(got) || whole {
+		t.Errorf("Methods(Bigtable) = %q, %v", got, whole)
 	}
-	got = methodsOf("google.pubsub.v1.Subscriber") // generated, and the subscriber's loops
-	if !slices.Contains(got, "/google.pubsub.v1.Subscriber/StreamingPull") || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
-		t.Errorf("methodsOf(Subscriber) = %q", got)
+	got, _ = Methods("google.cloud.tasks.v2.CloudTasks")
+	if len(got) != 18 || !slices.IsSorted(got) {
+		t.Errorf("Methods(CloudTasks) = %q: want its 18", got)
 	}
-	if got := methodsOf("google.example.v1.Example"); got != nil {
-		t.Errorf("methodsOf(an unknown service) = %q, want none", got)
+	if got, whole := Methods("google.monitoring.dashboard.v1.DashboardsService"); !whole || len(got) != 3 {
+		t.Errorf("Methods(DashboardsService) = %q, %v: want the 3 its file names, and its whole-service entry", got, whole)
+	}
+	if got, _ := Methods("google.example.v1.Example"); got != nil {
+		t.Errorf("Methods(an unknown service) = %q, want none", got)
 	}
 }

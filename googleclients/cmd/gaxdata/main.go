@@ -1,14 +1,21 @@
-// Command gaxdata writes what the generated gRPC clients pinned by the
-// googleclients module retry, method by method and code by code, as the
-// data of the library (internal/googleclients/data_gen.go). From the
-// repository's root:
+// Command gaxdata writes the library's data on the Google Cloud clients:
+// what every generated Go client retries, from googleapis' gRPC service
+// configs (internal/googleclients/retries.txt, in words, and
+// retries_gen.go, which carries it deflated), and what the descriptors of
+// the methods of the clients the googleclients module pins tell of their
+// safety (internal/googleclients/safety_gen.go). From the repository's
+// root, or by go generate in internal/googleclients:
 //
-//	go run ./googleclients/cmd/gaxdata -w   # rewrites internal/googleclients/data_gen.go
-//	go run ./googleclients/cmd/gaxdata      # prints it
+//	go run ./googleclients/cmd/gaxdata -w   # rewrites the three files
+//	go run ./googleclients/cmd/gaxdata      # prints retries.txt
 //
-// It builds each client offline (nothing is dialled) and reads its default
-// CallOptions; googleclients' TestGeneratedDataIsCurrent fails when the
-// committed file no longer matches.
+// The configs are read from $GOOGLEAPIS_SERVICE_CONFIGS, or else
+// ../shared/data/googleapis-service-configs from the repository's root
+// (every *_grpc_service_config.json of a googleapis commit at its path, and
+// a SOURCE file naming the commit); without them it fails, saying so. It
+// builds each pinned client offline (nothing is dialled).
+// googleclients' TestGeneratedDataIsCurrent fails when the committed files
+// no longer match.
 package main
 
 import (
@@ -22,45 +29,34 @@ import (
 )
 
 func main() {
-	write := flag.Bool("w", false, "write the file instead of printing it")
-	out := flag.String("o", "", "the file to write (default: internal/googleclients/data_gen.go of the workspace)")
-	pkg := flag.String("pkg", "googleclients", "the package of the file")
+	write := flag.Bool("w", false, "write the files instead of printing retries.txt")
 	flag.Parse()
-	if err := run(*write, *out, *pkg); err != nil {
+	if err := run(*write); err != nil {
 		fmt.Fprintln(os.Stderr, "gaxdata:", err)
 		os.Exit(1)
 	}
 }
 
-func run(write bool, out, pkg string) error {
-	stop, err := googleclients.Offline()
+func run(write bool) error {
+	root, err := workspaceRoot()
 	if err != nil {
 		return err
 	}
-	defer stop()
-	d, err := googleclients.Generate(context.Background())
-	if err != nil {
-		return err
-	}
-	src, err := googleclients.Render(d, pkg)
+	files, err := googleclients.GenerateFiles(context.Background(), root)
 	if err != nil {
 		return err
 	}
 	if !write {
-		_, err = os.Stdout.Write(src)
+		_, err = os.Stdout.Write(files[googleclients.TableFile])
 		return err
 	}
-	if out == "" {
-		root, err := workspaceRoot()
-		if err != nil {
+	for _, name := range googleclients.GeneratedFiles {
+		path := filepath.Join(root, name)
+		if err := os.WriteFile(path, files[name], 0o644); err != nil {
 			return err
 		}
-		out = filepath.Join(root, googleclients.DataFile)
+		fmt.Fprintf(os.Stderr, "gaxdata: %s: %d bytes\n", path, len(files[name]))
 	}
-	if err := os.WriteFile(out, src, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "gaxdata: %s: %d clients, %d methods, %d bytes\n", out, len(d.Clients), len(d.Methods), len(src))
 	return nil
 }
 
@@ -77,7 +73,7 @@ func workspaceRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no go.work above the working directory: run from the repository, or give -o")
+			return "", fmt.Errorf("no go.work above the working directory: run from the repository")
 		}
 		dir = parent
 	}
