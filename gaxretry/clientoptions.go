@@ -72,10 +72,10 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 // may (the Pub/Sub publisher does for Publish): such a call gets the rule
 // of a call that was not adopted, one layer per code, its retries kept. A
 // per-call gax.WithRetry replaces the wrapped Retryer: it retries what the
-// interceptor hands back, and a call the interceptor gave up on is refused
-// again at once with the same error, so that at most the Policy's
-// MaxAttempts attempts reach the server. The gRPC options a method has are
-// kept. Call Adopt before the client is used; calling it again changes
+// interceptor hands back and what it gave up on; each of its attempts is
+// sent, the interceptor's retries across them staying within the Policy's
+// MaxAttempts, so that at most its attempts + MaxAttempts − 1 reach the
+// server. The gRPC options a method has are kept. Call Adopt before the client is used; calling it again changes
 // nothing.
 //
 // It returns an error naming the type for anything but a non-nil pointer to

@@ -54,9 +54,10 @@
 // it sees the caller's deadline (gax sleeps until it and returns
 // context.DeadlineExceeded), the grpc-retry-pushback-ms trailer, a retry
 // budget shared between calls, streams and the method's Safety, and returns
-// a *grpcbackoff.Error that counts the attempts. Never both on one call, nor
-// grpc-go's own retry (a retryPolicy in a service config) under either:
-// their attempts multiply.
+// a *grpcbackoff.Error that counts the attempts. Both on one call retry in
+// one layer: CallOption marks its calls, and the interceptor leaves the
+// codes its Retryer retries to it. Never grpc-go's own retry (a retryPolicy
+// in a service config) under either: their attempts multiply.
 package gaxretry
 
 import (
