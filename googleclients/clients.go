@@ -5,15 +5,20 @@ import (
 
 	alloydb "cloud.google.com/go/alloydb/apiv1"
 	btadmin "cloud.google.com/go/bigtable/admin/apiv2"
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	dataproc "cloud.google.com/go/dataproc/v2/apiv1"
 	firestore "cloud.google.com/go/firestore/apiv1"
 	kms "cloud.google.com/go/kms/apiv1"
 	logging "cloud.google.com/go/logging/apiv2"
 	lroauto "cloud.google.com/go/longrunning/autogen"
 	memcache "cloud.google.com/go/memcache/apiv1"
 	memorystore "cloud.google.com/go/memorystore/apiv1"
+	monitoring "cloud.google.com/go/monitoring/apiv3/v2"
+	dashboard "cloud.google.com/go/monitoring/dashboard/apiv1"
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	redis "cloud.google.com/go/redis/apiv1"
 	rediscluster "cloud.google.com/go/redis/cluster/apiv1"
+	scheduler "cloud.google.com/go/scheduler/apiv1"
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
 	database "cloud.google.com/go/spanner/admin/database/apiv1"
 	instance "cloud.google.com/go/spanner/admin/instance/apiv1"
@@ -73,3 +78,22 @@ func Clients() []Client {
 		{"google.longrunning.Operations", newClient(lroauto.NewOperationsClient)},
 	}
 }
+
+// Unpinned returns generated clients that the data was not read from, of
+// APIs a platform team's services use beside the pinned ones (Cloud Tasks,
+// Cloud Scheduler, Cloud Monitoring, Dataproc): their tests check that the
+// table, from googleapis' service configs, says what they retry too.
+func Unpinned() []Client {
+	return []Client{
+		{"google.cloud.tasks.v2.CloudTasks", newClient(cloudtasks.NewClient)},
+		{"google.cloud.scheduler.v1.CloudScheduler", newClient(scheduler.NewCloudSchedulerClient)},
+		{"google.monitoring.v3.AlertPolicyService", newClient(monitoring.NewAlertPolicyClient)},
+		{"google.monitoring.v3.UptimeCheckService", newClient(monitoring.NewUptimeCheckClient)},
+		{"google.monitoring.dashboard.v1.DashboardsService", newClient(dashboard.NewDashboardsClient)},
+		{"google.cloud.dataproc.v1.ClusterController", newClient(dataproc.NewClusterControllerClient)},
+	}
+}
+
+// ReadClient builds c offline and reads what its default CallOptions retry,
+// method by method, as Generate does for the pinned clients.
+func ReadClient(ctx context.Context, c Client) (ClientInfo, []Method, error) { return read(ctx, c) }

@@ -17,14 +17,18 @@ replace github.com/platformkit/grpcbackoff/redistest => ../redistest
 require (
 	cloud.google.com/go/alloydb v1.33.1
 	cloud.google.com/go/bigtable v1.58.0
+	cloud.google.com/go/cloudtasks v1.21.1
+	cloud.google.com/go/dataproc/v2 v2.28.1
 	cloud.google.com/go/firestore v1.29.2
 	cloud.google.com/go/kms v1.37.0
 	cloud.google.com/go/logging v1.21.1
 	cloud.google.com/go/longrunning v1.5.0
 	cloud.google.com/go/memcache v1.19.1
 	cloud.google.com/go/memorystore v1.8.0
+	cloud.google.com/go/monitoring v1.30.0
 	cloud.google.com/go/pubsub/v2 v2.8.1
 	cloud.google.com/go/redis v1.29.0
+	cloud.google.com/go/scheduler v1.18.1
 	cloud.google.com/go/secretmanager v1.24.0
 	cloud.google.com/go/spanner v1.96.1
 	cloud.google.com/go/storage v1.69.0
@@ -42,7 +46,6 @@ require (
 	cloud.google.com/go/auth/oauth2adapt v0.3.1 // indirect
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	cloud.google.com/go/iam v1.15.0 // indirect
-	cloud.google.com/go/monitoring v1.30.0 // indirect
 	github.com/GoogleCloudPlatform/grpc-gcp-go/grpcgcp v1.6.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/detectors/gcp v1.35.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric v0.57.0 // indirect

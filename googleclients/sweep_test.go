@@ -466,6 +466,11 @@ func brief(d interceptor.Decision) string {
 // options (one per method), and makes the calls of every method and fault
 // at once, each its own call with its own name.
 func sweepClient(t *testing.T, fam sweepFamily, explain *interceptor.Retrier, keep func(method string) bool, faults ...string) []swept {
+	return sweepClientWith(t, fam, explain, sweepPolicy(), keep, faults...)
+}
+
+// sweepClientWith is sweepClient with the options of Policy p.
+func sweepClientWith(t *testing.T, fam sweepFamily, explain *interceptor.Retrier, p grpcbackoff.Policy, keep func(method string) bool, faults ...string) []swept {
 	fake := newSweepFake(t)
 	var own invocations
 	own.n = make(map[string]int)
@@ -493,7 +498,7 @@ func sweepClient(t *testing.T, fam sweepFamily, explain *interceptor.Retrier, ke
 	var wg sync.WaitGroup
 	for i, r := range methods {
 		out[i] = swept{client: client, rpc: r, alone: map[string]outcome{}, options: map[string]outcome{}}
-		platform, err := gaxretry.ClientOptions(sweepPolicy())
+		platform, err := gaxretry.ClientOptions(p)
 		if err != nil {
 			t.Error(err)
 			return nil

@@ -65,3 +65,35 @@ func TestTableIsThePinnedClients(t *testing.T) {
 		t.Errorf("%d + %d methods checked of %d, commit %q: want every method of the pinned clients", checked, unnamed, len(d.Methods), commit)
 	}
 }
+
+// TestTableIsTheUnpinnedClients: the same check on clients the data was not
+// read from (Cloud Tasks, Cloud Scheduler, Cloud Monitoring, Dataproc):
+// the table from googleapis' files says what their CallOptions retry too,
+// each method looked up as its client calls it.
+func TestTableIsTheUnpinnedClients(t *testing.T) {
+	stop, err := googleclients.Offline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for _, c := range googleclients.Unpinned() {
+		info, methods, err := googleclients.ReadClient(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known := 0
+		for _, m := range methods {
+			r := gc.Lookup(gc.Call{Method: m.Name, Header: "gl-go/1.26.0 gapic/" + info.Gapic + " gax/2.27.0", Stream: m.Stream,
+				API: c.Service, APIGapic: info.Gapic})
+			switch {
+			case r.Codes != m.Codes:
+				t.Errorf("%s %s: %s: the table says %v (known %v), its CallOptions retry %v", info.Package, info.ModuleVersion, m.Name, gc.CodeNames(r.Codes), r.Known, gc.CodeNames(m.Codes))
+			case m.Codes != 0 && r.Pause != m.Backoff.Max:
+				t.Errorf("%s %s: %s: the table's longest pause is %v, its gax.Backoff %+v", info.Package, info.ModuleVersion, m.Name, r.Pause, m.Backoff)
+			case r.Known:
+				known++
+			}
+		}
+		t.Logf("%s %s (%s): %d methods, %d named by their file, equal to its CallOptions; the others retry nothing", info.Package, info.ModuleVersion, info.Name, len(methods), known)
+	}
+}
