@@ -241,3 +241,19 @@ func TestMethods(t *testing.T) {
 		t.Errorf("Methods(an unknown service) = %q, want none", got)
 	}
 }
+
+// BenchmarkDecodeTable is the first lookup's decoding of the table:
+// inflating retries.txt and indexing its rows.
+func BenchmarkDecodeTable(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		text, err := inflate(retriesDeflated)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var t table
+		if err := t.parse(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

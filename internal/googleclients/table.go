@@ -89,9 +89,12 @@ func (t *table) parse(text string) error {
 	t.policies = []retryPolicy{{}}
 	index := map[retryPolicy]uint16{{}: 0}
 	service := ""
-	for n, line := range strings.Split(text, "\n") {
+	n := 0
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		n++
 		bad := func(why string) error {
-			return fmt.Errorf("googleclients: retries.txt:%d: %s: %q", n+1, why, line)
+			return fmt.Errorf("googleclients: retries.txt:%d: %s: %q", n, why, line)
 		}
 		switch {
 		case line == "":

@@ -1,3 +1,4 @@
+// Command bare is half of bench/binsize.sh: grpc.NewClient alone, built stripped to weigh the library.
 package main
 
 import (

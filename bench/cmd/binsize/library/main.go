@@ -1,3 +1,4 @@
+// Command library is half of bench/binsize.sh: grpc.NewClient with interceptor.DialOptions, built stripped to weigh the library.
 package main
 
 import (
