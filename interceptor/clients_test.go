@@ -430,3 +430,48 @@ func TestExplainClientRetries(t *testing.T) {
 		t.Errorf("Explain of a method no Google client calls: Clients %+v, want none", d.Clients)
 	}
 }
+
+// A mixin's call gets what the file of its client's API says, the API
+// known from the connection's first call: Dataproc's file names no
+// google.longrunning.Operations method, so the cluster controller's own
+// GetOperation retries nothing and UNAVAILABLE is the Retrier's; the LRO
+// client's (op.Wait's polling, at a longrunning version) retries
+// UNAVAILABLE itself; Retail's file names ListOperations, which its client
+// retries on UNAVAILABLE. (Before issue 33: the union of the pinned
+// clients' codes, whatever the API.)
+func TestClientRetriesMixinOfItsAPI(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := bufconntest.Exact()
+		p.MaxAttempts = 3
+		ic := interceptor.Unary(p)
+		header := func(gapic string) context.Context {
+			return metadata.AppendToOutgoingContext(t.Context(), "x-goog-api-client", "gl-go/1.26.0 gapic/"+gapic+" gax/2.27.0 grpc/1.85.0")
+		}
+		ok := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+		dataproc, retail := lazyConn(t, "dataproc"), lazyConn(t, "retail")
+		if err := ic(header("2.28.1"), "/google.cloud.dataproc.v1.ClusterController/ListClusters", new(string), new(string), dataproc, ok); err != nil {
+			t.Fatal(err)
+		}
+		if err := ic(header("2.7.0"), "/google.cloud.retail.v2.ProductService/GetProduct", new(string), new(string), retail, ok); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name     string
+			ctx      context.Context
+			method   string
+			cc       *grpc.ClientConn
+			attempts int
+		}{
+			{"Dataproc's own GetOperation", header("2.28.1"), "/google.longrunning.Operations/GetOperation", dataproc, 3},
+			{"op.Wait's polling", header("1.5.0"), "/google.longrunning.Operations/GetOperation", dataproc, 1},
+			{"Retail's own ListOperations", header("2.7.0"), "/google.longrunning.Operations/ListOperations", retail, 1},
+			{"Dataproc's own ListLocations", header("2.28.1"), "/google.cloud.location.Locations/ListLocations", dataproc, 3},
+		} {
+			s := &script{errs: errsOf(codes.Unavailable, codes.Unavailable)}
+			err := ic(tc.ctx, tc.method, new(string), new(string), tc.cc, s.invoke)
+			if len(s.times) != tc.attempts || (tc.attempts == 3) != (err == nil) {
+				t.Errorf("%s, UNAVAILABLE ×2: %d attempts, err %v; want %d", tc.name, len(s.times), err, tc.attempts)
+			}
+		}
+	})
+}
