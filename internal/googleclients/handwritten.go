@@ -2,7 +2,7 @@ package googleclients
 
 // Hand-maintained: what the hand-written clients of cloud.google.com/go retry
 // in their own code, beside or instead of their generated CallOptions (which
-// clientdata_gen.go holds). Each entry was read from the client's source at
+// retries.txt holds). Each entry was read from the client's source at
 // the version named in its source, and is recognized by the gccl/ token that
 // client adds to x-goog-api-client (TestHeaders in the googleclients module
 // measures it). An entry states every code left to the client for that
@@ -15,7 +15,8 @@ package googleclients
 //     longrunning.go): each poll is one GetOperation of the OperationsClient
 //     (lroauto), retried as its CallOptions say (UNAVAILABLE); an error ends
 //     Wait. Its calls carry the LRO client's own gapic/ token (gapic/1.5.0),
-//     which tells them from a service client's GetOperation mixin.
+//     which tells them from a service client's GetOperation mixin (rules.go,
+//     mixinRule).
 //   - Spanner's unary calls (ExecuteSql, BeginTransaction, CreateSession,
 //     BatchCreateSessions…) go through the generated client with its default
 //     CallOptions; Commit is listed for its transaction's rerun.

@@ -23,9 +23,6 @@ type override struct {
 	why    string        // the client, and why it differs from the file
 }
 
-// Codes, as bits, for the overrides (handwritten.go names the others).
-const bUnavailableOnly = bUnavailable
-
 var overrides = [...]override{
 	// Memorystore (Valkey), cloud.google.com/go/memorystore v1.8.0: its
 	// CallOptions retry UNAVAILABLE (1 s to 10 s, ×1.3, as the file's other
@@ -34,13 +31,13 @@ var overrides = [...]override{
 	// at the table's commit does not name (it names no ACL policy method):
 	// the client was generated from a googleapis that configured them. Its
 	// other ACL methods (writes) retry nothing, as the table takes them.
-	{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicy", gapic: "1.8.0", codes: bUnavailableOnly, pause: 10 * time.Second,
+	{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicy", gapic: "1.8.0", codes: bUnavailable, pause: 10 * time.Second,
 		why: "cloud.google.com/go/memorystore/apiv1 v1.8.0 CallOptions: generated from a googleapis newer than the table's, whose file configures the ACL policy reads"},
-	{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicyRevision", gapic: "1.8.0", codes: bUnavailableOnly, pause: 10 * time.Second,
+	{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicyRevision", gapic: "1.8.0", codes: bUnavailable, pause: 10 * time.Second,
 		why: "cloud.google.com/go/memorystore/apiv1 v1.8.0 CallOptions: generated from a googleapis newer than the table's, whose file configures the ACL policy reads"},
-	{method: "/google.cloud.memorystore.v1.Memorystore/ListAclPolicies", gapic: "1.8.0", codes: bUnavailableOnly, pause: 10 * time.Second,
+	{method: "/google.cloud.memorystore.v1.Memorystore/ListAclPolicies", gapic: "1.8.0", codes: bUnavailable, pause: 10 * time.Second,
 		why: "cloud.google.com/go/memorystore/apiv1 v1.8.0 CallOptions: generated from a googleapis newer than the table's, whose file configures the ACL policy reads"},
-	{method: "/google.cloud.memorystore.v1.Memorystore/ListAclPolicyRevisions", gapic: "1.8.0", codes: bUnavailableOnly, pause: 10 * time.Second,
+	{method: "/google.cloud.memorystore.v1.Memorystore/ListAclPolicyRevisions", gapic: "1.8.0", codes: bUnavailable, pause: 10 * time.Second,
 		why: "cloud.google.com/go/memorystore/apiv1 v1.8.0 CallOptions: generated from a googleapis newer than the table's, whose file configures the ACL policy reads"},
 }
 
