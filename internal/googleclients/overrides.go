@@ -29,8 +29,10 @@ var overrides = [...]override{
 	// reads) for the four ACL policy reads, which
 	// google/cloud/memorystore/v1/memorystore_v1_grpc_service_config.json
 	// at the table's commit does not name (it names no ACL policy method):
-	// the client was generated from a googleapis that configured them. Its
-	// other ACL methods (writes) retry nothing, as the table takes them.
+	// the client was generated from a later googleapis, which configured
+	// them (v1.8.0, of 2026-11-05, "Update API sources and regenerate" in its
+	// CHANGES.md; the table's commit is of 2026-08-22). Its other ACL
+	// methods (writes) retry nothing, as the table takes them.
 	{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicy", gapic: "1.8.0", codes: bUnavailable, pause: 10 * time.Second,
 		why: "cloud.google.com/go/memorystore/apiv1 v1.8.0 CallOptions: generated from a googleapis newer than the table's, whose file configures the ACL policy reads"},
 	{method: "/google.cloud.memorystore.v1.Memorystore/GetAclPolicyRevision", gapic: "1.8.0", codes: bUnavailable, pause: 10 * time.Second,
