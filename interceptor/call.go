@@ -137,6 +137,39 @@ func (c *call) pay(ctx context.Context, f failure, d time.Duration, hedge bool) 
 	return why
 }
 
+// book is the budget's part, when a retry is decided, of the retry after
+// delay d of the attempt that failed as f: a DeferredBudget is told of it,
+// and pays for it when it is due (payDue); any other budget pays now (pay).
+// It returns why the retry was refused, 0 if it may go.
+func (c *call) book(ctx context.Context, f failure, d time.Duration) grpcbackoff.Reason {
+	if b := c.deferred(); b != nil {
+		now := time.Now()
+		b.Want(now, now.Add(d), f.cut)
+		return 0
+	}
+	return c.pay(ctx, f, d, false)
+}
+
+// payDue pays, now that it is due, for a retry that book told a
+// DeferredBudget of (pay); other budgets paid when it was decided. It
+// returns why the retry was refused, 0 if it may go.
+func (c *call) payDue(ctx context.Context, f failure, d time.Duration) grpcbackoff.Reason {
+	if c.deferred() == nil {
+		return 0
+	}
+	return c.pay(ctx, f, d, false)
+}
+
+// deferred returns c's target's budget if it is a DeferredBudget.
+func (c *call) deferred() DeferredBudget {
+	if c.conn.t.budget == nil {
+		if b, ok := c.conn.t.shared.(DeferredBudget); ok {
+			return b
+		}
+	}
+	return nil
+}
+
 // budget returns the budget of c's target, nil (an interface) if it has
 // none.
 func (c *call) budget() decide.Budget {

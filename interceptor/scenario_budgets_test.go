@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 // TestConcurrentSuccessesDated: 1 500 calls succeed, concurrently or one
@@ -171,7 +173,7 @@ func TestTargetChurn(t *testing.T) {
 			t.Errorf("%d of 200 targets never seen started with less than a new client's floors", confused)
 		}
 		use("passthrough:///returning") // pays its floor (5) and its Burst (3)
-		for i := range 20 {           // drops it
+		for i := range 20 {             // drops it
 			use(fmt.Sprintf("passthrough:///other-%d", i))
 		}
 		if _, ok := statesOf(r)["passthrough:///returning"]; ok {
@@ -188,4 +190,73 @@ func TestTargetChurn(t *testing.T) {
 			t.Errorf("States() lists %d targets, want at most maxTargets (16) and one more", n)
 		}
 	})
+}
+
+// deferredBudget is a DeferredBudget that records when it is told of a
+// retry and when it is asked to pay, and pays as told.
+type deferredBudget struct {
+	mu     sync.Mutex
+	wants  []time.Time // due times
+	told   []time.Time // when Want was called
+	asked  []time.Time // when Allow or AllowLongRun was called
+	refuse bool
+}
+
+func (b *deferredBudget) Started()   {}
+func (b *deferredBudget) Succeeded() {}
+func (b *deferredBudget) Want(now, due time.Time, longRun bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.told, b.wants = append(b.told, now), append(b.wants, due)
+}
+func (b *deferredBudget) Allow(now time.Time) bool { return b.pay(now) }
+func (b *deferredBudget) AllowLongRun(now time.Time) bool {
+	return b.pay(now)
+}
+func (b *deferredBudget) pay(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.asked = append(b.asked, now)
+	return !b.refuse
+}
+func (b *deferredBudget) State(time.Time) interceptor.SharedBudgetState {
+	return interceptor.SharedBudgetState{Name: "deferred"}
+}
+
+// TestDeferredBudgetPaysWhenDue: a DeferredBudget is told of a retry when
+// it is decided, with the time it is due, and asked to pay for it then,
+// after the backoff; a retry it refuses ends the call then, throttled.
+func TestDeferredBudgetPaysWhenDue(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuse %v", refuse), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := &deferredBudget{refuse: refuse}
+				r, err := interceptor.New(bufconntest.Exact(), interceptor.WithSharedBudget(
+					func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return b }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := newBackend(t, codes.Unavailable, 1)
+				cc := dialAs(t, srv, "passthrough:///backend", r.DialOptions()...)
+				start := time.Now()
+				_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+				end := time.Now()
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if len(b.told) != 1 || !b.told[0].Equal(start) || !b.wants[0].Equal(start.Add(time.Second)) {
+					t.Fatalf("told of %v retries due %v, want one, at the failure, due 1 s later", b.told, b.wants)
+				}
+				if len(b.asked) != 1 || !b.asked[0].Equal(b.wants[0]) {
+					t.Errorf("asked to pay at %v, want once, when the retry was due (%v)", b.asked, b.wants[0])
+				}
+				var ge *grpcbackoff.Error
+				switch {
+				case !refuse && err != nil:
+					t.Errorf("paid: %v, want the retry's success", err)
+				case refuse && (!errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonThrottled || !end.Equal(b.wants[0])):
+					t.Errorf("refused: %v at +%v, want throttled when the retry was due", err, end.Sub(start))
+				}
+			})
+		})
+	}
 }
