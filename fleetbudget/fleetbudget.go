@@ -489,7 +489,9 @@ var _ interceptor.DeferredBudget = (*budget)(nil)
 func (b *budget) Started()   { b.started.Add(1) }
 func (b *budget) Succeeded() { b.succeeded.Add(1) }
 
-func (b *budget) Want(now, due time.Time, longRun bool) {
+// Want is always true: a retry the fleet's budget cannot pay for is
+// refused when it is due (Allow).
+func (b *budget) Want(now, due time.Time, longRun bool) bool {
 	b.mu.Lock()
 	renewNow := b.local.Want(now, due, longRun)
 	b.mu.Unlock()
@@ -497,6 +499,7 @@ func (b *budget) Want(now, due time.Time, longRun bool) {
 		b.early.Store(true)
 		b.wake()
 	}
+	return true
 }
 
 func (b *budget) Allow(now time.Time) bool {

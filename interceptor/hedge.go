@@ -459,8 +459,11 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		// for, and told to observers, when it is.
 		h.unpaid = &unpaidRetry{f: f, delay: d}
 		if b := c.deferred(); b != nil {
-			now := time.Now()
-			b.Want(now, now.Add(d), f.cut)
+			if now := time.Now(); !b.Want(now, now.Add(d), f.cut) {
+				h.unpaid = nil
+				c.tell(h.ctx, f, 0, false, grpcbackoff.ReasonThrottled)
+				final = c.fail(f.err, grpcbackoff.ReasonThrottled)
+			}
 		}
 	default:
 		if why := c.pay(h.ctx, f, d, false); why != 0 {

@@ -204,10 +204,11 @@ type deferredBudget struct {
 
 func (b *deferredBudget) Started()   {}
 func (b *deferredBudget) Succeeded() {}
-func (b *deferredBudget) Want(now, due time.Time, longRun bool) {
+func (b *deferredBudget) Want(now, due time.Time, longRun bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.told, b.wants = append(b.told, now), append(b.wants, due)
+	return true
 }
 func (b *deferredBudget) Allow(now time.Time) bool { return b.pay(now) }
 func (b *deferredBudget) AllowLongRun(now time.Time) bool {

@@ -27,18 +27,20 @@ type SharedBudget interface {
 	State(now time.Time) SharedBudgetState
 }
 
-// A DeferredBudget is a SharedBudget that pays for a retry when the retry
-// is due, after its backoff, rather than when it is decided, so that a
-// budget kept on the network can fetch meanwhile what the retry needs (the
-// fleetbudget module's budgets are DeferredBudgets). The Retrier calls Want
-// when it decides on a retry (due at due, to be paid from the long-run
-// allowance alone if longRun: see SharedBudget), waits out the backoff,
-// then asks Allow or AllowLongRun; a retry refused then ends the call
-// (ReasonThrottled), and Observers hear of a retry when it is paid. Want
-// must return at once, as the other methods.
+// A DeferredBudget is a SharedBudget that may pay for a retry when the
+// retry is due, after its backoff, rather than when it is decided, so that
+// a budget kept on the network can fetch meanwhile what the retry needs
+// (the fleetbudget module's budgets are DeferredBudgets). The Retrier calls
+// Want when it decides on a retry (due at due, to be paid from the long-run
+// allowance alone if longRun: see SharedBudget): false refuses the retry
+// there and then, as Allow does; true makes the Retrier wait out the
+// backoff, then ask Allow or AllowLongRun, which pay for it or refuse it
+// (a budget that paid when told says true). A refused retry ends the call
+// (ReasonThrottled); Observers hear of a retry when it is paid or refused.
+// Want must return at once, as the other methods.
 type DeferredBudget interface {
 	SharedBudget
-	Want(now, due time.Time, longRun bool)
+	Want(now, due time.Time, longRun bool) bool
 }
 
 // SharedBudgetState is what a SharedBudget says of itself at a moment, in

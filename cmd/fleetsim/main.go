@@ -101,7 +101,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
-	budgets := fs.Bool("budgets", false, "run issue 29's experiment: 10 to 10 000 processes, a 30 s outage (UNAVAILABLE at once, or a pause), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
+	processes := fs.String("processes", "10,100,1000,10000", "numbers of client processes of -budgets")
+	budgets := fs.Bool("budgets", false, "run issues 29 and 35's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
 	budgetsRealMode := fs.Bool("budgets-real", false, "run -budgets for real: two fleets of client processes (a budget per process; the fleet's on a redis-server it starts), a backend process each, paused with SIGSTOP, Redis killed once; writes -chart (default fleetsim-budgets-real.png)")
 	br := defaultBudgetsReal()
 	fs.IntVar(&br.processes, "real-processes", br.processes, "client processes of each fleet of -budgets-real")
@@ -164,6 +165,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 				b.Model = sc.Model
 			}
 		})
+		cfg.budgets.Processes = nil
+		for f := range strings.SplitSeq(*processes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return config{}, fmt.Errorf("-processes: %q is not a number of processes", f)
+			}
+			cfg.budgets.Processes = append(cfg.budgets.Processes, n)
+		}
 	case *budgetsRealMode:
 		cfg.mode = "budgets-real"
 		br.pauseAt, br.pause = rc.pauseAt, rc.pause
@@ -238,7 +247,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "real":
 		return runReal(ctx, cfg.real, cfg.strategies, stdout)
 	case "budgets":
-		return runBudgets(ctx, cfg.budgets, cfg.parallel, cfg.chart, stdout)
+		cfg.budgets.Parallel = cfg.parallel
+		return runBudgets(ctx, cfg.budgets, cfg.chart, stdout)
 	case "budgets-real":
 		return runBudgetsReal(ctx, cfg.budgetsReal, cfg.chart, stdout)
 	}

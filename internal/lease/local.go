@@ -14,16 +14,17 @@ import (
 // it pays, from either, is charged to its share, so that a process that
 // falls back has spent there what it spent of the fleet's.
 //
-// At each renewal a process gives back all it holds and asks for its stock
-// and for its demand. Its stock is what one process's Throttle would hold
-// at its traffic, as a part of the fleet's: the reserve its own successes
-// earned in the Window, and its share of the fleet's floors (MinReserve and
-// Burst divided by the processes the Ledger saw renew), so that a lone
-// process holds the whole Throttle and a new or quiet one its share at
-// once. Its demand is the retries it will pay before its next renewal: those
-// a caller told it of with Want (a retry decided, to be paid when its
-// backoff ends, later than the next renewal with the default backoff), and
-// as many as it paid without a Want since the last renewal.
+// At each renewal a process gives back what it holds and asks for its
+// stock and for its demand. Its stock is what one process's Throttle would
+// hold at its traffic, as a part of the fleet's: the reserve its own
+// successes earned in the Window, and its share of the fleet's floors
+// (MinReserve and Burst divided by the processes the Ledger saw renew), so
+// that a lone process holds the whole Throttle and a new or quiet one its
+// share at once. Its demand is the retries it wants: each retry a caller
+// told it of with Want, when decided, that its lease could not pay for
+// then (paid, and so refused or not, by the next renewal: before the retry
+// is due with the recipe's backoff, as with the fleet's state when it was
+// decided), and as many as it paid without a Want since the last renewal.
 //
 // A lease is valid for one Period after the request that brought it was
 // sent; a process renews every Interval() = 3/4 of the Period, so a
@@ -140,7 +141,7 @@ func (l *Local) Request(now time.Time, started, succeeded int64) Request {
 		r.Return.LongRun += l.lease.LongRun
 		l.out, l.spent = true, Return{}
 	}
-	retries, longRun := l.wants.due(n, n+l.interval(), l.interval())
+	retries, longRun := l.wants.ask(n, l.interval())
 	r.AskRetries = (retries + l.paid) * Token
 	r.AskReserve = sp.Reserve * l.share.Earned(n, sp.Params)
 	r.AskLongRun = (longRun + l.longRun) * Token
@@ -158,9 +159,19 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 	lease := Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: g.LongRun}
 	expires := micros(sent) + l.period
 	if expires <= n {
+		l.wants.settle(n, l.interval(), nil) // the retries asked for are refused
 		l.stale.Tenth, l.stale.Earned, l.stale.Floor = lease.Tenth, lease.Earned, lease.Floor
 		l.stale.LongRun += lease.LongRun
 		return
+	}
+	// The grant pays first for the retries asked for, which keep their
+	// tokens until they are due, in the order they are due.
+	reserve, longRun := l.wants.settle(n, l.interval(), &lease)
+	for range reserve {
+		l.charge(n, true)
+	}
+	for range longRun {
+		l.charge(n, false)
 	}
 	if l.out {
 		// Take from the grant what was spent of the lease it replaces
@@ -179,14 +190,27 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 }
 
 // Want tells l, at now, of a retry decided and due at due, to be paid then
-// (Allow, or AllowLongRun with longRun): it is asked for at the last
-// renewal before it is due. It reports whether the renewal due next comes
-// too late for it, and one should be made now (at most once an interval).
+// (Allow, or AllowLongRun with longRun), and reports whether a renewal
+// should be made now for it.
+// Its lease (or, without one, the process's share) pays for it now if it
+// can; else it is asked for at the next renewal, which pays for it or
+// refuses it, and it is paid or refused when it is due (if no renewal
+// answers, it is paid then as a retry not told of); a renewal is made now
+// if the next would come after it is due (at most once an interval).
 func (l *Local) Want(now, due time.Time, longRun bool) (renewNow bool) {
 	n, d := micros(now), micros(due)
-	l.wants.add(min(d, n+(wantSlots-2)*l.interval()), l.interval(), longRun)
-	if l.early || d >= l.last+l.period || d < n+l.period/4 {
-		return false // the next renewal's lease comes in time; or none would
+	l.expire(n)
+	d = max(min(d, n+(wantSlots-2)*l.interval()), n)
+	if !l.joined && l.take(n, !longRun) || l.joined && l.fromLease(n, !longRun) {
+		l.wants.add(d, l.interval(), longRun, true)
+		return false
+	}
+	// Asked for at the next renewal (even without a lease: it is the
+	// first, or the one that joins again); if none answers, paid when due
+	// as a retry not told of.
+	l.wants.add(d, l.interval(), longRun, false)
+	if l.early || micros(due) >= l.last+l.interval()+l.period/4 || micros(due) < n+l.period/4 {
+		return false // the next renewal's answer comes before it is due; or none would
 	}
 	l.early = true
 	return true
@@ -201,16 +225,27 @@ func (l *Local) AllowLongRun(now time.Time) bool { return l.pay(micros(now), fal
 
 func (l *Local) pay(n int64, reserve bool) bool {
 	l.expire(n)
-	switch {
-	case l.wants.take(n, l.interval(), !reserve):
-	case reserve:
-		l.paid++ // what the fleet is asked for at the next renewal
-	default:
-		l.longRun++
+	switch l.wants.take(n, l.interval(), !reserve) {
+	case wantPaid:
+		return true
+	case wantRefused:
+		return false
+	case wantNone:
+		if reserve {
+			l.paid++ // what the fleet is asked for at the next renewal
+		} else {
+			l.longRun++
+		}
 	}
 	if !l.joined {
 		return l.take(n, reserve)
 	}
+	return l.fromLease(n, reserve)
+}
+
+// fromLease pays for a retry from the lease, if it can: from the reserve
+// first if reserve is set, then from the long-run tokens.
+func (l *Local) fromLease(n int64, reserve bool) bool {
 	if reserve && l.lease.Earned+l.lease.Floor >= Token {
 		e := min(l.lease.Earned, Token)
 		l.lease.Earned -= e
@@ -271,10 +306,12 @@ func (l *Local) State(now time.Time) LocalState {
 // micros returns t in µs since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// wants counts the retries wanted (Local.Want) and not yet paid, by the
-// interval in which they are due; those due after the last slot are
-// counted in it. Wants due more than one interval ago are forgotten: their
-// calls ended (a canceled context, a closed ClientConn).
+// wants counts the retries wanted (Local.Want) and not yet made, by the
+// interval in which they are due (those due after the last slot are counted
+// in it): those to ask for, those asked for, those paid for (by the lease
+// when decided, or by a grant), and those refused. Wants due more than one
+// interval ago are forgotten: their calls ended (a canceled context, a
+// closed ClientConn), and what paid for them is lost to the fleet.
 type wants struct {
 	slot [wantSlots]wantSlot
 }
@@ -283,52 +320,134 @@ type wants struct {
 // largest backoff (64 s).
 const wantSlots = 128
 
-type wantSlot struct{ index, reserve, longRun int64 }
+// wantSlot is the wants due in interval index, each count by what pays for
+// them: [0] Allow (the reserve, then the long-run pool), [1] AllowLongRun.
+type wantSlot struct {
+	index              int64
+	ask, paid, refused [2]int64
+	asked              [2]int64 // by the last request
+}
 
-func (w *wants) add(due, interval int64, longRun bool) {
-	s := w.at(due / interval)
+// What take found.
+const (
+	wantNone    = iota // no want due: a retry not told of
+	wantPaid           // paid for
+	wantRefused        // refused by a grant
+	wantWaiting        // asked for, not answered: the lease pays as for none
+)
+
+func kind(longRun bool) int {
 	if longRun {
-		s.longRun++
+		return 1
+	}
+	return 0
+}
+
+// add counts a retry due at due, paid for already or to ask for.
+func (w *wants) add(due, interval int64, longRun, paid bool) {
+	s := w.at(due / interval)
+	if paid {
+		s.paid[kind(longRun)]++
 	} else {
-		s.reserve++
+		s.ask[kind(longRun)]++
 	}
 }
 
 // at returns the slot of interval i, emptied if it held another one.
 func (w *wants) at(i int64) *wantSlot {
-	s := &w.slot[(i%wantSlots+wantSlots)%wantSlots]
+	s := w.slot0(i)
 	if s.index != i {
 		*s = wantSlot{index: i}
 	}
 	return s
 }
 
-// due returns the retries wanted and not paid that are due from one
-// interval before now until by.
-func (w *wants) due(now, by, interval int64) (reserve, longRun int64) {
-	from, to := now/interval-1, min(by/interval, now/interval+wantSlots-2)
-	for i := from; i <= to; i++ {
-		if s := &w.slot[(i%wantSlots+wantSlots)%wantSlots]; s.index == i {
-			reserve, longRun = reserve+s.reserve, longRun+s.longRun
+func (w *wants) slot0(i int64) *wantSlot { return &w.slot[(i%wantSlots+wantSlots)%wantSlots] }
+
+// ask returns the retries to ask for at now: those not asked for yet, and
+// those asked for by a request that got no answer, due from one interval
+// before now on. They are asked for now.
+func (w *wants) ask(now, interval int64) (retries, longRun int64) {
+	from := now/interval - 1
+	for i := from; i < from+wantSlots; i++ {
+		if s := w.slot0(i); s.index == i {
+			for k := range 2 {
+				s.asked[k] += s.ask[k]
+				s.ask[k] = 0
+			}
+			retries, longRun = retries+s.asked[0], longRun+s.asked[1]
+		}
+	}
+	return retries, longRun
+}
+
+// settle takes the retries asked for, in the order they are due, out of
+// lease, the grant that answered: each one it holds a token for is paid
+// for, the others are refused (all of them without a grant). A retry paid
+// from the reserve takes its earnings, then the floor, then a long-run
+// token; one paid from the long-run pool, a long-run token. It returns the
+// retries paid for, of each kind.
+func (w *wants) settle(now, interval int64, lease *Return) (reserve, longRun int64) {
+	from := now/interval - 1
+	for i := from; i < from+wantSlots; i++ {
+		s := w.slot0(i)
+		if s.index != i {
+			continue
+		}
+		for k := range 2 {
+			for ; s.asked[k] > 0; s.asked[k]-- {
+				if lease != nil && lease.take(k == 0) {
+					s.paid[k]++
+					if k == 0 {
+						reserve++
+					} else {
+						longRun++
+					}
+				} else {
+					s.refused[k]++
+				}
+			}
 		}
 	}
 	return reserve, longRun
 }
 
-// take marks as paid a want due in now's interval or the one before, if
-// there is one, and reports whether there was.
-func (w *wants) take(now, interval int64, longRun bool) bool {
+// take takes one token out of r, if it holds one: from the reserve first
+// with reserve, else from the long-run tokens alone.
+func (r *Return) take(reserve bool) bool {
+	if reserve && r.Earned+r.Floor >= Token {
+		e := min(r.Earned, Token)
+		r.Earned, r.Floor = r.Earned-e, r.Floor-(Token-e)
+		return true
+	}
+	if r.LongRun < Token {
+		return false
+	}
+	r.LongRun -= Token
+	return true
+}
+
+// take finds a want due in now's interval or the one before (a timer fires
+// late), marks it made, and says how it stands.
+func (w *wants) take(now, interval int64, longRun bool) int {
+	k := kind(longRun)
 	for i := now/interval - 1; i <= now/interval; i++ {
-		s := &w.slot[(i%wantSlots+wantSlots)%wantSlots]
+		s := w.slot0(i)
 		switch {
 		case s.index != i:
-		case longRun && s.longRun > 0:
-			s.longRun--
-			return true
-		case !longRun && s.reserve > 0:
-			s.reserve--
-			return true
+		case s.paid[k] > 0:
+			s.paid[k]--
+			return wantPaid
+		case s.refused[k] > 0:
+			s.refused[k]--
+			return wantRefused
+		case s.asked[k] > 0:
+			s.asked[k]--
+			return wantWaiting
+		case s.ask[k] > 0:
+			s.ask[k]--
+			return wantWaiting
 		}
 	}
-	return false
+	return wantNone
 }
