@@ -33,7 +33,7 @@ func TestHostileState(t *testing.T) {
 		{"negative", map[string]string{"p": "-5000000", "s": "-7", "e0": "-100", "a0": "-9000000", "f0": "-1", "n0": "-3", "n1": "-3"}, false},
 		{"negative birth", map[string]string{"b": "-1"}, false},
 		{"huge", map[string]string{"p": "9000000000000000", "f0": "99999999999", "s": "99999999999", "a1": "99999999999999999"}, false},
-		{"garbage", map[string]string{"p": "x", "l": "nan", "s": "1e300", "i0": "0x10", "b": ""}, false},
+		{"garbage", map[string]string{"p": "x", "l": "nan", "s": "1e300", "i0": "1.5", "b": ""}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, _ := server(t)

@@ -20,8 +20,10 @@ import (
 // since the last success), c0 n0 c1 n1 (renewals per interval), and per
 // tenth j of the Window ij (index), ej (successes), aj (paid from their
 // earnings), fj (paid from the floor). A field that is missing, or not an
-// integer, reads as 0 (b as missing: the budget is made again); the
-// Ledger's Repair then brings every field into its range.
+// integer Lua's tonumber reads exactly, reads as 0 (b as missing: the
+// budget is made again); the Ledger's Repair then brings every field into
+// its range, and the fields it changed are written back (a tenth that reads
+// as 0 and stays 0 may keep what it holds).
 //
 // ARGV: Params (Ratio, PerSecond, Burst, Reserve, MinReserve, Window,
 // Interval), Request (Started, Succeeded, Span, Return.Tenth,
@@ -57,20 +59,17 @@ local function idiv(x, y)
   return q
 end
 local function whole(n) return n - n % TOKEN end
--- int reads a stored field: an integer in decimal digits, or 0 (missing,
--- not an integer, too large to be exact).
+-- int reads a stored field: an integer, or 0 (missing, not a number, not
+-- an integer, too large to be exact).
 local function int(v)
-  if type(v) ~= 'string' or not string.match(v, '^%-?%d+$') then return 0 end
   local n = tonumber(v)
-  if n == nil or math.abs(n) >= 2^53 then return 0 end
+  if n == nil or n ~= n or n % 1 ~= 0 or n >= 2^53 or n <= -2^53 then return 0 end
   return n
 end
 
-local names = {'b', 'l', 'p', 's', 'c0', 'n0', 'c1', 'n1'}
-for j = 0, 9 do
-  names[#names + 1] = 'i' .. j; names[#names + 1] = 'e' .. j; names[#names + 1] = 'a' .. j; names[#names + 1] = 'f' .. j
-end
-local v = redis.call('HMGET', KEYS[1], unpack(names))
+local v = redis.call('HMGET', KEYS[1], 'b', 'l', 'p', 's', 'c0', 'n0', 'c1', 'n1',
+  'i0', 'e0', 'a0', 'f0', 'i1', 'e1', 'a1', 'f1', 'i2', 'e2', 'a2', 'f2', 'i3', 'e3', 'a3', 'f3', 'i4', 'e4', 'a4', 'f4',
+  'i5', 'e5', 'a5', 'f5', 'i6', 'e6', 'a6', 'f6', 'i7', 'e7', 'a7', 'f7', 'i8', 'e8', 'a8', 'f8', 'i9', 'e9', 'a9', 'f9')
 local born, last, pool, since = int(v[1]), int(v[2]), int(v[3]), int(v[4])
 local ci, cn = {[0] = int(v[5]), int(v[7])}, {[0] = int(v[6]), int(v[8])}
 local ti, te, ta, tf = {}, {}, {}, {}
@@ -79,11 +78,12 @@ for j = 0, 9 do
 end
 local w = math.max(idiv(window, 10), 1)
 
--- Repair: as Ledger.Repair.
+-- Repair: as Ledger.Repair. dirty marks the tenths to write back.
+local dirty = {}
 if born <= 0 or born > now then
   born, last, pool, since = now, now, burst, 0
   if seen > 0 and seen <= now then born, pool, since = seen, 0, minres end
-  for j = 0, 9 do ti[j], te[j], ta[j], tf[j] = 0, 0, 0, 0 end
+  for j = 0, 9 do ti[j], te[j], ta[j], tf[j], dirty[j] = 0, 0, 0, 0, true end
   ci, cn = {[0] = 0, 0}, {[0] = 0, 0}
 else
   if last < born or last > now then last = now end
@@ -91,12 +91,14 @@ else
   since = math.min(math.max(since, 0), minres)
   local k = idiv(now - born, w)
   for j = 0, 9 do
-    if ti[j] < 0 or ti[j] > k or ti[j] % 10 ~= j then
+    local i, e, p, f = ti[j], te[j], ta[j], tf[j]
+    if i < 0 or i > k or i % 10 ~= j then
       ti[j], te[j], ta[j], tf[j] = 0, 0, 0, 0
     else
-      te[j], ta[j] = clamp(te[j], MAXCOUNT), clamp(ta[j], MAXCOUNT * TOKEN)
-      tf[j] = clamp(tf[j], minres)
+      te[j], ta[j] = clamp(e, MAXCOUNT), clamp(p, MAXCOUNT * TOKEN)
+      tf[j] = clamp(f, minres)
     end
+    if ti[j] ~= i or te[j] ~= e or ta[j] ~= p or tf[j] ~= f then dirty[j] = true end
   end
   local i = idiv(now, interval)
   for j = 0, 1 do
@@ -121,6 +123,7 @@ last = math.max(last, now)
 local function at(j)
   local s = j % 10
   if ti[s] ~= j then ti[s], te[s], ta[s], tf[s] = j, 0, 0, 0 end
+  dirty[s] = true
   return s
 end
 
@@ -157,6 +160,7 @@ if window > 0 then
   -- GiveBack.
   local s = rtenth % 10
   if rtenth > k - 10 and rtenth <= k and ti[s] == rtenth then
+    dirty[s] = true
     local rf = math.min(math.max(rfloor, 0), tf[s])
     ta[s] = ta[s] - math.min(ta[s], math.max(rearned, 0))
     tf[s] = tf[s] - rf
@@ -184,17 +188,12 @@ end
 local gl = whole(math.min(asklong + retries, math.max(pool, 0)))
 pool = math.min(pool - gl, burst)
 
--- same reports whether a stored field holds n already.
-local function same(raw, n) return type(raw) == 'string' and string.match(raw, '^%-?%d+$') ~= nil and tonumber(raw) == n end
 local out = {'b', born, 'l', last, 'p', pool, 's', since, 'c0', ci[0], 'n0', cn[0], 'c1', ci[1], 'n1', cn[1]}
-for j = 0, 9 do
-  local o = 9 + 4 * j
-  if not (same(v[o], ti[j]) and same(v[o + 1], te[j]) and same(v[o + 2], ta[j]) and same(v[o + 3], tf[j])) then
-    out[#out + 1] = 'i' .. j; out[#out + 1] = ti[j]
-    out[#out + 1] = 'e' .. j; out[#out + 1] = te[j]
-    out[#out + 1] = 'a' .. j; out[#out + 1] = ta[j]
-    out[#out + 1] = 'f' .. j; out[#out + 1] = tf[j]
-  end
+for j, _ in pairs(dirty) do
+  out[#out + 1] = 'i' .. j; out[#out + 1] = ti[j]
+  out[#out + 1] = 'e' .. j; out[#out + 1] = te[j]
+  out[#out + 1] = 'a' .. j; out[#out + 1] = ta[j]
+  out[#out + 1] = 'f' .. j; out[#out + 1] = tf[j]
 end
 redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)
