@@ -23,11 +23,12 @@ import (
 // single atomic addition. Succeeded is a single atomic addition to one of
 // Stripes counters, each on a cache line of its own: a caller that keeps
 // to one stripe per processor (SucceededOn) writes no line another
-// processor writes. The first success after the successes were last dated
-// reads the clock, to know when the successes not yet dated began; every
-// datingEvery successes on a stripe date those counted; and the first of
-// those datingEvery reads the clock too, and dates them if they began more
-// than a tenth of the Window ago (a quiet spell). Both are allocation-free. The counts are turned into tokens under a mutex by
+// processor writes. Every datingEvery successes on a stripe date those
+// counted (they are spread over the time since the first of them was
+// stamped, or since the last dating), and the first of those datingEvery
+// reads the clock: it stamps its time if no success since the last dating
+// was, and dates them if the stamp is more than a tenth of the Window old
+// (a quiet spell). Both are allocation-free. The counts are turned into tokens under a mutex by
 // Allow and Tokens, the slow path.
 type Budget struct {
 	p         Params
@@ -159,34 +160,25 @@ func (b *Budget) SucceededOn(i int) {
 	if b.noReserve {
 		return
 	}
-	switch b.succeeded[uint(i)%Stripes].n.Add(1) % datingEvery {
+	switch uint64(b.succeeded[uint(i)%Stripes].n.Add(1)) % datingEvery {
 	case 0:
-		b.date(b.clock())
+		if b.mu.TryLock() { // else another goroutine is counting them
+			b.update(b.clock())
+			b.mu.Unlock()
+		}
 	case 1:
-		// The first of a stripe's datingEvery: if the successes not dated
-		// began long ago (a quiet spell since), date them now, so that
-		// this one and those after it are not spread over the spell.
+		// The first of a stripe's datingEvery reads the clock: if no
+		// success counted since the last dating was stamped, it stamps its
+		// time (those counted before the next dating happened after it);
+		// if the stamp is old (a quiet spell since), it dates them now, so
+		// that this one and those after it are not spread over the spell.
 		now := b.clock()
 		if p := b.pending.Load(); p == 0 {
 			b.pending.CompareAndSwap(0, now.UnixMicro())
-		} else if now.UnixMicro()-p > width(b.p) {
-			b.date(now)
+		} else if now.UnixMicro()-p > width(b.p) && b.mu.TryLock() {
+			b.update(now)
+			b.mu.Unlock()
 		}
-	default:
-		if b.pending.Load() == 0 {
-			// The first success since the last dating: those counted
-			// before the next dating happened since.
-			b.pending.CompareAndSwap(0, b.clock().UnixMicro())
-		}
-	}
-}
-
-// date counts the successes counted so far in their tenths of the Window,
-// at now, unless another goroutine holds the mutex (it will).
-func (b *Budget) date(now time.Time) {
-	if b.mu.TryLock() {
-		b.update(now)
-		b.mu.Unlock()
 	}
 }
 
@@ -228,7 +220,10 @@ func (b *Budget) update(now time.Time) int64 {
 	}
 	// The stamp first, then the counters: a success counted after they
 	// were read stamps the next span.
-	from := b.pending.Swap(0)
+	var from int64
+	if b.pending.Load() != 0 { // else no write: the line is read by every stripe's first success
+		from = b.pending.Swap(0)
+	}
 	var total int64
 	for i := range b.succeeded {
 		total += b.succeeded[i].n.Load()
