@@ -199,7 +199,8 @@ type deferredBudget struct {
 	wants  []time.Time // due times
 	told   []time.Time // when Want was called
 	asked  []time.Time // when Allow or AllowLongRun was called
-	refuse bool
+	refuse bool        // when the retry is due
+	never  bool        // when it is decided (Want)
 }
 
 func (b *deferredBudget) Started()   {}
@@ -208,7 +209,7 @@ func (b *deferredBudget) Want(now, due time.Time, longRun bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.told, b.wants = append(b.told, now), append(b.wants, due)
-	return true
+	return !b.never
 }
 func (b *deferredBudget) Allow(now time.Time) bool { return b.pay(now) }
 func (b *deferredBudget) AllowLongRun(now time.Time) bool {
@@ -227,35 +228,64 @@ func (b *deferredBudget) State(time.Time) interceptor.SharedBudgetState {
 // TestDeferredBudgetPaysWhenDue: a DeferredBudget is told of a retry when
 // it is decided, with the time it is due, and asked to pay for it then,
 // after the backoff; a retry it refuses ends the call then, throttled.
+// Unary calls, the three kinds of stream and a hedged call alike.
 func TestDeferredBudgetPaysWhenDue(t *testing.T) {
-	for _, refuse := range []bool{false, true} {
-		t.Run(fmt.Sprintf("refuse %v", refuse), func(t *testing.T) {
+	kinds := []callKind{unary, serverStream, clientStream, bidi, unary}
+	for i, k := range kinds {
+		hedged := i == len(kinds)-1
+		for _, refuse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v hedged %v refuse %v", k, hedged, refuse), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b := &deferredBudget{refuse: refuse}
+					opts := []interceptor.Option{interceptor.WithSharedBudget(
+						func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return b })}
+					if hedged { // a hedge due long after the retry: none is sent
+						opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", hedging(2, time.Hour)))
+					}
+					r, err := interceptor.New(bufconntest.Exact(), opts...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					srv := newBackend(t, codes.Unavailable, 1)
+					cc := dialAs(t, srv, "passthrough:///backend", r.DialOptions()...)
+					start := time.Now()
+					res := runCall(t.Context(), testgrpc.NewTestServiceClient(cc), k, []string{"m"}, howToRun{})
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					if len(b.told) != 1 || !b.told[0].Equal(start) || !b.wants[0].Equal(start.Add(time.Second)) {
+						t.Fatalf("told of %v retries due %v, want one, at the failure, due 1 s later", b.told, b.wants)
+					}
+					if len(b.asked) != 1 || !b.asked[0].Equal(b.wants[0]) {
+						t.Errorf("asked to pay at %v, want once, when the retry was due (%v)", b.asked, b.wants[0])
+					}
+					var ge *grpcbackoff.Error
+					switch {
+					case !refuse && res.Err != nil:
+						t.Errorf("paid: %v, want the retry's success", res.Err)
+					case refuse && (!errors.As(res.Err, &ge) || ge.Reason != grpcbackoff.ReasonThrottled || !res.End.Equal(b.wants[0])):
+						t.Errorf("refused: %v at +%v, want throttled when the retry was due", res.Err, res.End.Sub(start))
+					}
+				})
+			})
+		}
+		t.Run(fmt.Sprintf("%v hedged %v refused when decided", k, hedged), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := &deferredBudget{refuse: refuse}
-				r, err := interceptor.New(bufconntest.Exact(), interceptor.WithSharedBudget(
-					func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return b }))
+				b := &deferredBudget{never: true}
+				opts := []interceptor.Option{interceptor.WithSharedBudget(
+					func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return b })}
+				if hedged {
+					opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", hedging(2, time.Hour)))
+				}
+				r, err := interceptor.New(bufconntest.Exact(), opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				srv := newBackend(t, codes.Unavailable, 1)
-				cc := dialAs(t, srv, "passthrough:///backend", r.DialOptions()...)
+				cc := dialAs(t, newBackend(t, codes.Unavailable, 1), "passthrough:///backend", r.DialOptions()...)
 				start := time.Now()
-				_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
-				end := time.Now()
-				b.mu.Lock()
-				defer b.mu.Unlock()
-				if len(b.told) != 1 || !b.told[0].Equal(start) || !b.wants[0].Equal(start.Add(time.Second)) {
-					t.Fatalf("told of %v retries due %v, want one, at the failure, due 1 s later", b.told, b.wants)
-				}
-				if len(b.asked) != 1 || !b.asked[0].Equal(b.wants[0]) {
-					t.Errorf("asked to pay at %v, want once, when the retry was due (%v)", b.asked, b.wants[0])
-				}
+				res := runCall(t.Context(), testgrpc.NewTestServiceClient(cc), k, []string{"m"}, howToRun{})
 				var ge *grpcbackoff.Error
-				switch {
-				case !refuse && err != nil:
-					t.Errorf("paid: %v, want the retry's success", err)
-				case refuse && (!errors.As(err, &ge) || ge.Reason != grpcbackoff.ReasonThrottled || !end.Equal(b.wants[0])):
-					t.Errorf("refused: %v at +%v, want throttled when the retry was due", err, end.Sub(start))
+				if !errors.As(res.Err, &ge) || ge.Reason != grpcbackoff.ReasonThrottled || !res.End.Equal(start) || len(b.asked) != 0 {
+					t.Errorf("refused when decided: %v at +%v, asked to pay %d times; want throttled at once", res.Err, res.End.Sub(start), len(b.asked))
 				}
 			})
 		})
