@@ -23,12 +23,12 @@ import (
 // single atomic addition. Succeeded is a single atomic addition to one of
 // Stripes counters, each on a cache line of its own: a caller that keeps
 // to one stripe per processor (SucceededOn) writes no line another
-// processor writes. Every datingEvery successes on a stripe date those
-// counted (they are spread over the time since the first of them was
-// stamped, or since the last dating), and the first of those datingEvery
-// reads the clock: it stamps its time if no success since the last dating
-// was, and dates them if the stamp is more than a tenth of the Window old
-// (a quiet spell). Both are allocation-free. The counts are turned into tokens under a mutex by
+// processor writes. The first success after the last dating stamps its
+// time (a clock read); every datingEvery successes on a stripe date those
+// counted, spread over the time since the stamp; and the first of a
+// stripe's datingEvery reads the clock, to date them at once if the stamp
+// is more than a tenth of the Window old (a quiet spell since). Both are
+// allocation-free. The counts are turned into tokens under a mutex by
 // Allow and Tokens, the slow path.
 type Budget struct {
 	p         Params
@@ -167,17 +167,23 @@ func (b *Budget) SucceededOn(i int) {
 			b.mu.Unlock()
 		}
 	case 1:
-		// The first of a stripe's datingEvery reads the clock: if no
-		// success counted since the last dating was stamped, it stamps its
-		// time (those counted before the next dating happened after it);
-		// if the stamp is old (a quiet spell since), it dates them now, so
-		// that this one and those after it are not spread over the spell.
+		// The first of a stripe's datingEvery: it stamps its time if no
+		// success since the last dating did; if the stamp is old (a quiet
+		// spell since), it dates the successes now, so that this one and
+		// those after it are not spread over the spell.
 		now := b.clock()
 		if p := b.pending.Load(); p == 0 {
 			b.pending.CompareAndSwap(0, now.UnixMicro())
 		} else if now.UnixMicro()-p > width(b.p) && b.mu.TryLock() {
 			b.update(now)
 			b.mu.Unlock()
+		}
+	default:
+		if b.pending.Load() == 0 {
+			// The first success since the last dating (by an Allow, or
+			// another stripe): those counted before the next happened
+			// after it.
+			b.pending.CompareAndSwap(0, b.clock().UnixMicro())
 		}
 	}
 }

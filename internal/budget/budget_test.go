@@ -275,12 +275,11 @@ func TestReserve(t *testing.T) {
 			tokens(s, 10),
 			allow(5*s, true, 4), // paid in the tenth [5 s, 6 s)
 			tokens(5*s, 6),
-			{op: "succeeded", at: 6 * s, n: 20}, // not stamped (mid-batch): spread over (5 s, 12 s], 20/7 a second
+			{op: "succeeded", at: 6 * s, n: 20}, // the first at 6 s: spread over (6 s, 12 s]
 			// The first 20 expired, not the 4 paid.
 			tokens(12*s, 0.5*20-4),
-			// The tenth [5 s, 6 s) expired too, with its 4 paid and the 2 (of
-			// 20/7) successes counted in it.
-			tokens(15*s, 0.5*18),
+			// The tenth [5 s, 6 s) expired too, with its 4 paid.
+			tokens(15*s, 0.5*20),
 		}},
 		// Re-derived for issue 27: the floor was MinReserve only while a
 		// success was in the Window (or the budget young), so a restart
