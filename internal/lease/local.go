@@ -244,26 +244,18 @@ func (l *Local) pay(n int64, reserve bool) bool {
 }
 
 // fromLease pays for a retry from the lease, if it can: from the reserve
-// first if reserve is set, then from the long-run tokens.
+// first if reserve is set, then from the long-run tokens (Return.take).
 func (l *Local) fromLease(n int64, reserve bool) bool {
-	if reserve && l.lease.Earned+l.lease.Floor >= Token {
-		e := min(l.lease.Earned, Token)
-		l.lease.Earned -= e
-		l.lease.Floor -= Token - e
-		if l.out {
-			l.spent.Earned, l.spent.Floor = l.spent.Earned+e, l.spent.Floor+Token-e
-		}
-		l.charge(n, true)
-		return true
-	}
-	if l.lease.LongRun < Token {
+	before := l.lease
+	if !l.lease.take(reserve) {
 		return false
 	}
-	l.lease.LongRun -= Token
 	if l.out {
-		l.spent.LongRun += Token
+		l.spent.Earned += before.Earned - l.lease.Earned
+		l.spent.Floor += before.Floor - l.lease.Floor
+		l.spent.LongRun += before.LongRun - l.lease.LongRun
 	}
-	l.charge(n, false)
+	l.charge(n, l.lease.LongRun == before.LongRun)
 	return true
 }
 
