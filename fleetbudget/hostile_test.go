@@ -101,3 +101,16 @@ func TestHostileState(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantFromAnotherClock: a grant whose time is more than a minute from
+// the process's clock is refused, as Redis's answer to a renewal that
+// failed: the process never remembers a birth from a clock it cannot trust.
+func TestGrantFromAnotherClock(t *testing.T) {
+	now := time.Now()
+	for _, d := range []time.Duration{0, 59 * time.Second, -59 * time.Second, 61 * time.Second, -time.Hour} {
+		err := checkClocks([]lease.Grant{{Now: now.Add(d).UnixMicro(), Born: now.Add(-time.Hour).UnixMicro()}}, now)
+		if refused := err != nil; refused != (d > maxSkew || d < -maxSkew) {
+			t.Errorf("a grant %v from the process's clock: %v, want refused only beyond %v", d, err, maxSkew)
+		}
+	}
+}
