@@ -13,11 +13,15 @@
 // Options.Names names it otherwise. A call never waits for Redis: each
 // process spends a lease of the fleet's budget, which a goroutine renews in
 // the background every 3/4 of Options.LeasePeriod with one script call per
-// budget (lease.Ledger.Renew, in Lua, on the server's clock). A process that
-// cannot renew its lease falls back, when it expires, to its share of the
-// budget (the Throttle on its own calls, the fleet's floors divided by the
-// last fleet size it saw), logs that once, and joins again when Redis
-// answers. See README.md for the design and its bound.
+// budget (lease.Ledger.Renew, in Lua, on the server's clock). A lease holds
+// the process's stock (its share of the fleet's floors among the processes
+// that renew, and what its own successes earned: alone, a process holds
+// the whole Throttle) and the retries it told of before they are due (the
+// budgets are interceptor.DeferredBudgets: a retry is paid when its backoff
+// ends). A process that cannot renew its lease falls back, when it expires,
+// to its share of the budget (the Throttle on its own calls, the fleet's
+// floors divided by the last fleet size it saw), logs that once, and joins
+// again when Redis answers. See README.md for the design and its bound.
 //
 // Redis ≥ 5 and Valkey ≥ 7, standalone or cluster (Memorystore for Redis,
 // Redis Cluster and Valkey included), through go-redis v9: the client most
@@ -28,11 +32,15 @@ package fleetbudget
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,13 +81,17 @@ type Options struct {
 	// Default "grpcbackoff:budget:".
 	Prefix string
 	// Names maps targets (as TargetState.Target) to budget names; a target
-	// not in it is its own name. Processes that share a name share a
-	// budget. A name is 1 to 256 printable characters without braces.
+	// not in it is its own name (percent-encoded where a name cannot hold
+	// it, and hashed beyond 256 bytes: see README.md). Processes that share
+	// a name share a budget. A name is 1 to 256 bytes of printable
+	// characters without braces.
 	Names map[string]string
 	// LeasePeriod is how long a lease is valid, between 100 ms and a
 	// minute; each process renews its leases every 3/4 of it, one script
-	// call per budget (about 75 µs of Redis's time). Default 1 s, or 1 s
-	// per 2 000 processes of FleetSize when that is longer (see README.md).
+	// call per budget, and sooner, once a renewal, for a retry due before
+	// the next renewal could pay it. Default 1 s, or 1 s per 2 000
+	// processes of FleetSize when that is longer (README.md says what it
+	// costs Redis).
 	LeasePeriod time.Duration
 	// FleetSize is the number of processes a process assumes share a
 	// budget until Redis has told it (if Redis cannot be reached from its
@@ -115,6 +127,15 @@ type Fleet struct {
 	once        sync.Once
 
 	failing bool // the last renewal failed, and that was logged; the loop's
+
+	// probe dials the server (its addresses, with the client's TLS) as
+	// the client would, without the client: while Redis cannot be
+	// reached, the renewals wait for probe to answer before they give the
+	// address back to the client, which logs each dial it fails on its
+	// own logger (redis.SetLogger, the process's). nil for a client of
+	// another kind. unreachable is the loop's.
+	probe       func(ctx context.Context) error
+	unreachable bool
 }
 
 // New returns a Fleet, or an error naming what is wrong with o. It does
@@ -177,6 +198,7 @@ func build(o Options) (*Fleet, error) {
 			errs = append(errs, errors.New("fleetbudget: TLSConfig and Cluster go with URL: set them on the Client"))
 		}
 		f.client, f.where = o.Client, "a redis.UniversalClient"
+		f.probe = probeOf(o.Client, f.period/4)
 	case o.URL == "":
 		errs = append(errs, errors.New("fleetbudget: neither Client nor URL is set"))
 	default:
@@ -185,10 +207,12 @@ func build(o Options) (*Fleet, error) {
 			errs = append(errs, err)
 		}
 		if len(errs) == 0 { // a client is made for valid options alone: go-redis may dial at once
-			f.client, f.owned = newClient(), true
+			f.client, f.probe = newClient()
+			f.owned = true
 		}
 		f.where = where
 	}
+	f.unreachable = f.probe != nil // until a probe answers: the client dials nothing before
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -198,17 +222,27 @@ func build(o Options) (*Fleet, error) {
 
 // dial checks o.URL and o.TLSConfig and returns what makes the client of
 // o.URL, with timeouts of a quarter of the lease period, no retry of its own
-// (the next renewal is the retry), and one connection: while the server
-// cannot be reached, go-redis logs one failed dial (on its own logger,
-// redis.SetLogger), then probes in the background and fails at once.
-func dial(o Options, period time.Duration) (func() redis.UniversalClient, string, error) {
+// (the next renewal is the retry), one connection, and a dialer that fails
+// quietly (see quiet).
+func dial(o Options, period time.Duration) (func() (redis.UniversalClient, func(context.Context) error), string, error) {
 	u, err := url.Parse(o.URL)
-	if err != nil {
-		return nil, "", fmt.Errorf("fleetbudget: URL: %w", redactErr(err, o.URL))
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return nil, "", fmt.Errorf("fleetbudget: URL %q is not a URL: write it \"redis://HOST:PORT\" (\"rediss://\" for TLS), e.g. \"redis://%s\"",
+			redact(o.URL), hostPortOf(o.URL))
 	}
 	where := u.Redacted()
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, where, fmt.Errorf("fleetbudget: URL %q: the scheme must be redis or rediss", where)
+	}
+	if err := checkHostPort(u.Host); err != nil {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w", where, err)
+	}
+	if o.Cluster {
+		for _, a := range u.Query()["addr"] {
+			if err := checkHostPort(a); err != nil {
+				return nil, where, fmt.Errorf("fleetbudget: URL %q: addr=%q: %w", where, a, err)
+			}
+		}
 	}
 	if o.TLSConfig != nil {
 		if u.Scheme != "rediss" {
@@ -237,7 +271,11 @@ func dial(o Options, period time.Duration) (func() redis.UniversalClient, string
 		opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
 		opt.MaxRetries, opt.PoolSize, opt.MaxRedirects, opt.DialerRetries = -1, 1, 3, 1
-		return func() redis.UniversalClient { return redis.NewClusterClient(opt) }, where, nil
+		raw := redis.NewDialer(&redis.Options{TLSConfig: opt.TLSConfig, DialTimeout: t})
+		opt.Dialer = quiet(raw)
+		return func() (redis.UniversalClient, func(context.Context) error) {
+			return redis.NewClusterClient(opt), prober(opt.Addrs, raw, t)
+		}, where, nil
 	}
 	opt, err := redis.ParseURL(o.URL)
 	if err != nil {
@@ -246,7 +284,11 @@ func dial(o Options, period time.Duration) (func() redis.UniversalClient, string
 	opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
 	opt.MaxRetries, opt.PoolSize, opt.DialerRetries = -1, 1, 1
-	return func() redis.UniversalClient { return redis.NewClient(opt) }, where, nil
+	raw := redis.NewDialer(opt)
+	opt.Dialer = quiet(raw)
+	return func() (redis.UniversalClient, func(context.Context) error) {
+		return redis.NewClient(opt), prober([]string{opt.Addr}, raw, t)
+	}, where, nil
 }
 
 // redactErr returns err with raw's password, if any, replaced.
@@ -259,6 +301,47 @@ func redactErr(err error, raw string) error {
 		return errors.New(strings.ReplaceAll(err.Error(), p, "xxxxx"))
 	}
 	return err
+}
+
+// redact returns raw, which is not a URL, with what may be a password (what
+// comes before an @) replaced.
+func redact(raw string) string {
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "xxxxx" + raw[i:]
+	}
+	return raw
+}
+
+// hostPortOf returns the host and port raw seems to name, for an example.
+func hostPortOf(raw string) string {
+	raw = redact(raw)
+	if i := strings.Index(raw, "://"); i >= 0 {
+		raw = raw[i+3:]
+	}
+	if h, p, err := net.SplitHostPort(raw); err == nil {
+		return net.JoinHostPort(h, p)
+	}
+	return "10.0.0.3:6379"
+}
+
+// checkHostPort reports what is wrong with hostport, a URL's "host:port"
+// (the port may be left out: 6379).
+func checkHostPort(hostport string) error {
+	host, port := hostport, ""
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
+	} else if strings.Count(hostport, ":") > 0 && !strings.HasPrefix(hostport, "[") {
+		return fmt.Errorf("%q is not HOST:PORT", hostport)
+	}
+	if host == "" {
+		return fmt.Errorf("%q names no host", hostport)
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+		}
+	}
+	return nil
 }
 
 // checkTLS reports what makes c unusable.
@@ -285,8 +368,13 @@ func checkName(what, s string, n int) error {
 	return nil
 }
 
+// maxName is the most bytes a budget name holds.
+const maxName = 256
+
 // nameOf returns the budget name of target: Names's, or the target with
-// the characters a name cannot hold escaped ("" is "none").
+// the bytes a name cannot hold percent-encoded (braces, '%', and those of
+// characters that are not printable or not UTF-8), and, if that is longer
+// than maxName bytes, cut (see hashed). "" is "none".
 func (f *Fleet) nameOf(target string) string {
 	if n, ok := f.names[target]; ok {
 		return n
@@ -295,17 +383,35 @@ func (f *Fleet) nameOf(target string) string {
 		return "none"
 	}
 	var b strings.Builder
-	for _, r := range target {
-		if r == '{' || r == '}' || r == '%' || !unicode.IsPrint(r) || r == utf8.RuneError {
-			fmt.Fprintf(&b, "%%%02X", r)
-			continue
+	for s := target; s != ""; {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == '{' || r == '}' || r == '%' || !unicode.IsPrint(r) || r == utf8.RuneError && n == 1 {
+			for _, c := range []byte(s[:n]) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+		} else {
+			b.WriteString(s[:n])
 		}
-		b.WriteRune(r)
+		s = s[n:]
 	}
-	if b.Len() > 256 {
-		return b.String()[:256]
+	return hashed(b.String())
+}
+
+// hashed returns name if it holds in maxName bytes; else its first bytes,
+// cut between two characters, "#" and 32 hexadecimal digits of the SHA-256
+// of the whole name, maxName bytes at most: two long names that differ
+// anywhere get two names.
+func hashed(name string) string {
+	if len(name) <= maxName {
+		return name
 	}
-	return b.String()
+	sum := sha256.Sum256([]byte(name))
+	suffix := "#" + hex.EncodeToString(sum[:16])
+	cut := maxName - len(suffix)
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + suffix
 }
 
 // Option returns the option that makes a Retrier's budgets f's
@@ -324,14 +430,19 @@ func (f *Fleet) Budget(target string, t grpcbackoff.Throttle) interceptor.Shared
 	}
 	now := time.Now()
 	b := &budget{name: name, key: f.prefix + "{" + name + "}", local: lease.NewLocal(t, f.period, f.size, now),
-		ttl: max(2*t.Window, time.Minute).Milliseconds()}
+		ttl: max(2*t.Window, time.Minute).Milliseconds(), wake: f.wakeUp}
 	f.budgets[name] = b
 	f.order = append(f.order, b)
+	f.wakeUp()
+	return b
+}
+
+// wakeUp makes the loop look at the budgets now.
+func (f *Fleet) wakeUp() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
 	}
-	return b
 }
 
 // String describes f, e.g. "fleetbudget on redis://10.0.0.3:6379".
@@ -358,20 +469,38 @@ func (f *Fleet) Close() error {
 func (f *Fleet) started() bool { return f.loopStarted.Load() }
 
 // budget is one budget name's: the lease of this process, and the calls
-// counted since the last renewal.
+// counted since the last renewal. It is an interceptor.DeferredBudget: a
+// retry is asked for at the last renewal before it is due.
 type budget struct {
 	name, key string
 	ttl       int64 // ms
+	wake      func()
 
 	started, succeeded atomic.Int64
+	early              atomic.Bool // a retry wants a renewal before its time
 
 	mu    sync.Mutex
 	local *lease.Local
 	next  time.Time // the next renewal (zero: at once); the loop's
 }
 
+var _ interceptor.DeferredBudget = (*budget)(nil)
+
 func (b *budget) Started()   { b.started.Add(1) }
 func (b *budget) Succeeded() { b.succeeded.Add(1) }
+
+// Want is always true: a retry the fleet's budget cannot pay for is
+// refused when it is due (Allow).
+func (b *budget) Want(now, due time.Time, longRun bool) bool {
+	b.mu.Lock()
+	renewNow := b.local.Want(now, due, longRun)
+	b.mu.Unlock()
+	if renewNow {
+		b.early.Store(true)
+		b.wake()
+	}
+	return true
+}
 
 func (b *budget) Allow(now time.Time) bool {
 	b.mu.Lock()
@@ -392,3 +521,70 @@ func (b *budget) State(now time.Time) interceptor.SharedBudgetState {
 	return interceptor.SharedBudgetState{Name: b.name, Retries: s.Tokens, Joined: s.Joined, FleetSize: int(s.Size),
 		Leases: s.Leases, Fallbacks: s.Fallbacks}
 }
+
+// probeOf returns a function that dials c's server as c would (its
+// addresses, its dialer), or nil for a client of a kind it does not know.
+func probeOf(c redis.UniversalClient, timeout time.Duration) func(context.Context) error {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		if o.Dialer == nil {
+			return prober([]string{o.Addr}, redis.NewDialer(o), timeout)
+		}
+		return prober([]string{o.Addr}, o.Dialer, timeout)
+	case *redis.ClusterClient:
+		o := c.Options()
+		if o.Dialer == nil {
+			return prober(o.Addrs, redis.NewDialer(&redis.Options{TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout}), timeout)
+		}
+		return prober(o.Addrs, o.Dialer, timeout)
+	}
+	return nil
+}
+
+// prober returns a function that dials addrs, one after the other, with
+// dialer, within timeout, and returns nil as soon as one answers.
+func prober(addrs []string, dialer func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		var errs []error
+		for _, a := range addrs {
+			conn, err := dialer(ctx, "tcp", a)
+			if err == nil {
+				return conn.Close()
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// quiet returns dial, but for a dial that fails: go-redis logs each such
+// failure on its own logger, the process's (redis.SetLogger), so that when
+// Redis goes down under a client that reached it, it would log once or
+// twice before the renewals probe it (Fleet.probe). The connection quiet
+// returns then fails the renewal with the dial's error, as the dial would
+// have, and the fleet logs that once.
+func quiet(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return failedConn{err}, nil
+		}
+		return c, nil
+	}
+}
+
+// failedConn is a connection whose dial failed with err: it reads and
+// writes nothing but err.
+type failedConn struct{ err error }
+
+func (c failedConn) Read([]byte) (int, error)         { return 0, c.err }
+func (c failedConn) Write([]byte) (int, error)        { return 0, c.err }
+func (c failedConn) Close() error                     { return nil }
+func (c failedConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c failedConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c failedConn) SetDeadline(time.Time) error      { return nil }
+func (c failedConn) SetReadDeadline(time.Time) error  { return nil }
+func (c failedConn) SetWriteDeadline(time.Time) error { return nil }

@@ -2,6 +2,7 @@ package fleetbudget
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +33,7 @@ func (f *Fleet) tick(ctx context.Context, now time.Time) time.Time {
 	var due []*budget
 	next := now.Add(time.Hour)
 	for _, b := range f.order {
-		if !b.next.After(now) {
+		if !b.next.After(now) || b.early.Swap(false) {
 			due = append(due, b)
 		} else if b.next.Before(next) {
 			next = b.next
@@ -53,11 +54,21 @@ func (f *Fleet) tick(ctx context.Context, now time.Time) time.Time {
 		next = minTime(next, b.next)
 	}
 	start := time.Now()
-	grants, err := f.renew(ctx, due, params, reqs)
+	var grants []lease.Grant
+	err := f.reach(ctx)
+	if err == nil {
+		grants, err = f.renew(ctx, due, params, reqs)
+	}
+	if err != nil && f.probe != nil {
+		f.unreachable = true // the client dials again once a probe answers
+	}
 	if ctx.Err() != nil {
 		return next
 	}
 	done := now.Add(time.Since(start)) // now is time.Now() but in tests
+	if err == nil {
+		err = checkClocks(grants, time.Now())
+	}
 	for i, b := range due {
 		if err == nil {
 			b.mu.Lock()
@@ -67,6 +78,37 @@ func (f *Fleet) tick(ctx context.Context, now time.Time) time.Time {
 	}
 	f.report(err)
 	return next
+}
+
+// maxSkew is how far from a process's clock the time of a grant may be.
+// Further, the process refuses it: the budget's time (its birth, which the
+// process remembers to make it again if Redis loses it) is not to be
+// trusted.
+const maxSkew = time.Minute
+
+// checkClocks returns an error if the time of a grant is further than
+// maxSkew from now, the process's clock.
+func checkClocks(grants []lease.Grant, now time.Time) error {
+	for _, g := range grants {
+		if d := time.UnixMicro(g.Now).Sub(now); d > maxSkew || d < -maxSkew {
+			return fmt.Errorf("fleetbudget: Redis's clock (%v) is %v from this process's: leases refused until they are within %v",
+				time.UnixMicro(g.Now).UTC().Format(time.RFC3339Nano), d.Round(time.Millisecond), maxSkew)
+		}
+	}
+	return nil
+}
+
+// reach returns nil if the client may be used: Redis answered the last
+// renewal, or a probe of its address answers now.
+func (f *Fleet) reach(ctx context.Context) error {
+	if !f.unreachable {
+		return nil
+	}
+	if err := f.probe(ctx); err != nil {
+		return err
+	}
+	f.unreachable = false
+	return nil
 }
 
 // renew runs the script once per budget, pipelined, within a quarter of

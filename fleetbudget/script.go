@@ -9,30 +9,46 @@ import (
 )
 
 // renewScript is lease.Ledger.Renew in Lua, step for step, on one hash
-// (KEYS[1]): the same integers, the same order, the same roundings, so that
-// TestScriptIsLedger finds the same grants to the unit. Redis runs it
-// atomically; its clock is the server's (TIME). Redis 5 replicates a script
-// that read TIME only as its effects, after redis.replicate_commands() (on
-// by default from Redis 7 and in Valkey, where the call is kept as a no-op).
+// (KEYS[1]): the same integers, the same order, the same roundings, the
+// same repairs, so that TestScriptIsLedger finds the same grants to the
+// unit. Redis runs it atomically; its clock is the server's TIME, the only
+// one that moves the budget's. Redis 5 replicates a script that read TIME
+// only as its effects, after redis.replicate_commands() (on by default from
+// Redis 7 and in Valkey, where the call is kept as a no-op).
+//
+// The hash's fields: b (born), l (last credit), p (pool), s (floor paid
+// since the last success), c0 n0 c1 n1 (renewals per interval), and per
+// tenth j of the Window ij (index), ej (successes), aj (paid from their
+// earnings), fj (paid from the floor). A field that is missing, or not an
+// integer Lua's tonumber reads exactly, reads as 0 (b as missing: the
+// budget is made again); the Ledger's Repair then brings every field into
+// its range, and the fields it changed are written back (a tenth that reads
+// as 0 and stays 0 may keep what it holds).
 //
 // ARGV: Params (Ratio, PerSecond, Burst, Reserve, MinReserve, Window,
 // Interval), Request (Started, Succeeded, Span, Return.Tenth,
-// Return.Earned, Return.Floor, Return.LongRun, AskReserve, AskLongRun,
-// Born), the key's time to live in ms, and a time in µs that stands for
-// TIME when it is not 0 (tests only). The reply is the Grant: Earned,
-// Floor, LongRun, Tenth, Size, Reserve, Pool, Born, Now.
+// Return.Earned, Return.Floor, Return.LongRun, AskRetries, AskReserve,
+// AskLongRun, Stock (0 or 1), Born), the key's time to live in ms, and a
+// time in µs that stands for TIME when it is not 0 (tests only). The reply
+// is the Grant: Earned, Floor, LongRun, Tenth, Size, Reserve, Pool, Born,
+// Now.
 const renewScript = `
 if redis.replicate_commands then redis.replicate_commands() end
 local a = {}
-for i = 1, 19 do
+for i = 1, 21 do
   a[i] = tonumber(ARGV[i])
-  if a[i] == nil then return redis.error_reply('fleetbudget: argument ' .. i .. ' is not a number') end
+  if a[i] == nil or a[i] ~= a[i] or a[i] ~= math.floor(a[i]) or math.abs(a[i]) >= 2^53 then
+    return redis.error_reply('fleetbudget: argument ' .. i .. ' is not an integer')
+  end
 end
 local ratio, persec, burst, reserve, minres, window, interval = a[1], a[2], a[3], a[4], a[5], a[6], a[7]
 local started, succeeded, span = a[8], a[9], a[10]
 local rtenth, rearned, rfloor, rlong = a[11], a[12], a[13], a[14]
-local askr, askl, seen, ttl, now = a[15], a[16], a[17], a[18], a[19]
-local TOKEN = 1000000
+local askn, askr, askl, stock, seen, ttl, now = a[15], a[16], a[17], a[18], a[19], a[20], a[21]
+local TOKEN, MAXCOUNT, MAXASK = 1000000, 100000000, 2^50
+local function clamp(n, hi) return math.min(math.max(n, 0), hi) end
+started, succeeded, rlong = clamp(started, MAXCOUNT), clamp(succeeded, MAXCOUNT), clamp(rlong, MAXASK)
+askn, askr, askl = clamp(askn, MAXASK), clamp(askr, MAXASK), clamp(askl, MAXASK)
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -43,75 +59,54 @@ local function idiv(x, y)
   return q
 end
 local function whole(n) return n - n % TOKEN end
+-- int reads a stored field: an integer, or 0 (missing, not a number, not
+-- an integer, too large to be exact).
+local function int(v)
+  local n = tonumber(v)
+  if n == nil or n ~= n or n % 1 ~= 0 or n >= 2^53 or n <= -2^53 then return 0 end
+  return n
+end
 
-local names = {'b', 'l', 'p', 'c0', 'n0', 'c1', 'n1', 'i0', 'e0', 'a0', 'f0', 'i1', 'e1', 'a1', 'f1', 'i2', 'e2', 'a2', 'f2', 'i3', 'e3', 'a3', 'f3', 'i4', 'e4', 'a4', 'f4', 'i5', 'e5', 'a5', 'f5', 'i6', 'e6', 'a6', 'f6', 'i7', 'e7', 'a7', 'f7', 'i8', 'e8', 'a8', 'f8', 'i9', 'e9', 'a9', 'f9'}
-local v = redis.call('HMGET', KEYS[1], unpack(names))
-local born, last, pool = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-local ci, cn = {[0] = tonumber(v[4]) or 0, tonumber(v[6]) or 0}, {[0] = tonumber(v[5]) or 0, tonumber(v[7]) or 0}
+local v = redis.call('HMGET', KEYS[1], 'b', 'l', 'p', 's', 'c0', 'n0', 'c1', 'n1',
+  'i0', 'e0', 'a0', 'f0', 'i1', 'e1', 'a1', 'f1', 'i2', 'e2', 'a2', 'f2', 'i3', 'e3', 'a3', 'f3', 'i4', 'e4', 'a4', 'f4',
+  'i5', 'e5', 'a5', 'f5', 'i6', 'e6', 'a6', 'f6', 'i7', 'e7', 'a7', 'f7', 'i8', 'e8', 'a8', 'f8', 'i9', 'e9', 'a9', 'f9')
+local born, last, pool, since = int(v[1]), int(v[2]), int(v[3]), int(v[4])
+local ci, cn = {[0] = int(v[5]), int(v[7])}, {[0] = int(v[6]), int(v[8])}
 local ti, te, ta, tf = {}, {}, {}, {}
 for j = 0, 9 do
-  ti[j] = tonumber(v[8 + 4 * j]) or 0
-  te[j] = tonumber(v[9 + 4 * j]) or 0
-  ta[j] = tonumber(v[10 + 4 * j]) or 0
-  tf[j] = tonumber(v[11 + 4 * j]) or 0
+  ti[j], te[j], ta[j], tf[j] = int(v[9 + 4 * j]), int(v[10 + 4 * j]), int(v[11 + 4 * j]), int(v[12 + 4 * j])
 end
-local fresh = false
-if born == nil or last == nil or pool == nil then
-  fresh = true
-  born, last, pool = now, now, burst
-  if seen > 0 and seen <= now then born, pool = seen, 0 end
-  for j = 0, 9 do ti[j], te[j], ta[j], tf[j] = 0, 0, 0, 0 end
-  ci, cn = {[0] = 0, 0}, {[0] = 0, 0}
-end
-if now < last then now = last end
+local w = math.max(idiv(window, 10), 1)
 
--- credit
-local dt = now - last
-if dt > 3600000000 then dt = 3600000000 end
-pool = math.min(pool + math.floor(persec * dt / 1000000), math.max(burst, pool))
-pool = pool + ratio * started + math.max(rlong, 0)
-last = now
-
+-- Repair: as Ledger.Repair. dirty marks the tenths to write back.
 local dirty = {}
-local function at(j)
-  local s = j % 10
-  if ti[s] ~= j then ti[s], te[s], ta[s], tf[s] = j, 0, 0, 0 end
-  dirty[s] = true
-  return s
+if born <= 0 or born > now then
+  born, last, pool, since = now, now, burst, 0
+  if seen > 0 and seen <= now then born, pool, since = seen, 0, minres end
+  for j = 0, 9 do ti[j], te[j], ta[j], tf[j], dirty[j] = 0, 0, 0, 0, true end
+  ci, cn = {[0] = 0, 0}, {[0] = 0, 0}
+else
+  if last < born or last > now then last = now end
+  pool = math.min(math.max(pool, 0), burst)
+  since = math.min(math.max(since, 0), minres)
+  local k = idiv(now - born, w)
+  for j = 0, 9 do
+    local i, e, p, f = ti[j], te[j], ta[j], tf[j]
+    if i < 0 or i > k or i % 10 ~= j then
+      ti[j], te[j], ta[j], tf[j] = 0, 0, 0, 0
+    else
+      te[j], ta[j] = clamp(e, MAXCOUNT), clamp(p, MAXCOUNT * TOKEN)
+      tf[j] = clamp(f, minres)
+    end
+    if ti[j] ~= i or te[j] ~= e or ta[j] ~= p or tf[j] ~= f then dirty[j] = true end
+  end
+  local i = idiv(now, interval)
+  for j = 0, 1 do
+    if ci[j] < 0 or ci[j] > i or ci[j] % 2 ~= j or cn[j] < 0 then ci[j], cn[j] = 0, 0 else cn[j] = math.min(cn[j], MAXCOUNT) end
+  end
 end
-local ge, gf, k, left = 0, 0, 0, 0
-if window > 0 then
-  local w = math.max(idiv(window, 10), 1)
-  k = idiv(now - born, w)
-  if succeeded ~= 0 then
-    local s = at(math.max(idiv(now - idiv(span, 2) - born, w), k - 9, 0))
-    te[s] = te[s] + succeeded
-  end
-  if rtenth > k - 10 and rtenth <= k and ti[rtenth % 10] == rtenth then
-    local s = rtenth % 10
-    dirty[s] = true
-    ta[s] = ta[s] - math.min(ta[s], math.max(rearned, 0))
-    tf[s] = tf[s] - math.min(tf[s], math.max(rfloor, 0))
-  end
-  local e, paid, fl = 0, 0, 0
-  for j = math.max(k - 9, 0), k do
-    local s = j % 10
-    if ti[s] == j then e, paid, fl = e + te[s], paid + ta[s], fl + tf[s] end
-  end
-  local earned = math.max(reserve * e - paid, 0)
-  local floor = 0
-  if e > 0 or k < 10 then floor = math.max(minres - fl, 0) end
-  local ask = whole(math.min(math.max(askr, 0), earned + floor))
-  ge = math.min(ask, earned)
-  gf = ask - ge
-  local s = at(k)
-  ta[s] = ta[s] + ge
-  tf[s] = tf[s] + gf
-  left = earned + floor - ge - gf
-end
-local gl = whole(math.min(math.max(askl, 0), math.max(pool, 0)))
-pool = math.min(pool - gl, burst)
 
+-- The fleet's size.
 local i = idiv(now, interval)
 local c = i % 2
 if ci[c] ~= i then ci[c], cn[c] = i, 0 end
@@ -119,12 +114,81 @@ cn[c] = cn[c] + 1
 local size = cn[c]
 if ci[1 - c] == i - 1 and cn[1 - c] > size then size = cn[1 - c] end
 
-local out = {'b', born, 'l', last, 'p', pool, 'c' .. c, ci[c], 'n' .. c, cn[c]}
-if fresh then
-  for j = 0, 9 do dirty[j] = true end
-  out[#out + 1] = 'c' .. (1 - c); out[#out + 1] = ci[1 - c]
-  out[#out + 1] = 'n' .. (1 - c); out[#out + 1] = cn[1 - c]
+-- Credit (Account.Add).
+local dt = math.min(math.max(now - last, 0), 3600000000)
+pool = math.min(pool + math.floor(persec * dt / 1000000), math.max(burst, pool))
+pool = pool + ratio * started + math.max(rlong, 0)
+last = math.max(last, now)
+
+local function at(j)
+  local s = j % 10
+  if ti[s] ~= j then ti[s], te[s], ta[s], tf[s] = j, 0, 0, 0 end
+  dirty[s] = true
+  return s
 end
+
+-- Earn (Account.Earn): the successes spread over their span.
+if succeeded > 0 then
+  since = 0
+  if window > 0 then
+    local k = idiv(now - born, w)
+    local from = math.min(math.max(now - math.max(span, 0), born), now)
+    local sp = now - from
+    if sp <= 0 then
+      local s = at(k); te[s] = te[s] + succeeded
+    else
+      local function cum(x)
+        if x >= now then return succeeded end
+        return math.floor(succeeded * (x - from) / sp)
+      end
+      for j = math.max(idiv(from - born, w), k - 9, 0), k do
+        local n = cum(math.min(born + (j + 1) * w, now)) - cum(math.max(born + j * w, from))
+        if n > 0 then local s = at(j); te[s] = te[s] + n end
+      end
+    end
+  end
+end
+
+local retries, askres, asklong = math.max(askn, 0), math.max(askr, 0), math.max(askl, 0)
+if stock ~= 0 then
+  askres = askres + idiv(minres, size)
+  asklong = asklong + idiv(burst, size)
+end
+local ge, gf, k, left = 0, 0, 0, 0
+if window > 0 then
+  k = idiv(now - born, w)
+  -- GiveBack.
+  local s = rtenth % 10
+  if rtenth > k - 10 and rtenth <= k and ti[s] == rtenth then
+    dirty[s] = true
+    local rf = math.min(math.max(rfloor, 0), tf[s])
+    ta[s] = ta[s] - math.min(ta[s], math.max(rearned, 0))
+    tf[s] = tf[s] - rf
+    since = since - math.min(since, rf)
+  end
+  -- Reserve.
+  local e, paid, fl = 0, 0, 0
+  for j = math.max(k - 9, 0), k do
+    local t = j % 10
+    if ti[t] == j then e, paid, fl = e + te[t], paid + ta[t], fl + tf[t] end
+  end
+  local earned = math.max(reserve * e - paid, 0)
+  local floor = math.max(minres - math.max(fl, since), 0)
+  -- The grant, and Spend.
+  local ask = whole(math.min(retries + askres, earned + floor))
+  ge = math.min(ask, earned)
+  gf = ask - ge
+  local t = at(k)
+  ta[t] = ta[t] + ge
+  tf[t] = tf[t] + gf
+  since = since + gf
+  left = earned + floor - ask
+  retries = math.max(retries - ask, 0)
+end
+local gl = whole(math.min(asklong + retries, math.max(pool, 0)))
+pool = math.min(pool - gl, burst)
+
+local out = {'b', born, 'l', last, 'p', pool, 's', since, 'c0', ci[0], 'n0', cn[0], 'c1', ci[1], 'n1', cn[1]}
 for j, _ in pairs(dirty) do
   out[#out + 1] = 'i' .. j; out[#out + 1] = ti[j]
   out[#out + 1] = 'e' .. j; out[#out + 1] = te[j]
@@ -140,9 +204,13 @@ var renew = redis.NewScript(renewScript)
 
 // renewArgs returns the script's ARGV for r with p; now is 0 but in tests.
 func renewArgs(p lease.Params, r lease.Request, ttlMillis, now int64) []any {
+	stock := 0
+	if r.Stock {
+		stock = 1
+	}
 	return []any{p.Ratio, p.PerSecond, p.Burst, p.Reserve, p.MinReserve, p.Window, p.Interval,
 		r.Started, r.Succeeded, r.Span, r.Return.Tenth, r.Return.Earned, r.Return.Floor, r.Return.LongRun,
-		r.AskReserve, r.AskLongRun, r.Born, ttlMillis, now}
+		r.AskRetries, r.AskReserve, r.AskLongRun, stock, r.Born, ttlMillis, now}
 }
 
 // parseGrant reads the script's reply to r, refusing anything else: a
@@ -159,8 +227,9 @@ func parseGrant(reply any, r lease.Request) (lease.Grant, error) {
 		}
 	}
 	g := lease.Grant{Earned: n[0], Floor: n[1], LongRun: n[2], Tenth: n[3], Size: n[4], Reserve: n[5], Pool: n[6], Born: n[7], Now: n[8]}
-	if g.Earned < 0 || g.Floor < 0 || g.LongRun < 0 || g.Earned+g.Floor > max(r.AskReserve, 0) || g.LongRun > max(r.AskLongRun, 0) ||
-		g.Tenth < 0 || g.Size < 1 || g.Born <= 0 || g.Born > g.Now {
+	asked := max(r.AskRetries, 0) + max(r.AskReserve, 0) + max(r.AskLongRun, 0)
+	if g.Earned < 0 || g.Floor < 0 || g.LongRun < 0 || g.Tenth < 0 || g.Size < 1 || g.Born <= 0 || g.Born > g.Now ||
+		!r.Stock && g.Earned+g.Floor+g.LongRun > asked {
 		return lease.Grant{}, fmt.Errorf("fleetbudget: Redis answered %v to the lease script: not a grant for %+v", n, r)
 	}
 	return g, nil

@@ -114,22 +114,67 @@ func (c *call) pay(ctx context.Context, f failure, d time.Duration, hedge bool) 
 		a.U = rand.Float64()
 	}
 	why := decide.Pay(c.budget(), c.adaptive, a)
-	if len(c.r.observers) > 0 && (why == 0 || why == grpcbackoff.ReasonThrottled) {
-		var hint grpcbackoff.Hint
-		var code codes.Code
-		if f.err != nil {
-			st := status.Convert(f.err)
-			code = st.Code()
-			if !hedge {
-				hint = grpcbackoff.ServerHint(st, f.trailer)
-			}
-		}
-		if why != 0 {
-			d = 0
-		}
-		c.observe(ctx, Retry{Attempt: c.number(f), Code: code, Err: f.err, Hint: hint, Delay: d, Throttled: why != 0, Hedge: hedge})
-	}
+	c.tell(ctx, f, d, hedge, why)
 	return why
+}
+
+// tell tells the observers of the retry (or, with hedge, the hedge) after
+// delay d of the attempt that failed as f, paid (why 0) or refused by the
+// budget (ReasonThrottled).
+func (c *call) tell(ctx context.Context, f failure, d time.Duration, hedge bool, why grpcbackoff.Reason) {
+	if len(c.r.observers) == 0 || why != 0 && why != grpcbackoff.ReasonThrottled {
+		return
+	}
+	var hint grpcbackoff.Hint
+	var code codes.Code
+	if f.err != nil {
+		st := status.Convert(f.err)
+		code = st.Code()
+		if !hedge {
+			hint = grpcbackoff.ServerHint(st, f.trailer)
+		}
+	}
+	if why != 0 {
+		d = 0
+	}
+	c.observe(ctx, Retry{Attempt: c.number(f), Code: code, Err: f.err, Hint: hint, Delay: d, Throttled: why != 0, Hedge: hedge})
+}
+
+// book is the budget's part, when a retry is decided, of the retry after
+// delay d of the attempt that failed as f: a DeferredBudget is told of it,
+// and pays for it when it is due (payDue); any other budget pays now (pay).
+// It returns why the retry was refused, 0 if it may go.
+func (c *call) book(ctx context.Context, f failure, d time.Duration) grpcbackoff.Reason {
+	b := c.deferred()
+	if b == nil {
+		return c.pay(ctx, f, d, false)
+	}
+	now := time.Now()
+	if !b.Want(now, now.Add(d), f.cut) {
+		c.tell(ctx, f, 0, false, grpcbackoff.ReasonThrottled)
+		return grpcbackoff.ReasonThrottled
+	}
+	return 0
+}
+
+// payDue pays, now that it is due, for a retry that book told a
+// DeferredBudget of (pay); other budgets paid when it was decided. It
+// returns why the retry was refused, 0 if it may go.
+func (c *call) payDue(ctx context.Context, f failure, d time.Duration) grpcbackoff.Reason {
+	if c.deferred() == nil {
+		return 0
+	}
+	return c.pay(ctx, f, d, false)
+}
+
+// deferred returns c's target's budget if it is a DeferredBudget.
+func (c *call) deferred() DeferredBudget {
+	if c.conn.t.budget == nil {
+		if b, ok := c.conn.t.shared.(DeferredBudget); ok {
+			return b
+		}
+	}
+	return nil
 }
 
 // budget returns the budget of c's target, nil (an interface) if it has

@@ -184,7 +184,7 @@ func (h *hedgeCall) loop() (end *hedgeAttempt) {
 			if end, done := h.result(a); done {
 				return end
 			}
-			if len(h.flight) == 0 {
+			if len(h.flight) == 0 && h.c.deferred() == nil {
 				h.payUnpaid() // nothing can answer before the retry now
 			}
 		case a := <-h.headersIn:
@@ -453,10 +453,18 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	d, final := c.decide(h.ctx, f)
 	switch {
 	case final != nil:
-	case len(h.flight) > 0:
-		// An attempt in flight may answer before the retry is due: the
-		// retry is paid for, and told to observers, when it is.
+	case len(h.flight) > 0 || c.deferred() != nil:
+		// An attempt in flight may answer before the retry is due (or the
+		// budget is a DeferredBudget, told of it now): the retry is paid
+		// for, and told to observers, when it is.
 		h.unpaid = &unpaidRetry{f: f, delay: d}
+		if b := c.deferred(); b != nil {
+			if now := time.Now(); !b.Want(now, now.Add(d), f.cut) {
+				h.unpaid = nil
+				c.tell(h.ctx, f, 0, false, grpcbackoff.ReasonThrottled)
+				final = c.fail(f.err, grpcbackoff.ReasonThrottled)
+			}
+		}
 	default:
 		if why := c.pay(h.ctx, f, d, false); why != 0 {
 			final = c.fail(f.err, why)

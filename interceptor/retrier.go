@@ -226,7 +226,6 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r.targets.local.t = r.newTargetState("")
 	return r, nil
 }
 

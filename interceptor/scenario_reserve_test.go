@@ -151,11 +151,12 @@ func TestStormClientConnPerRequest(t *testing.T) {
 	}
 }
 
-// TestRevivedTargetKeepsItsFloorPaid: a target dropped for disuse (past
-// maxTargets idle ones) comes back with its floor paid until a call
-// succeeds, never as a new full budget: an outage under way is not paid
-// its floor twice.
-func TestRevivedTargetKeepsItsFloorPaid(t *testing.T) {
+// TestDroppedTargetKeepsItsBudget: a target dropped for disuse (past
+// maxTargets idle ones) comes back with its budget as it left it, its
+// floor paid until a call succeeds, never as a new full budget: an outage
+// under way is not paid its floor twice. (Before issue 34 it came back with
+// its long-run pool full.)
+func TestDroppedTargetKeepsItsBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer interceptor.SetMaxTargets(1)()
 		p := bufconntest.Exact()
@@ -180,9 +181,9 @@ func TestRevivedTargetKeepsItsFloorPaid(t *testing.T) {
 			t.Errorf("a, new: %d attempts, want 7 (the floor's 5 retries and the Burst's 1)", n)
 		}
 		attempts("passthrough:///b") // a, idle, is dropped
-		time.Sleep(time.Minute)      // the long-run pool would be full again anyway
-		if n := attempts("passthrough:///a"); n != 2 {
-			t.Errorf("a, revived: %d attempts, want 2 (the Burst's retry; its floor is still paid)", n)
+		time.Sleep(time.Minute)
+		if n := attempts("passthrough:///a"); n != 1 {
+			t.Errorf("a, back: %d attempts, want 1 (its floor is still paid, its Burst spent and never refilled: PerSecond 0)", n)
 		}
 	})
 }

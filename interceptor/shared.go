@@ -27,6 +27,22 @@ type SharedBudget interface {
 	State(now time.Time) SharedBudgetState
 }
 
+// A DeferredBudget is a SharedBudget that may pay for a retry when the
+// retry is due, after its backoff, rather than when it is decided, so that
+// a budget kept on the network can fetch meanwhile what the retry needs
+// (the fleetbudget module's budgets are DeferredBudgets). The Retrier calls
+// Want when it decides on a retry (due at due, to be paid from the long-run
+// allowance alone if longRun: see SharedBudget): false refuses the retry
+// there and then, as Allow does; true makes the Retrier wait out the
+// backoff, then ask Allow or AllowLongRun, which pay for it or refuse it
+// (a budget that paid when told says true). A refused retry ends the call
+// (ReasonThrottled); Observers hear of a retry when it is paid or refused.
+// Want must return at once, as the other methods.
+type DeferredBudget interface {
+	SharedBudget
+	Want(now, due time.Time, longRun bool) bool
+}
+
 // SharedBudgetState is what a SharedBudget says of itself at a moment, in
 // TargetState.Shared.
 type SharedBudgetState struct {
@@ -51,9 +67,9 @@ type SharedBudgetState struct {
 // WithSharedBudget makes each target's retry budget the SharedBudget that
 // budget returns for it, given the target (as TargetState.Target) and the
 // Retrier's Throttle (WithThrottle). budget is called when the Retrier
-// first needs the target's state (at New for calls without a ClientConn,
-// then on a target's first call, and again if the target's ClientConns all
-// closed): it must return at once, without reaching the network, and
+// first needs the target's state (on a target's first call, on the first
+// call without a ClientConn for target "", and again for a target dropped
+// for disuse): it must return at once, without reaching the network, and
 // return the same budget for the same target. A nil SharedBudget leaves the
 // target the Retrier's own budget. WithoutThrottle turns budgets off, shared
 // ones included.

@@ -289,12 +289,17 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			d, final = s.c.decide(s.ctx, f)
 			s.opening = false
 			if final == nil {
-				if why := s.c.pay(s.ctx, f, d, false); why != 0 {
+				if why := s.c.book(s.ctx, f, d); why != 0 {
 					final = s.c.fail(err, why)
 				}
 			}
 			if final == nil {
 				final = s.c.wait(s.ctx, d, err)
+			}
+			if final == nil {
+				if why := s.c.payDue(s.ctx, f, d); why != 0 {
+					final = s.c.fail(err, why)
+				}
 			}
 			if final == nil {
 				ctx := s.c.retryContext(s.ctx)

@@ -2,7 +2,6 @@ package interceptor
 
 import (
 	"context"
-	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -71,62 +70,84 @@ type connState struct {
 // state lives as long as the Retrier, whatever its ClientConns do: a
 // ClientConn per request shares one budget, and an outage's floor is paid
 // once. Past maxTargets, the targets idle longest (without a ClientConn) are
-// dropped; one that comes back gets a budget with its floor paid until a
-// call succeeds (budget.Revived), never a new full one.
+// dropped, and what their budgets hold is kept (budget.Saved, 32 bytes) for
+// the last maxDropped of them: one that comes back gets its budget as it
+// left it, never a new full one; a target never seen, or forgotten, gets a
+// new one. The state of calls made without a ClientConn (target "") is
+// made by the first such call.
 type targets struct {
 	conns sync.Map // *grpc.ClientConn -> *connState
 
-	mu        sync.Mutex
-	byName    map[string]*targetState
-	dropped   *droppedNames // targets dropped for disuse; nil until one is
-	local     connState     // calls without a ClientConn; its t is set by New
-	localUsed atomic.Bool   // a call was made without a ClientConn
+	mu      sync.Mutex
+	byName  map[string]*targetState
+	dropped dropped                   // targets dropped for disuse, by name
+	local   atomic.Pointer[connState] // calls without a ClientConn; nil until one is made
 }
 
 // maxTargets is the number of targets past which the idle ones are dropped.
 // A target's state weighs under a kilobyte.
 var maxTargets = 1024
 
-// droppedNames is the set of the names of targets dropped for disuse, as
-// bits of a hash: a name that was never dropped may be taken for one (one
-// chance in 8 after 8 192 drops), and then gets a revived budget too.
-type droppedNames struct {
-	seed maphash.Seed
-	bits [1 << 16 / 64]uint64
+// maxDropped is how many dropped targets' budgets are kept, per maxTargets
+// targets kept whole.
+const maxDropped = 4
+
+// dropped is what the budgets of the targets dropped for disuse held, by
+// the targets' names, for the last maxDropped·maxTargets of them, or fewer
+// if their names weigh more than 64 bytes on average. Names are kept
+// whole: two names are never taken for one.
+type dropped struct {
+	saved map[string]budget.Saved
+	order []string // oldest first
+	bytes int      // of the names kept
 }
 
-func (d *droppedNames) bit(name string) (int, uint64) {
-	h := maphash.String(d.seed, name) % (1 << 16)
-	return int(h / 64), 1 << (h % 64)
-}
-
-func (d *droppedNames) add(name string) {
-	i, m := d.bit(name)
-	d.bits[i] |= m
-}
-
-func (d *droppedNames) has(name string) bool {
-	if d == nil {
-		return false
+func (d *dropped) add(name string, s budget.Saved) {
+	if d.saved == nil {
+		d.saved = make(map[string]budget.Saved)
 	}
-	i, m := d.bit(name)
-	return d.bits[i]&m != 0
+	if _, ok := d.saved[name]; !ok {
+		d.order = append(d.order, name)
+		d.bytes += len(name)
+	}
+	d.saved[name] = s
+	for limit := maxDropped * maxTargets; len(d.saved) > limit || d.bytes > limit*64 && len(d.order) > 1; {
+		old := d.order[0]
+		d.order[0] = ""
+		d.order = d.order[1:]
+		delete(d.saved, old)
+		d.bytes -= len(old)
+	}
+}
+
+// take returns, and forgets, what the budget of the dropped target name
+// held, if it is kept.
+func (d *dropped) take(name string) (budget.Saved, bool) {
+	s, ok := d.saved[name]
+	if ok {
+		delete(d.saved, name)
+		i := slices.Index(d.order, name)
+		d.order = slices.Delete(d.order, i, i+1)
+		d.bytes -= len(name)
+	}
+	return s, ok
 }
 
 // newTargetState returns a target's state with a full budget for the
-// Retrier's throttle, or, for a target dropped for disuse, a revived one.
-// r.targets.mu is held, or r is being built.
+// Retrier's throttle, or, for a target dropped for disuse, its budget as it
+// was. r.targets.mu is held.
 func (r *Retrier) newTargetState(name string) *targetState {
 	t := &targetState{name: name}
 	if r.throttle != nil && r.shared != nil {
 		t.shared = r.shared(name, *r.throttle)
 	}
 	if r.throttle != nil && t.shared == nil {
-		newBudget := budget.New
-		if r.targets.dropped.has(name) {
-			newBudget = budget.Revived
+		now := time.Now()
+		if s, ok := r.targets.dropped.take(name); ok {
+			t.budget, _ = budget.Restored(*r.throttle, s, now) // validated by WithThrottle
+		} else {
+			t.budget, _ = budget.New(*r.throttle, now)
 		}
-		t.budget, _ = newBudget(*r.throttle, time.Now()) // validated by WithThrottle
 	}
 	if r.adaptive != nil {
 		t.adaptive, _ = adaptive.New(*r.adaptive) // validated by WithAdaptiveThrottle
@@ -134,19 +155,33 @@ func (r *Retrier) newTargetState(name string) *targetState {
 	return t
 }
 
-// conn returns the state of cc, registering cc on its first call. It
-// allocates nothing once cc is registered.
+// conn returns the state of cc, registering cc on its first call, or, for
+// a nil cc, that of calls without a ClientConn. It allocates nothing once
+// cc is registered.
 func (r *Retrier) conn(cc *grpc.ClientConn) *connState {
 	if cc == nil {
-		if !r.targets.localUsed.Load() {
-			r.targets.localUsed.Store(true)
+		if cs := r.targets.local.Load(); cs != nil {
+			return cs
 		}
-		return &r.targets.local
+		return r.makeLocal()
 	}
 	if v, ok := r.targets.conns.Load(cc); ok {
 		return v.(*connState)
 	}
 	return r.register(cc)
+}
+
+// makeLocal makes the state of calls without a ClientConn, once.
+func (r *Retrier) makeLocal() *connState {
+	ts := &r.targets
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if cs := ts.local.Load(); cs != nil {
+		return cs
+	}
+	cs := &connState{t: r.newTargetState("")} // closed: nil, it never closes
+	ts.local.Store(cs)
+	return cs
 }
 
 func (r *Retrier) register(cc *grpc.ClientConn) *connState {
@@ -193,7 +228,7 @@ func (r *Retrier) watch(cc *grpc.ClientConn, cs *connState) {
 }
 
 // dropIdle drops the tenth of maxTargets idle longest, at least one, if
-// that many are idle, remembering their names. ts.mu is held.
+// that many are idle, keeping what their budgets hold. ts.mu is held.
 func (ts *targets) dropIdle() {
 	var idle []*targetState
 	for _, t := range ts.byName {
@@ -202,11 +237,11 @@ func (ts *targets) dropIdle() {
 		}
 	}
 	slices.SortFunc(idle, func(a, b *targetState) int { return a.idle.Compare(b.idle) })
-	if ts.dropped == nil && len(idle) > 0 {
-		ts.dropped = &droppedNames{seed: maphash.MakeSeed()}
-	}
+	now := time.Now()
 	for _, t := range idle[:min(len(idle), max(maxTargets/10, 1))] {
-		ts.dropped.add(t.name)
+		if t.budget != nil {
+			ts.dropped.add(t.name, t.budget.Save(now))
+		}
 		delete(ts.byName, t.name)
 	}
 }
@@ -224,8 +259,8 @@ func (r *Retrier) States() []TargetState {
 	for _, t := range ts.byName {
 		all = append(all, t)
 	}
-	if ts.localUsed.Load() {
-		all = append(all, ts.local.t)
+	if cs := ts.local.Load(); cs != nil {
+		all = append(all, cs.t)
 	}
 	ts.mu.Unlock()
 	states := make([]TargetState, len(all))

@@ -186,11 +186,14 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure
 		if final != nil {
 			return final
 		}
-		if why := c.pay(ctx, *f, d, false); why != 0 {
+		if why := c.book(ctx, *f, d); why != 0 {
 			return c.fail(f.err, why)
 		}
 		if final := c.wait(ctx, d, f.err); final != nil {
 			return final
+		}
+		if why := c.payDue(ctx, *f, d); why != 0 {
+			return c.fail(f.err, why)
 		}
 		*f = failure{}
 		err := r.attemptUnary(ctx, c.retryContext(ctx), &c.plan, c.conn, u, f)

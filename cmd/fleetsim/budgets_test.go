@@ -13,11 +13,13 @@ import (
 func TestBudgets(t *testing.T) {
 	var out bytes.Buffer
 	chart := filepath.Join(t.TempDir(), "budgets.png")
-	err := run(context.Background(), []string{"-budgets", "-clients", "10000", "-backlog", "1000", "-limit", "300", "-k", "150", "-chart", chart}, &out)
+	err := run(context.Background(), []string{"-budgets", "-clients", "10000", "-backlog", "1000", "-limit", "300", "-k", "150",
+		"-processes", "10,1000", "-chart", chart}, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	for _, re := range []string{`(?m)^ +UNAVAILABLE +1000 +fleet +\d{4} `, `(?m)^ +pause +10000 +per process +\d{5} `} {
+	for _, re := range []string{`(?m)^ +UNAVAILABLE +1000 +fleet +\d{4} `, `(?m)^ +pause +1000 +per process +\d{5} `,
+		`(?m)^ +storm +1000 +per process( +\d+){4} +no *$`, `(?m)^ +storm +1000 +fleet( +\d+){4} +\+\d+s *$`} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, out.String())
 		}

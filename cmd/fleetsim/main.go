@@ -84,6 +84,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&sc.Interval, "interval", sc.Interval, "mean think time of a client between calls (exponentially distributed)")
 	fs.DurationVar(&sc.PauseAt, "pause-at", sc.PauseAt, "when the server is paused")
 	fs.DurationVar(&sc.Pause, "pause", sc.Pause, "how long the server stays paused (single run)")
+	fs.BoolVar(&sc.Unavailable, "unavailable", sc.Unavailable, "the outage answers attempts with UNAVAILABLE at once (a restart) instead of pausing the server")
+	fs.Float64Var(&sc.Failing, "failing", sc.Failing, "with -unavailable, the share of attempts that fail during the outage, in (0, 1] (0: all)")
 	fs.IntVar(&sc.Backlog, "backlog", sc.Backlog, "requests that can wait for the paused server, further ones are lost (0: no bound)")
 	fs.DurationVar(&sc.Duration, "duration", sc.Duration, "length of the run (single run)")
 	fs.IntVar(&sc.Model.Limit, "limit", sc.Model.Limit, "concurrency up to which the server answers in -base-latency")
@@ -92,14 +94,15 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&sc.Model.Growth, "growth", sc.Model.Growth, "factor by which the latency grows for every -k requests above -limit")
 	load := fs.Float64("load", 0, "offered load as a share of the server's capacity (limit/base latency), in (0, 1]; sets -limit and -k (0: use them)")
 	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the think times and adaptive draws")
-	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget,recipe+adaptive,recipe+both", "comma-separated strategies: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none")
+	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget,recipe+adaptive,recipe+both", "comma-separated strategies: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none, recipe+fleet, fleet:stock, fleet:when-due, fleet:demand")
 	grid := fs.Bool("grid", false, "run the grid of -grid-loads × -grid-outages and write -chart")
 	loads := fs.String("grid-loads", "50,60,70,80,90", "offered loads of the grid, in % of capacity")
 	outages := fs.String("grid-outages", "1s,2s,10s,30s,60s", "outage lengths of the grid")
 	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
-	budgets := fs.Bool("budgets", false, "run issue 29's experiment: 10 to 10 000 processes, a 30 s outage (UNAVAILABLE at once, or a pause), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
+	processes := fs.String("processes", "10,100,1000,10000", "numbers of client processes of -budgets")
+	budgets := fs.Bool("budgets", false, "run issues 29 and 35's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
 	budgetsRealMode := fs.Bool("budgets-real", false, "run -budgets for real: two fleets of client processes (a budget per process; the fleet's on a redis-server it starts), a backend process each, paused with SIGSTOP, Redis killed once; writes -chart (default fleetsim-budgets-real.png)")
 	br := defaultBudgetsReal()
 	fs.IntVar(&br.processes, "real-processes", br.processes, "client processes of each fleet of -budgets-real")
@@ -162,6 +165,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 				b.Model = sc.Model
 			}
 		})
+		cfg.budgets.Processes = nil
+		for f := range strings.SplitSeq(*processes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return config{}, fmt.Errorf("-processes: %q is not a number of processes", f)
+			}
+			cfg.budgets.Processes = append(cfg.budgets.Processes, n)
+		}
 	case *budgetsRealMode:
 		cfg.mode = "budgets-real"
 		br.pauseAt, br.pause = rc.pauseAt, rc.pause
@@ -236,7 +247,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "real":
 		return runReal(ctx, cfg.real, cfg.strategies, stdout)
 	case "budgets":
-		return runBudgets(ctx, cfg.budgets, cfg.parallel, cfg.chart, stdout)
+		cfg.budgets.Parallel = cfg.parallel
+		return runBudgets(ctx, cfg.budgets, cfg.chart, stdout)
 	case "budgets-real":
 		return runBudgetsReal(ctx, cfg.budgetsReal, cfg.chart, stdout)
 	}

@@ -1,5 +1,6 @@
 // Package budget is the running state of a grpcbackoff.Throttle: the retry
-// budget that every call through one set of interceptors shares.
+// budget that every call through one set of interceptors shares, and its
+// arithmetic (Account), which a fleet's budget (package lease) shares too.
 //
 // Its arithmetic takes the time as an argument (Allow(now), Tokens(now)), so
 // that it can be tested, and simulated, without a clock.
@@ -13,32 +14,24 @@ import (
 	"github.com/platformkit/grpcbackoff"
 )
 
-// Budget is the running state of a grpcbackoff.Throttle. It is safe for
-// concurrent use.
-//
-// It holds two pools, and a retry is paid from the reserve first:
-//
-//   - the long-run pool: Ratio per call started and PerSecond, saved up to
-//     Burst; a new budget starts with Burst;
-//   - the reserve: Reserve per successful call, each deposit living for the
-//     Window (between 9/10 of it and all of it: the window moves in tenths),
-//     plus a floor of MinReserve retries, of which no more than MinReserve
-//     are paid within one Window, nor since the last success: a quiet spell
-//     keeps the floor whole, and an outage, in which nothing succeeds, is
-//     paid MinReserve once. The retries it paid count against it for the
-//     Window too.
+// Budget is the running state of a grpcbackoff.Throttle: an Account, and
+// the calls started and succeeded that it has not counted yet. It is safe
+// for concurrent use.
 //
 // Started and Succeeded are on every call's path. Started writes no shared
 // memory while the long-run pool is known to be full and is otherwise a
 // single atomic addition. Succeeded is a single atomic addition to one of
 // Stripes counters, each on a cache line of its own: a caller that keeps
 // to one stripe per processor (SucceededOn) writes no line another
-// processor writes; every datingEvery successes on a stripe it reads the
-// clock to date those since the last dating. Both are allocation-free. The
-// counts are turned into tokens under a mutex by Allow and Tokens, the slow
-// path.
+// processor writes. The first success after the last dating stamps its
+// time (a clock read); every datingEvery successes on a stripe date those
+// counted, spread over the time since the stamp; and the first of a
+// stripe's datingEvery reads the clock, to date them at once if the stamp
+// is more than a tenth of the Window old (a quiet spell since). Both are
+// allocation-free. The counts are turned into tokens under a mutex by
+// Allow and Tokens, the slow path.
 type Budget struct {
-	t         grpcbackoff.Throttle
+	p         Params
 	noReserve bool // Reserve and MinReserve are 0: successes are not counted
 
 	full atomic.Bool // the long-run pool holds Burst; set and cleared under mu; read by every call
@@ -47,21 +40,18 @@ type Budget struct {
 	started atomic.Int64 // calls started while the long-run pool was not full
 	_       [64]byte
 
-	succeeded [Stripes]stripe // successful calls, turned into deposits when dated
+	pending atomic.Int64 // µs: when the first success not yet dated was counted; 0: none
+	_       [64]byte
+
+	succeeded [Stripes]stripe // successful calls, turned into earnings when dated
 
 	clock func() time.Time
 
 	mu       sync.Mutex
-	tokens   float64   // the long-run pool, at most Burst
-	credited int64     // value of started already turned into tokens
-	last     time.Time // the latest time seen; PerSecond is credited up to it
-
-	created time.Time        // the budget's start: the tenths of the Window count from it
-	floor   float64          // retries the floor paid since the last success was put in buckets
-	seen    time.Time        // when successes were last put in buckets
-	counted int64            // successes already put in buckets
-	width   time.Duration    // a tenth of the Window
-	buckets [nBuckets]bucket // the reserve's Window, in tenths
+	acc      Account
+	credited int64 // value of started already credited
+	counted  int64 // successes already dated
+	seen     int64 // µs: when successes were last dated
 }
 
 // Stripes is the number of counters of successes.
@@ -73,41 +63,17 @@ type stripe struct {
 	_ [56]byte
 }
 
-// nBuckets is the number of parts of the reserve's Window.
-const nBuckets = 10
-
-// bucket is one tenth of the reserve's Window: the successes attributed to
-// it, what is left of their earnings, and the retries MinReserve paid in it.
-type bucket struct {
-	index  int64   // which tenth since the budget's start; stale if not current
-	earned float64 // successful calls attributed to this tenth
-	left   float64 // Reserve·earned less the retries it paid
-	floor  float64 // retries MinReserve paid in this tenth
-}
-
 // creditEvery is how many uncredited calls make Started credit them, so that
 // a long-run pool refilled by calls alone is seen to be full again without
 // waiting for the next Allow.
 const creditEvery = 64
 
 // datingEvery is how many successes on one stripe make Succeeded date them:
-// a success is dated at the latest datingEvery successes on each stripe
-// (Stripes·datingEvery in all, or an Allow or Tokens) after it, so that a
-// burst of traffic after a quiet spell is counted in the Window it fell
-// in, at the cost of one clock read every datingEvery calls.
+// those counted since the last dating are spread over the time since the
+// first of them, so that a burst of traffic followed by a quiet spell is
+// counted when it happened, at the cost of one clock read every
+// datingEvery calls.
 const datingEvery = 64
-
-// Revived returns a budget for t as a target's budget comes back after it
-// was dropped for disuse: its long-run pool full, no success in its Window
-// and its floor paid, until a call succeeds. Then the floor of an outage
-// under way is not paid twice.
-func Revived(t grpcbackoff.Throttle, now time.Time) (*Budget, error) {
-	b, err := New(t, now)
-	if err == nil {
-		b.floor = float64(t.MinReserve)
-	}
-	return b, err
-}
 
 // NewWithClock is New for a budget that starts at clock() and reads clock
 // where it reads the time itself (to date successes), as a simulation
@@ -126,31 +92,67 @@ func New(t grpcbackoff.Throttle, now time.Time) (*Budget, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Budget{t: t, noReserve: t.Reserve == 0 && t.MinReserve == 0, tokens: float64(t.Burst), created: now, last: now, seen: now, clock: time.Now,
-		width: max(t.Window/nBuckets, 1)} // 1 ns: no reserve, the buckets are unused
+	b := &Budget{p: ParamsOf(t, 1), noReserve: t.Reserve == 0 && t.MinReserve == 0, clock: time.Now, seen: now.UnixMicro()}
+	b.acc.Make(now.UnixMicro(), b.p, 0)
 	b.full.Store(true)
+	return b, nil
+}
+
+// Saved is what a budget dropped for disuse keeps of itself (Save), to be
+// made again as it was (Restored): its long-run pool, and what its floor
+// paid since the last success and in the Window. Its earnings are not kept:
+// a budget restored has none.
+type Saved struct{ pool, since, floor, at int64 }
+
+// Save returns what b is at now, to be Restored later.
+func (b *Budget) Save(now time.Time) Saved {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.update(now)
+	s := Saved{pool: b.acc.pool, since: b.acc.since, at: n}
+	if b.p.Window > 0 {
+		b.acc.live(b.acc.Tenth(n, b.p), func(t *Tenth) { s.floor += t.Floor })
+	}
+	return s
+}
+
+// Restored returns a budget for t at now that is s, saved by a budget for
+// t: its long-run pool refilled by PerSecond since, its floor still paid
+// since the last success, and paid in the Window if s is younger than a
+// Window.
+func Restored(t grpcbackoff.Throttle, s Saved, now time.Time) (*Budget, error) {
+	b, err := New(t, now)
+	if err != nil {
+		return nil, err
+	}
+	n := now.UnixMicro()
+	b.acc.pool = min(s.pool+perSecond(b.p, n-s.at), b.p.Burst)
+	b.acc.since = s.since
+	if n-s.at < b.p.Window {
+		b.acc.at(0).Floor = s.floor
+	}
+	b.full.Store(b.acc.pool >= b.p.Burst)
 	return b, nil
 }
 
 // Started records that a call started (its first attempt).
 //
 // A call that finds the long-run pool full is not counted. That gives the
-// same tokens as counting it: had it been counted, the next refill would
+// same tokens as counting it: had it been counted, the next credit would
 // have added its Ratio to a full pool and capped it away. (Allow clears full
-// after that refill and before it spends a token, so a call that still saw
-// full is ordered before the spending.)
+// before it spends a token, so a call that still saw full is ordered
+// before the spending.)
 func (b *Budget) Started() {
-	if b.full.Load() || b.t.Ratio == 0 {
+	if b.full.Load() || b.p.Ratio == 0 {
 		return
 	}
 	if b.started.Add(1)%creditEvery == 0 && b.mu.TryLock() {
-		b.creditCalls()
+		b.creditCalls(b.acc.last)
 		b.mu.Unlock()
 	}
 }
 
-// Succeeded records that a call succeeded, which feeds the reserve. The
-// successes since the last dating are spread evenly over the time since it.
+// Succeeded records that a call succeeded, which feeds the reserve.
 func (b *Budget) Succeeded() { b.SucceededOn(0) }
 
 // SucceededOn is Succeeded, counted on stripe i (taken modulo Stripes).
@@ -158,17 +160,31 @@ func (b *Budget) SucceededOn(i int) {
 	if b.noReserve {
 		return
 	}
-	if b.succeeded[uint(i)%Stripes].n.Add(1)%datingEvery == 0 {
-		b.date()
-	}
-}
-
-// date puts the successes counted so far in their tenths of the Window,
-// unless another goroutine holds the mutex (it will).
-func (b *Budget) date() {
-	if b.mu.TryLock() {
-		b.observe(b.advance(b.clock()))
-		b.mu.Unlock()
+	switch uint64(b.succeeded[uint(i)%Stripes].n.Add(1)) % datingEvery {
+	case 0:
+		if b.mu.TryLock() { // else another goroutine is counting them
+			b.update(b.clock())
+			b.mu.Unlock()
+		}
+	case 1:
+		// The first of a stripe's datingEvery: it stamps its time if no
+		// success since the last dating did; if the stamp is old (a quiet
+		// spell since), it dates the successes now, so that this one and
+		// those after it are not spread over the spell.
+		now := b.clock()
+		if p := b.pending.Load(); p == 0 {
+			b.pending.CompareAndSwap(0, now.UnixMicro())
+		} else if now.UnixMicro()-p > width(b.p) && b.mu.TryLock() {
+			b.update(now)
+			b.mu.Unlock()
+		}
+	default:
+		if b.pending.Load() == 0 {
+			// The first success since the last dating (by an Allow, or
+			// another stripe): those counted before the next happened
+			// after it.
+			b.pending.CompareAndSwap(0, b.clock().UnixMicro())
+		}
 	}
 }
 
@@ -183,19 +199,11 @@ func (b *Budget) AllowLongRun(now time.Time) bool { return b.allow(now, false) }
 func (b *Budget) allow(now time.Time, reserve bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now = b.advance(now)
-	b.creditCalls()
-	k := b.observe(now)
-	if reserve && b.reserve(k) >= 1 {
-		b.spend(k)
-		return true
-	}
-	if b.tokens < 1 {
-		return false
-	}
+	n := b.update(now)
 	b.full.Store(false)
-	b.tokens--
-	return true
+	ok := b.acc.Take(n, b.p, reserve)
+	b.full.Store(b.acc.pool >= b.p.Burst)
+	return ok
 }
 
 // Tokens returns the retries the budget could pay for at time now: the
@@ -203,134 +211,41 @@ func (b *Budget) allow(now time.Time, reserve bool) bool {
 func (b *Budget) Tokens(now time.Time) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now = b.advance(now)
-	b.creditCalls()
-	return b.reserve(b.observe(now)) + b.tokens
+	return float64(b.acc.Available(b.update(now), b.p)) / Token
 }
 
-// advance returns the time the budget is at: now, or the latest time seen
-// if now is earlier (callers on other goroutines read the clock a moment
-// apart). It credits PerSecond for the time passed.
-func (b *Budget) advance(now time.Time) time.Time {
-	if !now.After(b.last) {
-		return b.last
+// update brings the Account to now (or the latest time it saw, if later:
+// callers on other goroutines read the clock a moment apart), with the calls
+// and successes counted since it last did, and returns that time in µs.
+// b.mu is held.
+func (b *Budget) update(now time.Time) int64 {
+	n := b.acc.Now(now.UnixMicro())
+	b.creditCalls(n)
+	if b.noReserve {
+		return n
 	}
-	b.tokens += now.Sub(b.last).Seconds() * b.t.PerSecond
-	b.last = now
-	return now
-}
-
-// creditCalls turns the calls counted since the last credit into tokens, caps
-// the tokens at Burst and records whether the pool is full. b.mu is held.
-// Only additions happen between two credits (advance adds PerSecond), so
-// capping once here gives the same result as capping after each one.
-func (b *Budget) creditCalls() {
-	started := b.started.Load()
-	b.tokens += float64(started-b.credited) * b.t.Ratio
-	b.credited = started
-	b.tokens = min(b.tokens, float64(b.t.Burst))
-	b.full.Store(b.tokens >= float64(b.t.Burst))
-}
-
-// index returns the tenth of the Window that holds time t.
-func (b *Budget) index(t time.Time) int64 { return int64(t.Sub(b.created) / b.width) }
-
-// at returns the bucket of tenth k, emptied if it held an older tenth.
-func (b *Budget) at(k int64) *bucket {
-	bk := &b.buckets[k%nBuckets]
-	if bk.index != k {
-		*bk = bucket{index: k}
-	}
-	return bk
-}
-
-// observe puts the successes counted since the last observation into the
-// buckets, spread evenly over the time from the previous observation (or
-// the start) to now, keeping only the part inside the Window. It returns
-// now's tenth. b.mu is held; now is the latest time seen.
-func (b *Budget) observe(now time.Time) int64 {
-	k := b.index(now)
-	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
-		return k
+	// The stamp first, then the counters: a success counted after they
+	// were read stamps the next span.
+	var from int64
+	if b.pending.Load() != 0 { // else no write: the line is read by every stripe's first success
+		from = b.pending.Swap(0)
 	}
 	var total int64
 	for i := range b.succeeded {
 		total += b.succeeded[i].n.Load()
 	}
-	n := total - b.counted
-	b.counted = total
-	if n > 0 {
-		b.floor = 0 // a success: the floor is paid anew
+	if succeeded := total - b.counted; succeeded > 0 {
+		b.acc.Earn(n, b.p, succeeded, max(from, b.seen))
 	}
-	// The successes happened at unknown times since the previous
-	// observation: spread them evenly over that span.
-	from := b.seen
-	b.seen = now
-	span := now.Sub(from)
-	switch {
-	case n == 0:
-		return k
-	case span <= 0:
-		b.earn(k, float64(n))
-		return k
-	}
-	// In offsets from the start, to compare them as durations.
-	f, t := from.Sub(b.created), now.Sub(b.created)
-	for j := max(b.index(from), k-nBuckets+1); j <= k; j++ {
-		lo := max(time.Duration(j)*b.width, f)
-		hi := min(time.Duration(j+1)*b.width, t)
-		if hi > lo {
-			b.earn(j, float64(n)*float64(hi-lo)/float64(span))
-		}
-	}
-	return k
+	b.counted, b.seen = total, n
+	return n
 }
 
-// earn attributes n successes to tenth j.
-func (b *Budget) earn(j int64, n float64) {
-	bk := b.at(j)
-	bk.earned += n
-	bk.left += b.t.Reserve * n
-}
-
-// live calls f on each bucket of the Window that ends with tenth k, oldest
-// first.
-func (b *Budget) live(k int64, f func(*bucket)) {
-	for j := max(k-nBuckets+1, 0); j <= k; j++ {
-		if bk := &b.buckets[j%nBuckets]; bk.index == j {
-			f(bk)
-		}
-	}
-}
-
-// reserve returns the retries the reserve can pay for in tenth k: what is
-// left of the earnings of the Window's successes, plus what is left of
-// MinReserve, less the larger of the retries the floor paid in the Window
-// and since the last success.
-func (b *Budget) reserve(k int64) float64 {
-	if b.t.Reserve == 0 && b.t.MinReserve == 0 {
-		return 0
-	}
-	var left, floor float64
-	b.live(k, func(bk *bucket) {
-		left += bk.left
-		floor += bk.floor
-	})
-	return left + max(float64(b.t.MinReserve)-max(floor, b.floor), 0)
-}
-
-// spend pays one retry in tenth k from the reserve, which can pay it: from
-// the oldest earnings first, those closest to expiring, then from
-// MinReserve.
-func (b *Budget) spend(k int64) {
-	cost := 1.0
-	b.live(k, func(bk *bucket) {
-		paid := min(bk.left, cost)
-		bk.left -= paid
-		cost -= paid
-	})
-	if cost > 0 {
-		b.at(k).floor += cost
-		b.floor += cost
-	}
+// creditCalls credits the calls counted since the last credit and the time
+// up to n, and records whether the long-run pool is full. b.mu is held.
+func (b *Budget) creditCalls(n int64) {
+	started := b.started.Load()
+	b.acc.Credit(n, b.p, started-b.credited)
+	b.credited = started
+	b.full.Store(b.acc.pool >= b.p.Burst)
 }

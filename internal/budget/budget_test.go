@@ -267,17 +267,19 @@ func TestReserve(t *testing.T) {
 			tokens(10*s-1, 6),
 			tokens(10*s, 1), // the window is now [1 s, 11 s)
 		}},
-		{"earnings are spent oldest first", reserveOnly(0.5, 0), []step{
+		// Re-derived for issue 35 (one arithmetic with the fleet's Ledger):
+		// the earnings a retry spent were the oldest, and left with them.
+		{"retries paid count against the earnings for a Window", reserveOnly(0.5, 0), []step{
 			allow(0, true, 1), // the long-run retry
 			succeeded(20),
 			tokens(s, 10),
-			allow(5*s, true, 4), // paid by the earnings of the first tenth
+			allow(5*s, true, 4), // paid in the tenth [5 s, 6 s)
 			tokens(5*s, 6),
-			succeeded(20), // spread over (5 s, 12 s], 20/7 a second
-			// The first tenth expired, with what was left of it.
-			tokens(12*s, 0.5*20),
-			// The tenth [5 s, 6 s) expired too.
-			tokens(15*s, 0.5*20*6/7),
+			{op: "succeeded", at: 6 * s, n: 20}, // the first at 6 s: spread over (6 s, 12 s]
+			// The first 20 expired, not the 4 paid.
+			tokens(12*s, 0.5*20-4),
+			// The tenth [5 s, 6 s) expired too, with its 4 paid.
+			tokens(15*s, 0.5*20),
 		}},
 		// Re-derived for issue 27: the floor was MinReserve only while a
 		// success was in the Window (or the budget young), so a restart
@@ -297,12 +299,12 @@ func TestReserve(t *testing.T) {
 			tokens(121*s, 3),
 			tokens(300*s, 3), // a quiet spell after a success keeps the floor whole
 		}},
-		{"a revived budget's floor waits for a success", reserveOnly(0.2, 3), []step{
-			{op: "revived"},
-			tokens(0, 1),
-			tokens(30*s, 1),
+		{"a restored budget's floor waits for a success", reserveOnly(0.2, 3), []step{
+			{op: "restored"}, // saved with everything spent
+			tokens(0, 0),
+			tokens(30*s, 0),
 			succeeded(1),
-			tokens(31*s, 1+0.2+3),
+			tokens(31*s, 0.2+3),
 		}},
 		{"earnings first, then MinReserve", reserveOnly(0.5, 2), []step{
 			succeeded(3),
@@ -325,21 +327,21 @@ func TestReserve(t *testing.T) {
 			succeeded(60),      // at unknown times over (0, 20 s]: fewer than datingEvery
 			tokens(20*s, 14.5), // the window [11 s, 21 s) holds 9/20 of them: 27, and 1 long-run
 		}},
-		// Re-derived for issue 20: every datingEvery successes are dated
-		// when they happen, so a burst after a quiet spell is not spread
-		// over it (before, the 100 successes of this step were).
+		// Re-derived for issues 20 and 34: the first success after the
+		// last dating reads the clock, so a burst after a quiet spell is not
+		// spread over it (before issue 20 the 128 successes of this step
+		// were; before issue 34 the first 64).
 		{"a burst after a quiet spell is dated when it happens", reserveOnly(0.5, 0), []step{
 			tokens(0, 1),
-			// At 20 s, after 20 quiet seconds: the first 64 are spread over
-			// (0, 20 s] when the 64th is dated (9/20 of them in the window),
-			// the next 64 are dated at 20 s.
 			{op: "succeeded", at: 20 * s, n: 128},
-			tokens(20*s, 1+0.5*(64*9.0/20+64)),
+			tokens(20*s, 1+0.5*128),
 		}},
 		{"at most datingEvery successes are dated early", reserveOnly(0.5, 0), []step{
 			tokens(0, 1),
 			{op: "succeeded", at: 20 * s, n: 64 + 63}, // 64 dated at 20 s; 63 not yet
-			tokens(30*s, 1+0.5*63*9/10),               // the 63 spread over (20 s, 30 s]: 9/10 in the window
+			// The 63 spread over (20 s, 30 s]: 57 after 21 s, in the window
+			// (successes are counted whole, as in the fleet's Ledger).
+			tokens(30*s, 1+0.5*57),
 		}},
 		{"time going backwards neither earns nor expires", reserveOnly(1, 0), []step{
 			succeeded(4),
@@ -352,8 +354,10 @@ func TestReserve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBudget(tt.th)
-			if tt.steps[0].op == "revived" {
-				b, _ = budget.Revived(tt.th, t0)
+			if tt.steps[0].op == "restored" {
+				for b.Allow(t0) {
+				}
+				b, _ = budget.Restored(tt.th, b.Save(t0), t0)
 			}
 			runSteps(t, b, tt.steps)
 		})
@@ -458,21 +462,23 @@ func TestBudgetConcurrent(t *testing.T) {
 	}
 }
 
-// budgetModel is the Budget that Throttle describes, written the plain way:
-// every call started adds Ratio at once, and every step caps at Burst.
+// budgetModel is the Budget that Throttle describes, written the plain way,
+// in the Account's units (µtokens): every call started adds Ratio at once,
+// and every step caps at Burst.
 type budgetModel struct {
 	th     grpcbackoff.Throttle
-	tokens float64
+	tokens int64
 	last   time.Time
 }
 
 func (m *budgetModel) started() {
-	m.tokens = min(m.tokens+m.th.Ratio, float64(m.th.Burst))
+	m.tokens = min(m.tokens+int64(m.th.Ratio*budget.Token), int64(m.th.Burst)*budget.Token)
 }
 
 func (m *budgetModel) refill(now time.Time) {
 	if !m.last.IsZero() && now.After(m.last) {
-		m.tokens = min(m.tokens+now.Sub(m.last).Seconds()*m.th.PerSecond, float64(m.th.Burst))
+		earned := math.Floor(m.th.PerSecond * budget.Token * float64(now.Sub(m.last).Microseconds()) / 1e6)
+		m.tokens = min(m.tokens+int64(earned), int64(m.th.Burst)*budget.Token)
 	}
 	if m.last.IsZero() || now.After(m.last) {
 		m.last = now
@@ -481,10 +487,10 @@ func (m *budgetModel) refill(now time.Time) {
 
 func (m *budgetModel) allow(now time.Time) bool {
 	m.refill(now)
-	if m.tokens < 1 {
+	if m.tokens < budget.Token {
 		return false
 	}
-	m.tokens--
+	m.tokens -= budget.Token
 	return true
 }
 
@@ -505,7 +511,7 @@ func TestBudgetMatchesModel(t *testing.T) {
 			Burst:     1 + rng.IntN(12),
 		}
 		b := newBudget(th)
-		m := &budgetModel{th: th, tokens: float64(th.Burst)}
+		m := &budgetModel{th: th, tokens: int64(th.Burst) * budget.Token, last: t0}
 		now := t0
 		var log []string
 		for i := range 400 {
@@ -530,8 +536,8 @@ func TestBudgetMatchesModel(t *testing.T) {
 				got := b.Tokens(at)
 				m.refill(at)
 				log = append(log, fmt.Sprintf("Tokens(t0+%v)=%v", at.Sub(t0), got))
-				if got != m.tokens {
-					t.Fatalf("trial %d (%+v), step %d: Tokens = %v, model says %v; steps: %v", trial, th, i, got, m.tokens, log)
+				if want := float64(m.tokens) / budget.Token; got != want {
+					t.Fatalf("trial %d (%+v), step %d: Tokens = %v, model says %v; steps: %v", trial, th, i, got, want, log)
 				}
 			}
 		}

@@ -23,7 +23,7 @@ func TestBudgetStopsCountingWhenFull(t *testing.T) {
 	}
 
 	b.mu.Lock()
-	b.tokens = 9 // as after one Allow
+	b.acc.pool = 9 * Token // as after one Allow
 	b.full.Store(false)
 	b.mu.Unlock()
 	// Ten calls refill the token, but they are credited only every
@@ -36,7 +36,7 @@ func TestBudgetStopsCountingWhenFull(t *testing.T) {
 	}
 	b.Started()
 	if !b.full.Load() {
-		t.Fatalf("not full after %d calls (%v tokens), want full", creditEvery, b.tokens)
+		t.Fatalf("not full after %d calls (%v µtokens), want full", creditEvery, b.acc.pool)
 	}
 	for range 1000 {
 		b.Started()

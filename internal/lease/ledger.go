@@ -1,9 +1,10 @@
-// Package lease is the arithmetic of a fleet-wide retry budget: the Ledger
-// that the fleet shares (package fleetbudget keeps it in Redis, where a Lua
-// script carries out Ledger.Renew step for step), and the Local lease that
-// each process spends without asking anyone. It reads no clock and does no
-// I/O: every method takes the time as an argument, so that tests are tables
-// and cmd/fleetsim runs 10 000 processes on a virtual clock with this very
+// Package lease is a fleet-wide retry budget: the Ledger that the fleet
+// shares (package fleetbudget keeps it in Redis, where a Lua script carries
+// out Ledger.Renew step for step), and the Local lease that each process
+// spends without asking anyone. Both count with budget.Account, the
+// arithmetic of a process's own budget. It reads no clock and does no I/O:
+// every method takes the time as an argument, so that tests are tables and
+// cmd/fleetsim runs 10 000 processes on a virtual clock with this very
 // code.
 //
 // The fleet follows one grpcbackoff.Throttle as one process would: the
@@ -11,79 +12,49 @@
 // MinReserve, the long-run allowance Ratio per call the fleet started plus
 // one PerSecond, saved up to one Burst. Each process renews its lease every
 // three quarters of a lease period: it reports the calls it started and
-// those that succeeded, gives back what it did not spend of its reserve,
-// and asks for its share of the reserve and for as many tokens as it
-// wanted in the last interval. The Ledger grants what it holds, first come
-// first served; a lease is valid for one lease period. A process whose
-// lease expired, because the Ledger could not be reached, spends from its
-// share of the budget instead: the same Throttle on its own calls with the
-// fleet's floors (PerSecond, Burst, MinReserve) divided by the last fleet
-// size it saw. See fleetbudget's README for the bound this keeps.
+// those that succeeded, gives back what it did not spend, and asks for its
+// stock (its share of the fleet's floors, among the processes the Ledger
+// sees, and of the earnings of its own successes) and for the retries it
+// wants (see Local). The Ledger grants what it holds, first come first
+// served; a lease is valid for one lease period. A process whose lease
+// expired, because the Ledger could not be reached, spends from its share of
+// the budget instead: the same Throttle on its own calls with the fleet's
+// floors divided by the last fleet size it saw. See fleetbudget's README for
+// the bound this keeps.
 package lease
 
 import (
-	"math"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
-// Units of the Ledger: tokens in millionths, times and durations in
-// microseconds. Every quantity is an integer that a Lua number (a double)
-// holds exactly, so that the Redis script and Ledger agree to the unit.
-const (
-	// Token is one retry, in the Ledger's unit.
-	Token = 1_000_000
-	// tenths is the number of parts of the reserve's Window.
-	tenths = 10
-	// maxIdle bounds the time credited at once to the long-run pool.
-	maxIdle = int64(time.Hour / time.Microsecond)
-)
+// Token is one retry, in the Ledger's unit (µtokens; times are in µs).
+const Token = budget.Token
 
 // Params is a grpcbackoff.Throttle in the Ledger's units, with the renewal
 // interval that the fleet's size is counted over.
 type Params struct {
-	Ratio      int64 // per call started
-	PerSecond  int64 // per second
-	Burst      int64
-	Reserve    int64 // per success
-	MinReserve int64 // per Window
-	Window     int64 // µs; 0: no reserve
-	Interval   int64 // µs between two renewals of one process
+	budget.Params
+	Interval int64 // µs between two renewals of one process
 }
 
 // ParamsOf returns t's Params with its floors (PerSecond, Burst and
 // MinReserve) divided by share, for renewals every interval: share 1 for
 // the fleet's Ledger, the fleet's size for one process's part of it.
 func ParamsOf(t grpcbackoff.Throttle, interval time.Duration, share int64) Params {
-	share = max(share, 1)
-	tok := func(f float64) int64 { return int64(math.Round(f * Token)) }
-	return Params{
-		Ratio:      tok(t.Ratio),
-		PerSecond:  tok(t.PerSecond) / share,
-		Burst:      int64(t.Burst) * Token / share,
-		Reserve:    tok(t.Reserve),
-		MinReserve: int64(t.MinReserve) * Token / share,
-		Window:     int64(t.Window / time.Microsecond),
-		Interval:   max(int64(interval/time.Microsecond), 1),
-	}
+	return Params{Params: budget.ParamsOf(t, share), Interval: max(int64(interval/time.Microsecond), 1)}
 }
 
-// Ledger is the state of a budget: the long-run pool, the reserve's Window
-// in tenths, and the renewals counted in the last two intervals. Its zero
-// value is a budget not yet made (a missing key): the first Renew makes it.
-// It is not safe for concurrent use.
+// Ledger is the state of a fleet's budget: its budget.Account, and the
+// renewals counted in the last two intervals. Its zero value is a budget
+// not yet made (a missing key): the first Renew makes it. It is not safe
+// for concurrent use.
 type Ledger struct {
-	born, last int64 // µs: made at; the long-run pool credited up to
-	pool       int64
-	tenth      [tenths]tenth
-	count      [2]count
+	acc   budget.Account
+	count [2]count
 }
-
-// tenth is one tenth of the Window: the successes reported in it, and what
-// the reserve paid in it from those earnings and from MinReserve, net of
-// what came back.
-type tenth struct{ index, earned, paid, floor int64 }
 
 // count is the number of renewals in one interval.
 type count struct{ index, n int64 }
@@ -95,8 +66,13 @@ type Request struct {
 	Started, Succeeded, Span int64
 	// Return is the lease it gives back.
 	Return Return
-	// AskReserve and AskLongRun are what it asks for.
-	AskReserve, AskLongRun int64
+	// AskRetries is the retries it wants (paid from the reserve first, then
+	// from the long-run pool), AskReserve the reserve it asks for beside
+	// them (what its own successes earned), AskLongRun the long-run tokens.
+	AskRetries, AskReserve, AskLongRun int64
+	// Stock asks, beside them, for the process's share of the fleet's
+	// floors: MinReserve and Burst divided by the fleet's size.
+	Stock bool
 	// Born is the Ledger's Born as the process last saw it, 0 if never:
 	// a Ledger lost with Redis's memory is made again as old as it was.
 	Born int64
@@ -122,52 +98,119 @@ type Grant struct {
 	Born, Now int64
 }
 
-// Renew applies r at time now (µs) with p, and grants what r asks for as
-// far as the budget holds it, in whole tokens: the long-run pool is credited for the time
-// passed and the calls started (and capped at Burst after the grant, since
-// the calls of an interval are reported at once, and the retries they paid
-// for were asked for during it), r's successes are counted in the tenth of
-// the middle of their span, its return is given back to the tenth it came
-// from if that tenth is still in the Window, and then the reserve is
-// granted from earnings first, then from MinReserve, and the long-run ask
-// from the pool. The Redis script (fleetbudget) is this function in Lua.
+// Renew applies r at time now (µs, the server's clock: the only clock the
+// Ledger follows) with p, and grants what r asks for as far as the budget
+// holds it, in whole tokens. In order: the Ledger is repaired (Repair) or
+// made; the fleet's size is counted; the long-run pool is credited for the
+// time passed, the calls started and the long-run lease given back (and
+// capped at Burst after the grant, since the calls of an interval are
+// reported at once, and the retries they paid for were asked for during
+// it); r's successes are spread over their span; its reserve comes back to
+// the tenth it was granted in, if that tenth is still in the Window; then
+// the reserve is granted (from earnings first, then from the floor) for the
+// retries asked for first, then for the reserve asked for and, with Stock,
+// the process's share of MinReserve (divided by the size); then the
+// long-run pool grants the long-run ask, the process's share of Burst with
+// Stock, and the retries the reserve could not pay. The Redis script
+// (fleetbudget) is this function in Lua.
 func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
-	now = l.start(now, p, r.Born)
-	l.credit(now, p, r.Started, r.Return.LongRun)
-	l.earn(now, p, r.Succeeded, r.Span)
-	g := Grant{Born: l.born, Now: now}
-	if p.Window > 0 {
-		w := width(p)
-		k := (now - l.born) / w
-		if t := r.Return.Tenth; t > k-tenths && t <= k && l.tenth[t%tenths].index == t {
-			b := &l.tenth[t%tenths]
-			b.paid -= min(b.paid, max(r.Return.Earned, 0))
-			b.floor -= min(b.floor, max(r.Return.Floor, 0))
-		}
-		earned, floor := l.reserve(k, p)
-		ask := whole(min(max(r.AskReserve, 0), earned+floor))
-		g.Earned = min(ask, earned)
-		g.Floor = ask - g.Earned
-		b := l.at(k)
-		b.paid += g.Earned
-		b.floor += g.Floor
-		g.Tenth, g.Reserve = k, earned+floor-g.Earned-g.Floor
+	l.Repair(now, p, r.Born)
+	size := l.count1(now, p)
+	bp := p.Params
+	l.acc.Add(now, bp, clamp(r.Started, maxCount), clamp(r.Return.LongRun, maxAsk))
+	l.acc.Earn(now, bp, clamp(r.Succeeded, maxCount), now-max(r.Span, 0))
+	g := Grant{Born: l.acc.Born(), Now: now, Size: size}
+	retries, askReserve, askLongRun := clamp(r.AskRetries, maxAsk), clamp(r.AskReserve, maxAsk), clamp(r.AskLongRun, maxAsk)
+	if r.Stock {
+		askReserve += p.MinReserve / size
+		askLongRun += p.Burst / size
 	}
-	g.LongRun = whole(min(max(r.AskLongRun, 0), max(l.pool, 0)))
-	l.pool = min(l.pool-g.LongRun, p.Burst)
-	g.Pool = l.pool
+	if p.Window > 0 {
+		l.acc.GiveBack(now, bp, r.Return.Tenth, r.Return.Earned, r.Return.Floor)
+		earned, floor := l.acc.Reserve(now, bp)
+		ask := whole(min(retries+askReserve, earned+floor))
+		l.acc.Spend(now, bp, ask, earned)
+		g.Earned, g.Floor = min(ask, earned), ask-min(ask, earned)
+		g.Tenth, g.Reserve = l.acc.Tenth(now, bp), earned+floor-ask
+		retries = max(retries-ask, 0) // left for the long-run pool
+	}
+	g.LongRun = whole(min(askLongRun+retries, max(l.acc.Pool(), 0)))
+	l.acc.Draw(g.LongRun)
+	l.acc.Cap(bp)
+	g.Pool = l.acc.Pool()
+	return g
+}
 
+// Bounds of what a Ledger counts, so that every sum stays an integer a
+// double holds exactly (under 2^53) in the Lua script: calls or successes
+// in one renewal, or in one tenth; asks and returns, in µtokens.
+const (
+	maxCount = 100_000_000
+	maxAsk   = 1 << 50
+)
+
+// clamp returns n within [0, hi].
+func clamp(n, hi int64) int64 { return min(max(n, 0), hi) }
+
+// count1 counts a renewal at now and returns the fleet's size: the most
+// renewals in the current or the last whole interval.
+func (l *Ledger) count1(now int64, p Params) int64 {
 	i := now / p.Interval
 	c := &l.count[i%2]
 	if c.index != i {
 		*c = count{index: i}
 	}
 	c.n++
-	g.Size = c.n
+	size := c.n
 	if o := l.count[(i+1)%2]; o.index == i-1 {
-		g.Size = max(g.Size, o.n)
+		size = max(size, o.n)
 	}
-	return g
+	return size
+}
+
+// Repair makes l if it is not made (as old as born, if born is a time
+// before now: see budget.Account.Make), and brings every field back into
+// its range at now, the server's time, so that a Ledger whose state was
+// written by someone else (or a server whose clock went back) neither
+// grants more than the Throttle would nor stays unusable: a birth after
+// now makes it again; a last credit after now or before its birth is now
+// (nothing credited); a tenth after now's is emptied, and negative counts
+// are 0; the long-run pool lies in [0, Burst], the floor paid in a tenth
+// and since the last success in [0, MinReserve]; a renewal count of an
+// interval after now's is forgotten. (A count above maxCount, or paid above
+// maxCount tokens, is brought down to it.)
+func (l *Ledger) Repair(now int64, p Params, born int64) {
+	bp := p.Params
+	s := l.State()
+	if s.Born <= 0 || s.Born > now {
+		*l = Ledger{}
+		l.acc.Make(now, bp, born)
+		return
+	}
+	if s.Last < s.Born || s.Last > now {
+		s.Last = now
+	}
+	s.Pool = min(max(s.Pool, 0), p.Burst)
+	s.Since = min(max(s.Since, 0), p.MinReserve)
+	k := (now - s.Born) / max(p.Window/10, 1)
+	for j := range s.Tenths {
+		t := &s.Tenths[j]
+		if t.Index < 0 || t.Index > k || t.Index%10 != int64(j) {
+			*t = budget.Tenth{}
+			continue
+		}
+		t.Earned, t.Paid = clamp(t.Earned, maxCount), clamp(t.Paid, maxCount*Token)
+		t.Floor = clamp(t.Floor, p.MinReserve)
+	}
+	i := now / p.Interval
+	for j := range s.Counts {
+		if c := &s.Counts[j]; c.Index < 0 || c.Index > i || c.Index%2 != int64(j) || c.N < 0 {
+			*c = Count{}
+		} else {
+			c.N = min(c.N, maxCount)
+		}
+	}
+	l.Load(s)
 }
 
 // Take pays one retry at time now if the budget can, from the reserve first
@@ -175,20 +218,8 @@ func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 // Throttle would: it is how a process spends its share of the budget when
 // the Ledger cannot be reached.
 func (l *Ledger) Take(now int64, p Params, reserve bool) bool {
-	now = l.start(now, p, 0)
-	l.credit(now, p, 0, 0)
-	if reserve && p.Window > 0 {
-		k := (now - l.born) / width(p)
-		if earned, floor := l.reserve(k, p); earned+floor >= Token {
-			l.spend(k, Token, earned)
-			return true
-		}
-	}
-	if l.pool < Token {
-		return false
-	}
-	l.pool -= Token
-	return true
+	now = l.start(now, p)
+	return l.acc.Take(now, p.Params, reserve)
 }
 
 // Charge counts against the budget, at time now, one retry paid from
@@ -196,136 +227,72 @@ func (l *Ledger) Take(now int64, p Params, reserve bool) bool {
 // else from the long-run pool. Unlike Take it always pays: what the budget
 // does not hold it owes, and pays back from its next earnings.
 func (l *Ledger) Charge(now int64, p Params, reserve bool) {
-	now = l.start(now, p, 0)
-	l.credit(now, p, 0, 0)
-	if reserve && p.Window > 0 {
-		k := (now - l.born) / width(p)
-		earned, _ := l.reserve(k, p)
-		l.spend(k, Token, earned)
-		return
-	}
-	l.pool -= Token
+	now = l.start(now, p)
+	l.acc.Charge(now, p.Params, reserve)
 }
 
 // Count adds calls started and succeeded over the last span µs, as a
-// renewal reports them, without asking for anything. The long-run pool may
-// then hold Burst plus what those calls earned: the retries until the next
-// Count spend the earnings of this interval as they would have been
-// earned.
+// renewal reports them, without asking for anything, as a process's own
+// budget counts them.
 func (l *Ledger) Count(now int64, p Params, started, succeeded, span int64) {
-	now = l.start(now, p, 0)
-	before := min(l.pool+perSecond(p, now-l.last), p.Burst)
-	l.credit(now, p, started, 0)
-	l.pool = min(l.pool, before+p.Ratio*started)
-	l.earn(now, p, succeeded, span)
+	now = l.start(now, p)
+	l.acc.Credit(now, p.Params, started)
+	l.acc.Earn(now, p.Params, succeeded, now-max(span, 0))
 }
 
 // Available returns the tokens the budget holds at time now: its reserve
 // and its long-run pool (not less than 0).
 func (l *Ledger) Available(now int64, p Params) int64 {
-	if l.born == 0 {
+	if l.acc.Born() == 0 {
 		return p.Burst + p.MinReserve
 	}
-	now = max(now, l.last)
-	pool := min(l.pool+perSecond(p, now-l.last), max(p.Burst, l.pool))
-	if p.Window == 0 {
-		return max(pool, 0)
-	}
-	earned, floor := l.reserve((now-l.born)/width(p), p)
-	return earned + floor + max(pool, 0)
+	return l.acc.Available(now, p.Params)
 }
 
 // Earned returns the successes counted in the Window at time now.
 func (l *Ledger) Earned(now int64, p Params) int64 {
-	if l.born == 0 || p.Window == 0 {
+	if l.acc.Born() == 0 {
 		return 0
 	}
-	var e int64
-	l.live((max(now, l.last)-l.born)/width(p), func(b *tenth) { e += b.earned })
-	return e
+	return l.acc.Earned(now, p.Params)
 }
 
-// start makes the Ledger if it is not made yet, as old as born if the
-// process saw it before (0: a new budget, its long-run pool full), and
-// returns the time it is at: now, or the latest time it saw.
-func (l *Ledger) start(now int64, p Params, born int64) int64 {
-	if l.born == 0 {
-		l.born, l.last, l.pool = now, now, p.Burst
-		if born > 0 && born <= now {
-			l.born, l.pool = born, 0
-		}
-	}
-	return max(now, l.last)
+// start makes the Ledger if it is not made yet (a new budget, its long-run
+// pool full), credits it up to now, and returns the time it is at: now, or
+// the latest time it saw.
+func (l *Ledger) start(now int64, p Params) int64 {
+	l.acc.Make(now, p.Params, 0)
+	now = l.acc.Now(now)
+	l.acc.Credit(now, p.Params, 0)
+	return now
 }
-
-// credit adds PerSecond for the time since the last credit (the pool held
-// at most Burst meanwhile), Ratio per call started and a returned long-run
-// lease to the pool. The caller caps it.
-func (l *Ledger) credit(now int64, p Params, started, returned int64) {
-	l.pool = min(l.pool+perSecond(p, now-l.last), max(p.Burst, l.pool))
-	l.pool += p.Ratio*started + max(returned, 0)
-	l.last = now
-}
-
-// earn puts succeeded successes in the tenth of the middle of their span.
-func (l *Ledger) earn(now int64, p Params, succeeded, span int64) {
-	if p.Window == 0 || succeeded == 0 {
-		return
-	}
-	w := width(p)
-	k := (now - l.born) / w
-	l.at(max((now-span/2-l.born)/w, k-tenths+1, 0)).earned += succeeded
-}
-
-// perSecond is what PerSecond earns in dt µs (at most maxIdle), rounded
-// down; the Lua script computes it with the same floating-point operations.
-func perSecond(p Params, dt int64) int64 {
-	return int64(math.Floor(float64(p.PerSecond) * float64(min(dt, maxIdle)) / 1e6))
-}
-
-func width(p Params) int64 { return max(p.Window/tenths, 1) }
 
 // whole rounds n down to whole tokens: a lease holds no fraction of a
 // token, which the process could not spend, while the fleet could.
 func whole(n int64) int64 { return n - n%Token }
 
-// at returns the bucket of tenth j, emptied if it held an older one.
-func (l *Ledger) at(j int64) *tenth {
-	b := &l.tenth[j%tenths]
-	if b.index != j {
-		*b = tenth{index: j}
-	}
-	return b
+// State is a Ledger's fields, as the Redis script keeps them in a hash.
+type State struct {
+	budget.Fields
+	Counts [2]Count
 }
 
-// live calls f on each bucket of the Window that ends with tenth k.
-func (l *Ledger) live(k int64, f func(*tenth)) {
-	for j := max(k-tenths+1, 0); j <= k; j++ {
-		if b := &l.tenth[j%tenths]; b.index == j {
-			f(b)
-		}
+// Count is the number of renewals, N, in interval Index.
+type Count struct{ Index, N int64 }
+
+// State returns l's fields.
+func (l *Ledger) State() State {
+	s := State{Fields: l.acc.Fields()}
+	for i, c := range l.count {
+		s.Counts[i] = Count{Index: c.index, N: c.n}
 	}
+	return s
 }
 
-// reserve returns what the reserve can pay in tenth k: from the Window's
-// earnings, Reserve per success less what they paid, and from MinReserve,
-// what it did not pay in the Window if a call succeeded in it or the budget
-// is younger than it.
-func (l *Ledger) reserve(k int64, p Params) (earned, floor int64) {
-	var e, paid, fl int64
-	l.live(k, func(b *tenth) { e, paid, fl = e+b.earned, paid+b.paid, fl+b.floor })
-	earned = max(p.Reserve*e-paid, 0)
-	if e > 0 || k < tenths {
-		floor = max(p.MinReserve-fl, 0)
+// Load makes l the Ledger of fields s, as Renew then repairs them.
+func (l *Ledger) Load(s State) {
+	l.acc.Load(s.Fields)
+	for i, c := range s.Counts {
+		l.count[i] = count{index: c.Index, n: c.N}
 	}
-	return earned, floor
-}
-
-// spend pays n in tenth k: from earnings as far as they hold (earned),
-// then from MinReserve.
-func (l *Ledger) spend(k, n, earned int64) {
-	b := l.at(k)
-	e := min(n, earned)
-	b.paid += e
-	b.floor += n - e
 }

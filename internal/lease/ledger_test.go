@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
 const sec = int64(time.Second / time.Microsecond)
@@ -16,8 +17,8 @@ func fleetParams() Params { return ParamsOf(grpcbackoff.DefaultThrottle(), 750*t
 
 func TestParamsOf(t *testing.T) {
 	p := ParamsOf(grpcbackoff.DefaultThrottle(), time.Second, 4)
-	want := Params{Ratio: 100_000, PerSecond: 125_000, Burst: 2_500_000, Reserve: 200_000, MinReserve: 25_000_000,
-		Window: 10 * sec, Interval: sec}
+	want := Params{Params: budget.Params{Ratio: 100_000, PerSecond: 125_000, Burst: 2_500_000, Reserve: 200_000, MinReserve: 25_000_000,
+		Window: 10 * sec}, Interval: sec}
 	if p != want {
 		t.Errorf("ParamsOf(DefaultThrottle, 1s, 4) = %+v, want %+v", p, want)
 	}
@@ -45,15 +46,20 @@ func TestLedgerLongRun(t *testing.T) {
 	if !l.Take(t0+3*sec, p, true) || l.Available(t0+3*sec, p) != 9*Token {
 		t.Errorf("Take: %d µtokens left, want 9 tokens", l.Available(t0+3*sec, p))
 	}
-	// A time earlier than the last seen counts as the last seen.
-	if g := l.Renew(t0+sec, p, Request{AskLongRun: 100 * Token}); g.LongRun != 9*Token || g.Now != t0+3*sec {
-		t.Errorf("renewal dated in the past: %+v, want 9 tokens at the latest time seen", g)
+	// Only the server's clock moves the Ledger's: a time earlier than the
+	// last seen (a failover to a server whose clock is behind) is now, and
+	// credits nothing until it passes the last credit.
+	if g := l.Renew(t0+2*sec, p, Request{AskLongRun: 100 * Token}); g.LongRun != 9*Token || g.Now != t0+2*sec {
+		t.Errorf("renewal dated in the past: %+v, want the 9 tokens held, at its own time", g)
+	}
+	if g := l.Renew(t0+4*sec, p, Request{AskLongRun: 100 * Token}); g.LongRun != Token {
+		t.Errorf("2 s later: %+v, want the 1 token of PerSecond", g)
 	}
 }
 
 // TestLedgerReserve: successes earn Reserve each for the Window; MinReserve
-// is there while the budget is young or a call succeeded in the Window; a
-// return goes back to the tenth it came from, while it is in the Window.
+// is paid at most once a Window and once since the last success; a return
+// goes back to the tenth it came from, while it is in the Window.
 func TestLedgerReserve(t *testing.T) {
 	p := fleetParams()
 	var l Ledger
@@ -65,15 +71,20 @@ func TestLedgerReserve(t *testing.T) {
 	if g.Earned != 150*Token || g.Floor != 0 || g.Reserve != 50*Token+40*Token || g.Tenth != 1 {
 		t.Fatalf("after 1000 successes and 40 tokens back: %+v, want 150 from earnings, 50 + 40 left", g)
 	}
-	// 10.5 s after the first success the earnings and their spending are
-	// gone; nothing succeeded in the Window, so MinReserve is gone too.
+	// 10.5 s after the successes their earnings and spending are gone, and
+	// the 60 the floor paid before them: a success made it whole again.
 	g = l.Renew(t0+12*sec, p, Request{AskReserve: 1000 * Token, Return: Return{Tenth: 1, Earned: 150 * Token}})
-	if g.Earned+g.Floor != 0 || g.Reserve != 0 {
-		t.Errorf("a Window after the last success: %+v, want nothing (a return from a tenth out of the Window gives nothing)", g)
+	if g.Earned != 0 || g.Floor != 100*Token || g.Reserve != 0 {
+		t.Errorf("a Window after the last success: %+v, want MinReserve (a return from a tenth out of the Window gives nothing)", g)
 	}
 	g = l.Renew(t0+13*sec, p, Request{Succeeded: 10, Span: sec, AskReserve: 1000 * Token})
-	if g.Earned != 2*Token || g.Floor != 100*Token {
-		t.Errorf("a success again: %+v, want 2 tokens earned and MinReserve", g)
+	if g.Earned != 2*Token || g.Floor != 0 {
+		t.Errorf("a success again: %+v, want 2 tokens earned, and no floor: paid in the Window", g)
+	}
+	// A quiet spell keeps the floor whole.
+	g = l.Renew(t0+100*sec, p, Request{AskReserve: 1000 * Token})
+	if g.Earned != 0 || g.Floor != 100*Token {
+		t.Errorf("after a quiet spell: %+v, want MinReserve", g)
 	}
 }
 
@@ -97,8 +108,8 @@ func TestLedgerSize(t *testing.T) {
 }
 
 // TestLedgerBornAgain: a budget made again by a process that knew it (Redis
-// lost it) is as old as it was and starts empty: no Burst, no young
-// MinReserve.
+// lost it) is as old as it was and starts empty: no Burst, its floor paid
+// until a call succeeds.
 func TestLedgerBornAgain(t *testing.T) {
 	p := fleetParams()
 	var l Ledger

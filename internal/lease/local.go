@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
 // Local is one process's side of a fleet budget: the lease it spends, what
@@ -13,11 +14,28 @@ import (
 // it pays, from either, is charged to its share, so that a process that
 // falls back has spent there what it spent of the fleet's.
 //
+// At each renewal a process gives back what it holds and asks for its
+// stock and for its demand. Its stock is what one process's Throttle would
+// hold at its traffic, as a part of the fleet's: the reserve its own
+// successes earned in the Window, and its share of the fleet's floors
+// (MinReserve and Burst divided by the processes the Ledger saw renew), so
+// that a lone process holds the whole Throttle and a new or quiet one its
+// share at once. Its demand is the retries it wants: each retry a caller
+// told it of with Want, when decided, that its lease could not pay for
+// then (paid, and so refused or not, by the next renewal: before the retry
+// is due with the recipe's backoff, as with the fleet's state when it was
+// decided), and as many as it paid without a Want since the last renewal.
+//
 // A lease is valid for one Period after the request that brought it was
 // sent; a process renews every Interval() = 3/4 of the Period, so a
 // renewal that answers within a quarter of the Period keeps it joined.
 // Local is not safe for concurrent use; it reads no clock.
 type Local struct {
+	// NoStock, set before the first renewal, asks for no share of the
+	// floors, only for the process's earnings and its demand (as before
+	// issue 35; cmd/fleetsim compares the designs).
+	NoStock bool
+
 	t      grpcbackoff.Throttle
 	period int64 // µs
 
@@ -25,13 +43,17 @@ type Local struct {
 	expires int64  // µs: the lease is spent until then
 	lease   Return // held: reserve from earnings and floor granted in lease.Tenth, long-run
 	stale   Return // an expired lease's, given back at the next renewal
+	out     bool   // a request gave the lease back; its answer has not come
+	spent   Return // spent from the lease since then
 
-	share   Ledger // the process's share of the budget
-	size    int64  // the fleet's size, as last seen (or assumed)
-	born    int64  // the fleet Ledger's Born, as last seen
-	allows  int64  // Allow calls since the last request
-	longRun int64  // retries the reserve could not pay since the last request
-	last    int64  // µs: the last request
+	share   budget.Account // the process's share of the budget
+	size    int64          // the fleet's size, as last seen (or assumed)
+	born    int64          // the fleet Ledger's Born, as last seen
+	paid    int64          // retries (Allow) paid or refused without a Want since the last request
+	longRun int64          // and retries paid from the long-run tokens alone (AllowLongRun)
+	last    int64          // µs: the last request
+	early   bool           // a renewal before its time was asked for since the last request
+	wants   wants          // retries wanted, by when they are due
 
 	leases, fallbacks int64
 }
@@ -41,14 +63,16 @@ type Local struct {
 // one. It holds no lease: it spends its share until its first renewal.
 func NewLocal(t grpcbackoff.Throttle, period time.Duration, size int, now time.Time) *Local {
 	l := &Local{t: t, period: max(int64(period/time.Microsecond), 4), size: max(int64(size), 1), last: micros(now)}
-	l.share.start(micros(now), l.shareParams(), 0)
+	l.share.Make(micros(now), l.shareParams().Params, 0)
 	return l
 }
 
 // Interval returns the time between two renewals: 3/4 of the lease period.
 func (l *Local) Interval() time.Duration {
-	return time.Duration(l.period*3/4) * time.Microsecond
+	return time.Duration(l.interval()) * time.Microsecond
 }
+
+func (l *Local) interval() int64 { return max(l.period*3/4, 1) }
 
 // Params returns the Params of the fleet's Ledger.
 func (l *Local) Params() Params {
@@ -57,6 +81,38 @@ func (l *Local) Params() Params {
 
 func (l *Local) shareParams() Params { return ParamsOf(l.t, l.Interval(), l.size) }
 
+// count adds to the share the calls started and succeeded over the last
+// span µs, as a renewal reports them. The long-run pool may then hold its
+// Burst plus what those calls earned: the calls of an interval are counted
+// at once, while the retries of the interval spent the pool as the calls
+// would have refilled it (a share's Burst, the fleet's divided by its size,
+// is often under one token, which a pool capped at it could never pay).
+func (l *Local) count(n int64, p Params, started, succeeded, span int64) {
+	n = l.share.Now(n)
+	l.share.Credit(n, p.Params, 0)
+	before := l.share.Pool()
+	l.share.Add(n, p.Params, started, 0)
+	l.share.Draw(max(l.share.Pool()-max(before+p.Ratio*started, p.Burst), 0))
+	l.share.Earn(n, p.Params, succeeded, n-span)
+}
+
+// take is the share's budget.Account.Take at n. (Its pool is credited
+// without being capped: it may hold the last interval's calls beyond Burst.)
+func (l *Local) take(n int64, reserve bool) bool {
+	p := l.shareParams().Params
+	n = l.share.Now(n)
+	l.share.Add(n, p, 0, 0)
+	return l.share.Take(n, p, reserve)
+}
+
+// charge is the share's budget.Account.Charge at n.
+func (l *Local) charge(n int64, reserve bool) {
+	p := l.shareParams().Params
+	n = l.share.Now(n)
+	l.share.Add(n, p, 0, 0)
+	l.share.Charge(n, p, reserve)
+}
+
 // Joined reports whether the process holds a valid lease at now.
 func (l *Local) Joined(now time.Time) bool {
 	l.expire(micros(now))
@@ -64,33 +120,32 @@ func (l *Local) Joined(now time.Time) bool {
 }
 
 // Request returns the renewal to send at now, for the calls started and
-// succeeded since the last one. The reserve it gives back can no longer be
-// spent, whatever becomes of the request; the long-run lease is given back
-// too if no retry asked for it since the last request, else kept and topped
-// up. The calls are counted in the process's share as well.
+// succeeded since the last one: it gives back all the process holds, and
+// asks for its stock and its demand. Until the answer comes (Apply) the
+// process spends what it gave back, and the grant pays for it; if no answer
+// comes, it has nothing left of it at the next request. The calls are
+// counted in the process's share as well.
 func (l *Local) Request(now time.Time, started, succeeded int64) Request {
 	n := micros(now)
 	l.expire(n)
 	span := max(n-l.last, 0)
-	l.share.Count(n, l.shareParams(), started, succeeded, span)
-	r := Request{Started: started, Succeeded: succeeded, Span: span, Born: l.born, Return: l.stale}
+	sp := l.shareParams()
+	l.count(n, sp, started, succeeded, span)
+	r := Request{Started: started, Succeeded: succeeded, Span: span, Born: l.born, Return: l.stale, Stock: !l.NoStock}
 	l.stale = Return{}
 	if l.joined {
-		// One tenth is given back at a time: the current lease's, unless
-		// it holds no reserve (an expired one's reserve is lost then).
-		if l.lease.Earned+l.lease.Floor > 0 {
-			r.Return.Tenth, r.Return.Earned, r.Return.Floor = l.lease.Tenth, l.lease.Earned, l.lease.Floor
+		if l.out {
+			l.lease = Return{} // given back with a request that got no answer
 		}
-		l.lease.Earned, l.lease.Floor = 0, 0
-		if l.longRun == 0 {
-			r.Return.LongRun += l.lease.LongRun
-			l.lease.LongRun = 0
-		}
+		r.Return.Tenth, r.Return.Earned, r.Return.Floor = l.lease.Tenth, l.lease.Earned, l.lease.Floor
+		r.Return.LongRun += l.lease.LongRun
+		l.out, l.spent = true, Return{}
 	}
-	sp := l.shareParams()
-	r.AskReserve = sp.Reserve*l.share.Earned(n, sp) + l.allows*Token
-	r.AskLongRun = max(l.longRun*Token-l.lease.LongRun, 0)
-	l.allows, l.longRun, l.last = 0, 0, n
+	retries, longRun := l.wants.ask(n, l.interval())
+	r.AskRetries = (retries + l.paid) * Token
+	r.AskReserve = sp.Reserve * l.share.Earned(n, sp.Params)
+	r.AskLongRun = (longRun + l.longRun) * Token
+	l.paid, l.longRun, l.last, l.early = 0, 0, n, false
 	return r
 }
 
@@ -101,15 +156,64 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 	n := micros(now)
 	l.expire(n)
 	l.born, l.size = g.Born, max(g.Size, 1)
+	lease := Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: g.LongRun}
 	expires := micros(sent) + l.period
 	if expires <= n {
-		l.stale = Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: l.stale.LongRun + g.LongRun}
+		l.wants.settle(n, l.interval(), nil) // the retries asked for are refused
+		l.stale.Tenth, l.stale.Earned, l.stale.Floor = lease.Tenth, lease.Earned, lease.Floor
+		l.stale.LongRun += lease.LongRun
 		return
 	}
-	l.lease.Tenth, l.lease.Earned, l.lease.Floor = g.Tenth, g.Earned, g.Floor
-	l.lease.LongRun += g.LongRun
+	// The grant pays first for the retries asked for, which keep their
+	// tokens until they are due, in the order they are due.
+	reserve, longRun := l.wants.settle(n, l.interval(), &lease)
+	for range reserve {
+		l.charge(n, true)
+	}
+	for range longRun {
+		l.charge(n, false)
+	}
+	if l.out {
+		// Take from the grant what was spent of the lease it replaces
+		// since it was given back (what the grant cannot pay, at most that
+		// lease, was the process's to spend until the Ledger had it).
+		reserve, longRun := l.spent.Earned+l.spent.Floor, l.spent.LongRun
+		lease.LongRun, longRun = lease.LongRun-min(lease.LongRun, longRun), longRun-min(lease.LongRun, longRun)
+		reserve += longRun
+		e := min(lease.Earned, reserve)
+		lease.Earned, lease.Floor = lease.Earned-e, lease.Floor-min(lease.Floor, reserve-e)
+		l.out, l.spent = false, Return{}
+	}
+	l.lease = lease
 	l.expires, l.joined = expires, true
 	l.leases++
+}
+
+// Want tells l, at now, of a retry decided and due at due, to be paid then
+// (Allow, or AllowLongRun with longRun), and reports whether a renewal
+// should be made now for it.
+// Its lease (or, without one, the process's share) pays for it now if it
+// can; else it is asked for at the next renewal, which pays for it or
+// refuses it, and it is paid or refused when it is due (if no renewal
+// answers, it is paid then as a retry not told of); a renewal is made now
+// if the next would come after it is due (at most once an interval).
+func (l *Local) Want(now, due time.Time, longRun bool) (renewNow bool) {
+	n, d := micros(now), micros(due)
+	l.expire(n)
+	d = max(min(d, n+(wantSlots-2)*l.interval()), n)
+	if !l.joined && l.take(n, !longRun) || l.joined && l.fromLease(n, !longRun) {
+		l.wants.add(d, l.interval(), longRun, true)
+		return false
+	}
+	// Asked for at the next renewal (even without a lease: it is the
+	// first, or the one that joins again); if none answers, paid when due
+	// as a retry not told of.
+	l.wants.add(d, l.interval(), longRun, false)
+	if l.early || micros(due) >= l.last+l.interval()+l.period/4 || micros(due) < n+l.period/4 {
+		return false // the next renewal's answer comes before it is due; or none would
+	}
+	l.early = true
+	return true
 }
 
 // Allow pays for a retry at now if the lease (or the share, without a
@@ -121,28 +225,37 @@ func (l *Local) AllowLongRun(now time.Time) bool { return l.pay(micros(now), fal
 
 func (l *Local) pay(n int64, reserve bool) bool {
 	l.expire(n)
-	if reserve {
-		l.allows++
+	switch l.wants.take(n, l.interval(), !reserve) {
+	case wantPaid:
+		return true
+	case wantRefused:
+		return false
+	case wantNone:
+		if reserve {
+			l.paid++ // what the fleet is asked for at the next renewal
+		} else {
+			l.longRun++
+		}
 	}
 	if !l.joined {
-		if !reserve || l.share.Available(n, l.shareParams()) < Token {
-			l.longRun++ // what the fleet would have been asked for
-		}
-		return l.share.Take(n, l.shareParams(), reserve)
+		return l.take(n, reserve)
 	}
-	if reserve && l.lease.Earned+l.lease.Floor >= Token {
-		e := min(l.lease.Earned, Token)
-		l.lease.Earned -= e
-		l.lease.Floor -= Token - e
-		l.share.Charge(n, l.shareParams(), true)
-		return true
-	}
-	l.longRun++
-	if l.lease.LongRun < Token {
+	return l.fromLease(n, reserve)
+}
+
+// fromLease pays for a retry from the lease, if it can: from the reserve
+// first if reserve is set, then from the long-run tokens (Return.take).
+func (l *Local) fromLease(n int64, reserve bool) bool {
+	before := l.lease
+	if !l.lease.take(reserve) {
 		return false
 	}
-	l.lease.LongRun -= Token
-	l.share.Charge(n, l.shareParams(), false)
+	if l.out {
+		l.spent.Earned += before.Earned - l.lease.Earned
+		l.spent.Floor += before.Floor - l.lease.Floor
+		l.spent.LongRun += before.LongRun - l.lease.LongRun
+	}
+	l.charge(n, l.lease.LongRun == before.LongRun)
 	return true
 }
 
@@ -151,7 +264,10 @@ func (l *Local) pay(n int64, reserve bool) bool {
 func (l *Local) expire(n int64) {
 	if l.joined && n >= l.expires {
 		l.joined = false
-		l.stale, l.lease = l.lease, Return{}
+		if !l.out { // else given back already
+			l.stale = l.lease
+		}
+		l.lease, l.out = Return{}, false
 		l.fallbacks++
 	}
 }
@@ -174,10 +290,156 @@ func (l *Local) State(now time.Time) LocalState {
 		s.Tokens = float64(l.lease.Earned+l.lease.Floor+l.lease.LongRun) / Token
 		s.LongRun = float64(l.lease.LongRun) / Token
 	} else {
-		s.Tokens = float64(l.share.Available(n, l.shareParams())) / Token
+		s.Tokens = float64(l.share.Available(n, l.shareParams().Params)) / Token
 	}
 	return s
 }
 
 // micros returns t in µs since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// wants counts the retries wanted (Local.Want) and not yet made, by the
+// interval in which they are due (those due after the last slot are counted
+// in it): those to ask for, those asked for, those paid for (by the lease
+// when decided, or by a grant), and those refused. Wants due more than one
+// interval ago are forgotten: their calls ended (a canceled context, a
+// closed ClientConn), and what paid for them is lost to the fleet.
+type wants struct {
+	slot [wantSlots]wantSlot
+}
+
+// wantSlots intervals: 96 s at the default 750 ms, beyond the recipe's
+// largest backoff (64 s).
+const wantSlots = 128
+
+// wantSlot is the wants due in interval index, each count by what pays for
+// them: [0] Allow (the reserve, then the long-run pool), [1] AllowLongRun.
+type wantSlot struct {
+	index              int64
+	ask, paid, refused [2]int64
+	asked              [2]int64 // by the last request
+}
+
+// What take found.
+const (
+	wantNone    = iota // no want due: a retry not told of
+	wantPaid           // paid for
+	wantRefused        // refused by a grant
+	wantWaiting        // asked for, not answered: the lease pays as for none
+)
+
+func kind(longRun bool) int {
+	if longRun {
+		return 1
+	}
+	return 0
+}
+
+// add counts a retry due at due, paid for already or to ask for.
+func (w *wants) add(due, interval int64, longRun, paid bool) {
+	s := w.at(due / interval)
+	if paid {
+		s.paid[kind(longRun)]++
+	} else {
+		s.ask[kind(longRun)]++
+	}
+}
+
+// at returns the slot of interval i, emptied if it held another one.
+func (w *wants) at(i int64) *wantSlot {
+	s := w.slot0(i)
+	if s.index != i {
+		*s = wantSlot{index: i}
+	}
+	return s
+}
+
+func (w *wants) slot0(i int64) *wantSlot { return &w.slot[(i%wantSlots+wantSlots)%wantSlots] }
+
+// ask returns the retries to ask for at now: those not asked for yet, and
+// those asked for by a request that got no answer, due from one interval
+// before now on. They are asked for now.
+func (w *wants) ask(now, interval int64) (retries, longRun int64) {
+	from := now/interval - 1
+	for i := from; i < from+wantSlots; i++ {
+		if s := w.slot0(i); s.index == i {
+			for k := range 2 {
+				s.asked[k] += s.ask[k]
+				s.ask[k] = 0
+			}
+			retries, longRun = retries+s.asked[0], longRun+s.asked[1]
+		}
+	}
+	return retries, longRun
+}
+
+// settle takes the retries asked for, in the order they are due, out of
+// lease, the grant that answered: each one it holds a token for is paid
+// for, the others are refused (all of them without a grant). A retry paid
+// from the reserve takes its earnings, then the floor, then a long-run
+// token; one paid from the long-run pool, a long-run token. It returns the
+// retries paid for, of each kind.
+func (w *wants) settle(now, interval int64, lease *Return) (reserve, longRun int64) {
+	from := now/interval - 1
+	for i := from; i < from+wantSlots; i++ {
+		s := w.slot0(i)
+		if s.index != i {
+			continue
+		}
+		for k := range 2 {
+			for ; s.asked[k] > 0; s.asked[k]-- {
+				if lease != nil && lease.take(k == 0) {
+					s.paid[k]++
+					if k == 0 {
+						reserve++
+					} else {
+						longRun++
+					}
+				} else {
+					s.refused[k]++
+				}
+			}
+		}
+	}
+	return reserve, longRun
+}
+
+// take takes one token out of r, if it holds one: from the reserve first
+// with reserve, else from the long-run tokens alone.
+func (r *Return) take(reserve bool) bool {
+	if reserve && r.Earned+r.Floor >= Token {
+		e := min(r.Earned, Token)
+		r.Earned, r.Floor = r.Earned-e, r.Floor-(Token-e)
+		return true
+	}
+	if r.LongRun < Token {
+		return false
+	}
+	r.LongRun -= Token
+	return true
+}
+
+// take finds a want due in now's interval or the one before (a timer fires
+// late), marks it made, and says how it stands.
+func (w *wants) take(now, interval int64, longRun bool) int {
+	k := kind(longRun)
+	for i := now/interval - 1; i <= now/interval; i++ {
+		s := w.slot0(i)
+		switch {
+		case s.index != i:
+		case s.paid[k] > 0:
+			s.paid[k]--
+			return wantPaid
+		case s.refused[k] > 0:
+			s.refused[k]--
+			return wantRefused
+		case s.asked[k] > 0:
+			s.asked[k]--
+			return wantWaiting
+		case s.ask[k] > 0:
+			s.ask[k]--
+			return wantWaiting
+		}
+	}
+	return wantNone
+}

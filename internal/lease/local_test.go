@@ -11,9 +11,10 @@ import (
 
 func at(us int64) time.Time { return time.UnixMicro(us) }
 
-// TestLocalLease: a process spends its lease while it is valid, gives its
-// reserve back at each renewal, falls back to its share when the lease
-// expires, and joins again with the next grant.
+// TestLocalLease: a process holds its stock from its first renewal (alone,
+// the whole Throttle), spends its lease while it is valid, gives it back at
+// each renewal, falls back to its share when the lease expires, and joins
+// again with the next grant.
 func TestLocalLease(t *testing.T) {
 	th := grpcbackoff.DefaultThrottle()
 	var fleet Ledger
@@ -28,27 +29,29 @@ func TestLocalLease(t *testing.T) {
 		return g
 	}
 	g := renew(t0, 0, 0)
-	if !l.Joined(at(t0)) || g.Floor != 0 {
-		t.Fatalf("after a grant: joined %v, grant %+v; want joined, nothing asked", l.Joined(at(t0)), g)
+	if !l.Joined(at(t0)) || g.Floor != 100*Token || g.LongRun != 10*Token || g.Size != 1 {
+		t.Fatalf("after a grant: joined %v, grant %+v; want joined, the stock of a lone process: MinReserve and Burst", l.Joined(at(t0)), g)
 	}
-	// 100 calls, 100 successes: its share of the reserve is 20 tokens.
+	// 100 calls, 100 successes: its stock is the 20 tokens they earned,
+	// and the floors, given back and granted again.
 	g = renew(t0+750_000, 100, 100)
-	if g.Earned != 20*Token {
-		t.Fatalf("grant %+v, want 20 tokens of reserve earned", g)
+	if g.Earned != 20*Token || g.Floor != 100*Token || g.LongRun != 10*Token {
+		t.Fatalf("grant %+v, want 20 tokens of reserve earned, MinReserve and Burst", g)
 	}
-	for i := range 20 {
+	for i := range 130 {
 		if !l.Allow(at(t0 + 800_000)) {
-			t.Fatalf("retry %d of 20 refused", i)
+			t.Fatalf("retry %d of 130 refused", i)
 		}
 	}
 	if l.Allow(at(t0 + 800_000)) {
-		t.Fatal("retry 21 paid: the lease held 20 and no long-run tokens")
+		t.Fatal("retry 131 paid: the lease held 130")
 	}
-	// It asks for its share (20) and the 21 retries it wanted: the
-	// earnings are spent, MinReserve pays.
+	// It asks for the 131 retries it wanted and its stock: the earnings
+	// and the floor are spent; the long-run pool holds the 10 tokens the
+	// 100 calls earned and 1 of PerSecond and of the 10 calls since.
 	g = renew(t0+1_500_000, 10, 0)
-	if g.Earned != 0 || g.Floor != 41*Token {
-		t.Errorf("next grant %+v, want 41 tokens from MinReserve", g)
+	if g.Earned != 0 || g.Floor != 0 || g.LongRun != 11*Token {
+		t.Errorf("next grant %+v, want the long-run pool's 11 tokens", g)
 	}
 	// No renewal for a period: the lease expires; the share pays.
 	if l.Joined(at(t0 + 2_500_000)) {
@@ -57,15 +60,17 @@ func TestLocalLease(t *testing.T) {
 	if s := l.State(at(t0 + 2_500_000)); s.Fallbacks != 1 || s.Size != 1 || s.Joined {
 		t.Errorf("State %+v, want 1 fallback, fleet size 1", s)
 	}
-	// Its share (fleet size 1: the whole Throttle) was charged with the 20
-	// retries paid from its lease: 20 of the 120 (100 + 20 earned) are spent.
+	// Its share (fleet size 1 since its first grant: the whole Throttle)
+	// was charged with the 130 retries paid from its lease: its floor is
+	// paid until a success, its earnings spent; its pool holds the 1 token
+	// of FleetSize 10's Burst it started with, 11 of its 110 calls and 1.25
+	// of PerSecond, less the 10 charged: 3.
 	paid := 0
 	for l.Allow(at(t0 + 2_500_000)) {
 		paid++
 	}
-	// 100 of the reserve; Burst 10 and the last interval's 10 calls' 1.
-	if paid != 100+10+1 {
-		t.Errorf("on its share: %d retries paid, want 111", paid)
+	if paid != 3 {
+		t.Errorf("on its share: %d retries paid, want 3", paid)
 	}
 	g = renew(t0+3*sec, 0, 0)
 	if !l.Joined(at(t0+3*sec)) || l.State(at(t0+3*sec)).Leases != 4 {
@@ -215,5 +220,5 @@ func ExampleLocal() {
 	r := l.Request(now, 0, 0)
 	l.Apply(now, now, fleet.Renew(now.UnixMicro(), l.Params(), r))
 	fmt.Println(l.Joined(now), l.AllowLongRun(now))
-	// Output: true false
+	// Output: true true
 }

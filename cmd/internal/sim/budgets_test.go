@@ -18,10 +18,11 @@ func TestFleetBudgetBound(t *testing.T) {
 	b.Base.Clients, b.Base.Backlog, b.Base.Duration = 20_000, 2000, 80*time.Second
 	b.Base.Model.Limit, b.Base.Model.K = 600, 300
 	th := grpcbackoff.DefaultThrottle()
-	for _, unavailable := range []bool{true, false} {
+	for _, outage := range []OutageKind{UnavailableOutage(), PausedOutage()} {
+		unavailable := outage.Name == "UNAVAILABLE"
 		var fleet, own [2]int
 		for i, p := range []int{10, 1000} {
-			sc := b.Scenario(p, unavailable)
+			sc := b.Scenario(p, outage)
 			for _, st := range []Strategy{RecipeFleet(), RecipeBudget()} {
 				r, err := RunFleet(context.Background(), sc, st, nil)
 				if err != nil {
@@ -48,6 +49,34 @@ func TestFleetBudgetBound(t *testing.T) {
 		}
 		if own[1] <= 2*own[0] {
 			t.Errorf("unavailable %v: budgets per process retried %d times in 10 processes, %d in 1000: want many more", unavailable, own[0], own[1])
+		}
+	}
+}
+
+// TestStormKeepsServerDown: the storm outage, 10 000 clients in 1000
+// processes: without retries the server serves its offered load again at
+// once; with a budget per process the retries after the restart keep it down
+// to the end of the run; with the fleet's budget it recovers.
+func TestStormKeepsServerDown(t *testing.T) {
+	b := DefaultBudgets()
+	b.Base.Clients, b.Base.Backlog = 10_000, 1000
+	sc := b.Scenario(1000, StormOutage())
+	for _, tc := range []struct {
+		st        Strategy
+		recovered bool
+	}{{NoRetry(), true}, {RecipeBudget(), false}, {RecipeFleet(), true}} {
+		r, err := RunFleet(context.Background(), sc, tc.st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := OutageOf(r, sc, grpcbackoff.DefaultThrottle(), 1000)
+		t.Logf("%-13s recovered %v +%v, goodput after %.0f/s of %.0f, %d failed, %d retries", tc.st.Name, r.Recovered, r.RecoveredAfter,
+			o.Goodput, sc.Offered(), o.Failed, o.Retries)
+		if r.Recovered != tc.recovered || tc.recovered && r.RecoveredAfter > 10*time.Second {
+			t.Errorf("%s: recovered %v after %v, want %v (within 10 s)", tc.st.Name, r.Recovered, r.RecoveredAfter, tc.recovered)
+		}
+		if !tc.recovered && o.Goodput > sc.Offered()/2 {
+			t.Errorf("%s: goodput after the outage %.0f/s, want under half the offered %.0f/s", tc.st.Name, o.Goodput, sc.Offered())
 		}
 	}
 }

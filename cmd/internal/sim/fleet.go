@@ -30,6 +30,7 @@ type client struct {
 	attempts uint32 // attempts of the current call
 	start    int32  // second in which the current call started, for its sample
 	state    uint8
+	timedOut bool // the retry it waits for is of an attempt cut by its timeout (paid from the long-run allowance)
 }
 
 // process is the state shared by the clients of one process.
@@ -40,6 +41,7 @@ type process struct {
 	// the calls started and succeeded since its last renewal.
 	lease              *lease.Local
 	started, succeeded int64
+	renewal            uint32 // the renewals scheduled; an evRenew of an older one is stale
 }
 
 // Event kinds.
@@ -171,6 +173,7 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 		if st.Throttle != nil && st.LeasePeriod > 0 {
 			p := &s.procs[i]
 			p.lease = lease.NewLocal(*st.Throttle, st.LeasePeriod, nproc, s.t(0))
+			p.lease.NoStock = st.NoStock
 			s.q.push(event{at: s.rng.Int64N(int64(p.lease.Interval())), id: int32(i), kind: evRenew})
 		} else if st.Throttle != nil {
 			// The budget reads the model's clock: it dates successes
@@ -231,7 +234,7 @@ func (s *sim) handle(e event) {
 		s.call(e.id, e.at)
 	case evRetry:
 		c := &s.clients[e.id]
-		if c.state == backingOff && c.seq == e.seq {
+		if c.state == backingOff && c.seq == e.seq && s.paid(e.id, e.at) {
 			s.send(e.id, e.at)
 		}
 	case evTimeout:
@@ -244,7 +247,7 @@ func (s *sim) handle(e event) {
 		}
 	case evDone:
 		s.accepted--
-		if s.paused {
+		if s.paused && !s.sc.Unavailable { // a paused server cannot answer
 			s.held = append(s.held, ref{e.id, e.seq})
 			return
 		}
@@ -260,11 +263,14 @@ func (s *sim) handle(e event) {
 		}
 	case evRenew:
 		p := &s.procs[e.id]
+		if e.seq != p.renewal {
+			return // replaced by a renewal made early
+		}
 		now := s.t(e.at)
 		r := p.lease.Request(now, p.started, p.succeeded)
 		p.started, p.succeeded = 0, 0
 		p.lease.Apply(now, now, s.ledger.Renew(now.UnixMicro(), p.lease.Params(), r))
-		s.q.push(event{at: e.at + int64(p.lease.Interval()), id: e.id, kind: evRenew})
+		s.q.push(event{at: e.at + int64(p.lease.Interval()), id: e.id, seq: p.renewal, kind: evRenew})
 	case evResume:
 		s.paused = false
 		w := s.waiting
@@ -330,13 +336,13 @@ func (s *sim) send(id int32, now int64) {
 	if b := s.sample(now); b != nil {
 		b.Attempts++
 	}
-	if s.paused && s.sc.Unavailable {
+	if s.paused && s.sc.Unavailable && (s.sc.Failing == 0 || s.rng.Float64() < s.sc.Failing) {
 		s.failed(id, now, false) // answered at once with UNAVAILABLE
 		return
 	}
 	s.q.push(event{at: now + int64(s.st.Policy.AttemptTimeout), id: id, seq: c.seq, kind: evTimeout})
 	r := ref{id, c.seq}
-	if s.paused {
+	if s.paused && !s.sc.Unavailable {
 		if s.sc.Backlog > 0 && len(s.waiting) >= s.sc.Backlog {
 			if b := s.sample(now); b != nil {
 				b.Lost++
@@ -394,6 +400,21 @@ func (s *sim) failed(id int32, now int64, timedOut bool) {
 	if !timedOut {
 		a.Code = codes.Unavailable
 	}
+	if s.payWhenDue(p) {
+		// Decided now, paid when due (paid): the budget is told of it.
+		d := decide.Decide(&s.st.Policy, a, nil, nil)
+		if !d.Retry {
+			s.gaveUp(id, now, d.Reason)
+			return
+		}
+		c.state, c.timedOut = backingOff, timedOut
+		if p.lease.Want(a.Now, a.Now.Add(d.Delay), timedOut) {
+			p.renewal++ // renew now: the next renewal's lease would come too late
+			s.q.push(event{at: now, id: int32(int(id) / s.sc.PerProcess), seq: p.renewal, kind: evRenew})
+		}
+		s.q.push(event{at: now + int64(d.Delay), id: id, seq: c.seq, kind: evRetry})
+		return
+	}
 	var budget decide.Budget
 	if p.budget != nil {
 		budget = p.budget
@@ -409,9 +430,39 @@ func (s *sim) failed(id int32, now int64, timedOut bool) {
 		s.q.push(event{at: now + int64(d.Delay), id: id, seq: c.seq, kind: evRetry})
 		return
 	}
+	s.gaveUp(id, now, d.Reason)
+}
+
+// payWhenDue reports whether p's retries are paid when due, after their
+// backoff, rather than when decided: with the fleet budget, as the
+// interceptors pay fleetbudget's (Strategy.PayWhenDue).
+func (s *sim) payWhenDue(p *process) bool { return p.lease != nil && s.st.PayWhenDue }
+
+// paid reports whether client id's retry, due now, may go: paid by its
+// process's budget and let through by adaptive throttling, if they were not
+// asked when it was decided. A retry refused ends its call.
+func (s *sim) paid(id int32, now int64) bool {
+	p := s.proc(id)
+	if !s.payWhenDue(p) {
+		return true
+	}
+	c := &s.clients[id]
+	a := decide.Attempt{TimedOut: c.timedOut, Now: s.t(now)}
+	if p.adaptive != nil {
+		a.U = s.rng.Float64()
+	}
+	why := decide.Pay(p.lease, p.adaptive, a)
+	if why != 0 {
+		s.gaveUp(id, now, why)
+	}
+	return why == 0
+}
+
+// gaveUp ends client id's call, failed for reason.
+func (s *sim) gaveUp(id int32, now int64, reason grpcbackoff.Reason) {
 	if b := s.sample(now); b != nil {
 		b.Failed++
-		switch d.Reason {
+		switch reason {
 		case grpcbackoff.ReasonThrottled:
 			b.Throttled++
 		case grpcbackoff.ReasonRejectedLocally:

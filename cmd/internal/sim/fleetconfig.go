@@ -43,6 +43,10 @@ type Fleet struct {
 	// once with UNAVAILABLE (a restart behind a load balancer) instead of a
 	// pause; requests accepted before it are answered as usual.
 	Unavailable bool
+	// Failing, with Unavailable, is the share of the attempts answered
+	// UNAVAILABLE during the outage, in (0, 1]; the others are served. 0
+	// means 1: all of them.
+	Failing float64
 	// Duration is the length of the run, in whole seconds. Default 120 s.
 	Duration time.Duration
 	// Seed seeds the think times and the adaptive throttle's draws (the
@@ -92,6 +96,9 @@ func (sc Fleet) Validate() error {
 	}
 	if sc.PerProcess < 1 {
 		bad("clients per process (%d) must be at least 1", sc.PerProcess)
+	}
+	if !(sc.Failing >= 0 && sc.Failing <= 1) {
+		bad("failing share (%v) must be in [0, 1]", sc.Failing)
 	}
 	if sc.Backlog < 0 {
 		bad("backlog (%d) must not be negative", sc.Backlog)

@@ -28,6 +28,12 @@ type Strategy struct {
 	// Redis): each process spends leases of a Ledger renewed every 3/4 of
 	// LeasePeriod, instead of a budget of its own.
 	LeasePeriod time.Duration
+	// PayWhenDue, with LeasePeriod, pays a retry when it is due, after its
+	// backoff, having told the lease of it when it was decided (as the
+	// interceptors do with fleetbudget's budgets), rather than when it is
+	// decided. NoStock leaves out the lease's stock (lease.Local.NoStock):
+	// both to compare the fleet budget's designs.
+	PayWhenDue, NoStock bool
 }
 
 // attemptTimeout is the article's per-attempt timeout.
@@ -77,11 +83,24 @@ func RecipeBudget() Strategy {
 }
 
 // RecipeFleet is RecipeBudget with one budget for the fleet, leased to
-// its processes for a second at a time (the fleetbudget module's default).
+// its processes for a second at a time (the fleetbudget module's default),
+// each holding its stock, its retries paid when due.
 func RecipeFleet() Strategy {
 	s := RecipeBudget()
-	s.Name, s.LeasePeriod = "recipe+fleet", time.Second
+	s.Name, s.LeasePeriod, s.PayWhenDue = "recipe+fleet", time.Second, true
 	return s
+}
+
+// FleetDesigns returns RecipeFleet's designs, to compare: a stock alone
+// (retries paid when decided), retries paid when due alone (no stock), and
+// neither (issue 29's design: a process is granted what it asked for, the
+// retries it paid in its last interval).
+func FleetDesigns() []Strategy {
+	stock, due, neither := RecipeFleet(), RecipeFleet(), RecipeFleet()
+	stock.Name, stock.PayWhenDue = "fleet:stock", false
+	due.Name, due.NoStock = "fleet:when-due", true
+	neither.Name, neither.PayWhenDue, neither.NoStock = "fleet:demand", false, true
+	return []Strategy{stock, due, neither}
 }
 
 // RecipeAdaptive is Recipe with grpcbackoff.DefaultAdaptiveThrottle.
@@ -122,7 +141,7 @@ func Strategies() []Strategy {
 // SelectStrategies returns the strategies named in a comma-separated list,
 // in the list's order: those of Strategies, "fixed+adaptive" and "none".
 func SelectStrategies(list string) ([]Strategy, error) {
-	all := append(Strategies(), FixedAdaptive(), NoRetry(), RecipeFleet())
+	all := append(append(Strategies(), FixedAdaptive(), NoRetry(), RecipeFleet()), FleetDesigns()...)
 	var names []string
 	for _, s := range all {
 		names = append(names, s.Name)

@@ -237,3 +237,70 @@ func stackSVG(panels [][]byte) []byte {
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
+
+// Color returns the i-th colour of the palette: red, orange, blue, green,
+// purple, brown, pink, cyan.
+func Color(i int) drawing.Color { return palette[i%len(palette)] }
+
+// Line is a line of the given colour, dashed or not.
+func Line(name string, x, y []float64, color drawing.Color, dashed bool) chart.ContinuousSeries {
+	s := line(name, x, y, color, dashed)
+	s.Style.DotWidth, s.Style.DotColor = 4, color
+	return s
+}
+
+// WriteGrid writes a PNG of panels in rows, each row's panels side by side,
+// under a title (which says what the lines are: the panels have no
+// legend).
+func WriteGrid(path, title string, rows [][]chart.Chart) error {
+	var imgs [][]image.Image
+	w, h := 0, 30
+	for _, row := range rows {
+		var line []image.Image
+		rw, rh := 0, 0
+		for _, c := range row {
+			var b bytes.Buffer
+			if err := c.Render(chart.PNG, &b); err != nil {
+				return fmt.Errorf("chart: %w", err)
+			}
+			img, err := png.Decode(&b)
+			if err != nil {
+				return fmt.Errorf("chart: %w", err)
+			}
+			line = append(line, img)
+			rw, rh = rw+img.Bounds().Dx(), max(rh, img.Bounds().Dy())
+		}
+		imgs = append(imgs, line)
+		w, h = max(w, rw), h+rh
+	}
+	out := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw.Draw(out, out.Bounds(), image.White, image.Point{}, draw.Src)
+	head := chart.Chart{Title: title, TitleStyle: chart.Style{FontSize: 11, Padding: chart.Box{Top: 8}}, Width: w, Height: 30,
+		XAxis: chart.XAxis{Style: chart.Hidden()}, YAxis: chart.YAxis{Style: chart.Hidden()},
+		Series: []chart.Series{chart.ContinuousSeries{XValues: []float64{0, 1}, YValues: []float64{0, 0},
+			Style: chart.Style{StrokeColor: drawing.ColorWhite, StrokeWidth: 1}}}}
+	var hb bytes.Buffer
+	if err := head.Render(chart.PNG, &hb); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	himg, err := png.Decode(&hb)
+	if err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	draw.Draw(out, image.Rect(0, 0, w, 30), himg, image.Point{}, draw.Src)
+	y := 30
+	for _, line := range imgs {
+		x, rh := 0, 0
+		for _, img := range line {
+			b := img.Bounds()
+			draw.Draw(out, image.Rect(x, y, x+b.Dx(), y+b.Dy()), img, b.Min, draw.Src)
+			x, rh = x+b.Dx(), max(rh, b.Dy())
+		}
+		y += rh
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, out); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
