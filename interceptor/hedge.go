@@ -299,7 +299,7 @@ func (h *hedgeCall) take(a *hedgeAttempt) {
 		h.idleSince = time.Now()
 	}
 	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
-		h.c.conn.record(h.ctx, a.err)
+		h.c.conn.record(h.ctx, h.c.cc, a.err)
 	}
 }
 
@@ -411,7 +411,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if c.conn.closedBy(a.err) {
+	if connClosed(c.cc, c.conn) {
 		h.final, h.why = c.fail(errConnClosing, grpcbackoff.ReasonCanceled), grpcbackoff.ReasonCanceled
 		return a, true
 	}
@@ -449,7 +449,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	if c.r.noPushback {
 		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
-	f := failure{err: a.err, trailer: trailer, cut: a.cut, attempt: a.n}
+	f := failure{err: a.err, trailer: trailer, sent: a.sent(), cut: a.cut, attempt: a.n}
 	d, final := c.decide(h.ctx, f)
 	switch {
 	case final != nil:

@@ -268,7 +268,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 	for {
 		var cut bool
 		err, cut = s.failureLocked(a, err)
-		s.c.conn.record(s.ctx, err)
+		s.c.conn.record(s.ctx, s.c.cc, err)
 		cs := a.cs
 		a.release()
 		a.cs = nil
@@ -284,7 +284,9 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			s.mu.Lock()
 			a.trailer = trailer
 			s.mu.Unlock()
-			f := failure{err: err, trailer: trailer, cut: cut, opening: s.opening}
+			// The attempt was sent if it opened: grpc-go returns a stream
+			// only once it made a transport stream.
+			f := failure{err: err, trailer: trailer, sent: cs != nil, cut: cut, opening: s.opening}
 			var d time.Duration
 			d, final = s.c.decide(s.ctx, f)
 			s.opening = false
@@ -488,7 +490,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			// error, with the call's attempts and why retrying stopped.
 			why := grpcbackoff.ReasonNotRetryable
 			switch {
-			case s.ctx.Err() == context.Canceled || s.c.conn.closedBy(err):
+			case s.ctx.Err() == context.Canceled || connClosed(s.c.cc, s.c.conn):
 				why = grpcbackoff.ReasonCanceled
 			case s.ctx.Err() == context.DeadlineExceeded:
 				why = grpcbackoff.ReasonDeadline
@@ -508,7 +510,7 @@ func (s *retryStream) countLocked(a *attempt) {
 	if !a.counted {
 		a.counted = true
 		s.c.conn.succeeded()
-		s.c.conn.record(s.ctx, nil)
+		s.c.conn.record(s.ctx, s.c.cc, nil)
 	}
 }
 
