@@ -57,8 +57,8 @@ func (r *Retrier) streamFinishing(ctx context.Context, desc *grpc.StreamDesc, cc
 	}
 	s.mu.Lock()
 	s.finishers = fs
-	s.mu.Unlock()
 	s.stopFinish = context.AfterFunc(s.ctx, func() { s.finished(s.ctx.Err()) })
+	s.mu.Unlock()
 	return s, nil
 }
 

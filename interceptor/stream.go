@@ -277,6 +277,14 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		var final error
 		next := new(attempt)
 		s.guard(true, func() {
+			opened := false
+			defer func() {
+				if !opened { // a panic (a hook, the budget, the code under the stream): next is not kept
+					s.mu.Lock()
+					next.release()
+					s.mu.Unlock()
+				}
+			}()
 			var trailer metadata.MD
 			if cs != nil {
 				trailer = cs.Trailer()
@@ -303,6 +311,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 				s.c.attempts++
 				err = s.open(ctx, next)
 			}
+			opened = true
 		})
 		s.mu.Lock()
 		if final == nil && err == nil && s.sentAfterClose {
@@ -459,15 +468,17 @@ func (s *retryStream) RecvMsg(m any) error {
 		a.receiving = false
 		s.changed.Broadcast()
 		if err == nil {
-			s.countLocked(a)
+			count := s.countLocked(a)
 			s.answeredLocked(a)
 			if s.desc.ServerStreams {
 				s.mu.Unlock()
+				s.count(count)
 				return nil
 			}
 			// A client stream's only response ends it.
 			a.release()
 			s.mu.Unlock()
+			s.count(count)
 			s.ended(io.EOF)
 			return nil
 		}
@@ -480,9 +491,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			}
 			continue
 		}
-		if err == io.EOF && s.state == streamOpen { // the stream ended well
-			s.countLocked(a)
-		}
+		count := err == io.EOF && s.state == streamOpen && s.countLocked(a) // the stream ended well
 		s.commitLocked()
 		err, _ = s.failureLocked(a, err)
 		if err != io.EOF && s.c.attempts > 1 {
@@ -499,18 +508,31 @@ func (s *retryStream) RecvMsg(m any) error {
 		}
 		a.release()
 		s.mu.Unlock()
+		s.count(count)
 		return s.ended(err)
 	}
 }
 
-// countLocked counts attempt a's first response, or its good end, once: it
-// feeds the budget's reserve and counts as accepted for adaptive
-// throttling.
-func (s *retryStream) countLocked(a *attempt) {
-	if !a.counted {
-		a.counted = true
-		s.c.conn.succeeded()
-		s.c.conn.record(s.ctx, s.c.cc, nil)
+// countLocked reports whether attempt a's first response, or its good end,
+// is to be counted (see count), which it is once. mu is held.
+func (s *retryStream) countLocked(a *attempt) bool {
+	if a.counted {
+		return false
+	}
+	a.counted = true
+	return true
+}
+
+// count, if count, counts a response or a good end: it feeds the budget's
+// reserve (a SharedBudget's, whose panic breaks the stream as one of the
+// code under it would) and counts as accepted for adaptive throttling. mu
+// is not held.
+func (s *retryStream) count(count bool) {
+	if count {
+		s.guard(true, func() {
+			s.c.conn.succeeded()
+			s.c.conn.record(s.ctx, s.c.cc, nil)
+		})
 	}
 }
 
