@@ -191,12 +191,13 @@ func (s *retryStream) cutAttempt(a *attempt) {
 			s.armLocked(a) // a wait ended and another began: not yet
 		}
 	}
+	var cancel context.CancelFunc
 	if cut {
-		a.cut = true
+		a.cut, cancel = true, a.cancel
 	}
 	s.mu.Unlock()
-	if cut {
-		a.cancel()
+	if cancel != nil {
+		cancel()
 	}
 }
 

@@ -227,6 +227,7 @@ func (a *attempt) release() {
 	}
 	if a.cancel != nil {
 		a.cancel()
+		a.cancel = nil
 	}
 }
 
@@ -275,26 +276,27 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		s.mu.Unlock()
 
 		var final error
-		next := new(attempt)
+		var next *attempt // made once the wait is over
 		s.guard(true, func() {
 			opened := false
 			defer func() {
-				if !opened { // a panic (a hook, the budget, the code under the stream): next is not kept
+				if !opened && next != nil { // a panic in the code under the stream: next is not kept
 					s.mu.Lock()
 					next.release()
 					s.mu.Unlock()
 				}
 			}()
+			// The attempt was sent if it opened: grpc-go returns a stream
+			// only once it made a transport stream.
 			var trailer metadata.MD
-			if cs != nil {
+			sent := cs != nil
+			if sent {
 				trailer = cs.Trailer()
 			}
 			s.mu.Lock()
 			a.trailer = trailer
 			s.mu.Unlock()
-			// The attempt was sent if it opened: grpc-go returns a stream
-			// only once it made a transport stream.
-			f := failure{err: err, trailer: trailer, sent: cs != nil, cut: cut, opening: s.opening}
+			f := failure{err: err, trailer: trailer, sent: sent, cut: cut, opening: s.opening}
 			var d time.Duration
 			d, final = s.c.decide(s.ctx, f)
 			s.opening = false
@@ -309,6 +311,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			if final == nil {
 				ctx := s.c.retryContext(s.ctx)
 				s.c.attempts++
+				next = new(attempt)
 				err = s.open(ctx, next)
 			}
 			opened = true

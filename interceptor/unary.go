@@ -197,6 +197,7 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure
 		if why := c.pay(ctx, *f, d, false); why != 0 {
 			return c.fail(f.err, why)
 		}
+		f.trailer = nil // read: not held through the wait
 		if final := c.wait(ctx, d, f.err); final != nil {
 			return final
 		}
