@@ -20,18 +20,17 @@ import (
 // winning; grpc.OnFinish runs once per call, with its final status.
 //
 // A call commits, and is not retried, once the server sent response headers
-// (gRFC A6): the server may have acted on it. Whether an attempt committed,
-// and whether its request reached a transport at all (a write that did not
-// is resent whatever its code, see Safety), the interceptor learns from
-// grpc-go, never from a status message: grpc.Header, whose metadata grpc-go
-// sets only for real headers, not a trailers-only response, and grpc.Peer,
-// which it writes only for an attempt that made a transport stream, given
-// to every attempt that may be retried beside grpc.Trailer (pushback).
-// Call options rather than a stats handler: they cost less, and they work
-// whoever installs the interceptor. So a failure after headers, whatever
-// its words, or the transport's (a reset, GOAWAY), ends the call; one
-// before them is retried. An interceptor chained after this one must pass
-// the call options on. WithoutPushback leaves out grpc.Trailer alone.
+// (gRFC A6): the server may have acted on it. The interceptor learns it from
+// grpc-go, never from a status message: every attempt that may be retried
+// carries grpc.Header, whose metadata grpc-go sets only for real headers
+// (not a trailers-only response), grpc.Peer, which grpc-go writes only for
+// an attempt that made a transport stream (one that did not was never sent:
+// a write is sent again, see Safety), and grpc.Trailer, for pushback. Call
+// options, not a stats handler: they cost less, and work however the
+// interceptor is installed. So a failure after headers ends the call,
+// whatever its words, a reset or GOAWAY included; one before them is
+// retried. Interceptors chained after this one must pass the call options
+// on. WithoutPushback leaves out grpc.Trailer alone.
 //
 // With Policy.AttemptTimeout, an attempt whose response headers have not
 // arrived AttemptTimeout after it started is cut (canceled: the timeout is
