@@ -34,8 +34,13 @@ import (
 //     attempt's own AttemptTimeout: its timer; the ClientConn closed: its
 //     state (connClosed).
 //
-// The Retrier's call options must reach gRPC: an interceptor chained after
-// it that calls the invoker without them hides every fact but the error.
+// An attempt is taken as not sent only when gRPC says so: grpc-go ran the
+// attempt's grpc.OnFinish (it does for every call it was given, before a
+// unary invoker or a failed opening returns) and made no transport stream
+// (wrote no peer; returned no stream). An attempt whose options did not
+// reach grpc-go (an interceptor chained after the Retrier's answered
+// itself, or called gRPC without them) tells nothing, and counts as sent,
+// uncommitted: a read is retried, a write is not resent.
 //
 // Two things are read from a failure's status beside its code: the details
 // (RetryInfo: the server's hint) and, only to stop retrying, the message of
@@ -54,12 +59,14 @@ type failure struct {
 
 // attemptFacts are the targets of the call options by which grpc-go tells
 // what became of a unary attempt: its response headers (commit), its
-// trailer (pushback) and its peer, written exactly when the attempt made a
-// transport stream (sent).
+// trailer (pushback), its peer, written exactly when the attempt made a
+// transport stream (sent), and whether grpc-go had the attempt at all (its
+// grpc.OnFinish ran).
 type attemptFacts struct {
 	header  metadata.MD
 	trailer metadata.MD
 	peer    peer.Peer
+	reached bool
 }
 
 // notSentAddr is the peer address an attempt's grpc.Peer target holds until
@@ -73,13 +80,21 @@ func (notSentAddr) String() string  { return "not sent" }
 
 // reset readies f for an attempt: nothing heard, nothing sent.
 func (f *attemptFacts) reset() {
-	f.header, f.trailer = nil, nil
+	f.header, f.trailer, f.reached = nil, nil, false
 	f.peer = peer.Peer{Addr: notSentAddr{}}
 }
 
-// sent reports whether the attempt made a transport stream: grpc-go wrote
-// its peer.
-func (f *attemptFacts) sent() bool { return f.peer.Addr != notSentAddr{} }
+// finished is the function of the attempt's grpc.OnFinish: grpc-go had the
+// attempt, with its call options.
+func (f *attemptFacts) finished(error) { f.reached = true }
+
+// peerWritten reports whether grpc-go wrote the attempt's peer: it made a
+// transport stream.
+func (f *attemptFacts) peerWritten() bool { return f.peer.Addr != notSentAddr{} }
+
+// sent reports whether the attempt's request may have reached the server:
+// unless grpc-go had the attempt and made no transport stream for it.
+func (f *attemptFacts) sent() bool { return !f.reached || f.peerWritten() }
 
 // read fills in what the attempt that failed as x.err told through f, the
 // trailer only with trailer.

@@ -7,6 +7,7 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"slices"
 	"testing"
@@ -193,7 +194,9 @@ func factCases() []factCase {
 // grpc.Header's metadata is not nil exactly when real response headers
 // arrived (not for a trailers-only response, nor for a stream that ended
 // before headers); grpc.Peer and grpc.Trailer are written exactly when a
-// transport stream was made; a stream the server did not process is retried
+// transport stream was made; grpc.OnFinish runs, for every call, before the
+// invoker returns (so an attempt grpc-go had and wrote no peer for was not
+// sent); a stream the server did not process is retried
 // by grpc-go itself, once, even with its retry policy off; the end of the
 // caller's context shows in ctx.Err(), the closing of the ClientConn in its
 // state, by the time the attempt returns. None of it depends on a status
@@ -213,6 +216,9 @@ func TestGRPCFacts(t *testing.T) {
 				}
 				if f.committed != tc.committed {
 					t.Errorf("grpc.Header %v: committed = %v, want %v", s.facts.header, f.committed, tc.committed)
+				}
+				if !s.facts.reached {
+					t.Errorf("grpc-go did not run the attempt's grpc.OnFinish before it returned")
 				}
 				if f.sent != tc.sent || (s.facts.trailer != nil) != tc.sent {
 					t.Errorf("grpc.Peer %v, grpc.Trailer %v: sent = %v, want %v", s.facts.peer, s.facts.trailer, f.sent, tc.sent)
@@ -246,4 +252,70 @@ func TestGRPCFactsTrailersOnly(t *testing.T) {
 			t.Errorf("err %v, header %v, trailer %v; want UNAVAILABLE, no header, the content-type in the trailer", err, header, trailer)
 		}
 	})
+}
+
+// TestGRPCStreamFacts pins what grpc-go v1.85 reports of a stream's attempt,
+// which the stream machine reads (stream.go): its opening returns a stream
+// only once a transport stream was made, and runs the attempt's
+// grpc.OnFinish before it returns an error; once the stream failed,
+// ClientStream.Header's metadata is not nil exactly when real response
+// headers had arrived.
+func TestGRPCStreamFacts(t *testing.T) {
+	desc := &grpc.StreamDesc{StreamName: "StreamingOutputCall", ServerStreams: true}
+	const method = "/grpc.testing.TestService/StreamingOutputCall"
+	for _, tc := range []struct {
+		name      string
+		cc        func(t *testing.T) *grpc.ClientConn
+		opened    bool // NewStream returned a stream
+		committed bool // Header's metadata, once RecvMsg failed, is not nil
+	}{
+		{"trailers-only UNAVAILABLE " + dialErrMsg, func(t *testing.T) *grpc.ClientConn {
+			return bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(status.Error(codes.Unavailable, dialErrMsg)))).Conn(t, grpc.WithDisableRetry())
+		}, true, false},
+		{"headers, then UNAVAILABLE " + ctxCanceledMsg, func(t *testing.T) *grpc.ClientConn {
+			return bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Err: status.Error(codes.Unavailable, ctxCanceledMsg)})).Conn(t, grpc.WithDisableRetry())
+		}, true, true},
+		{"connection cut after headers", func(t *testing.T) *grpc.ClientConn {
+			_, cc := rawClient(t, func(int, int) bufconntest.RawAnswer { return bufconntest.RawAnswer{Headers: true, Cut: true} })
+			return cc
+		}, true, true},
+		{"REFUSED_STREAM twice", func(t *testing.T) *grpc.ClientConn {
+			_, cc := rawClient(t, func(int, int) bufconntest.RawAnswer { return bufconntest.RawAnswer{Refuse: true} })
+			return cc
+		}, true, false},
+		{"dial fails", func(t *testing.T) *grpc.ClientConn {
+			return bufconntest.Dial(t, func(context.Context) (net.Conn, error) { return nil, errors.New("connection refused") }, grpc.WithDisableRetry())
+		}, false, false},
+		{"ClientConn closed before the call", func(t *testing.T) *grpc.ClientConn {
+			cc := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1))).Conn(t, grpc.WithDisableRetry())
+			cc.Close()
+			return cc
+		}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var a attempt
+				cs, err := tc.cc(t).NewStream(t.Context(), desc, method, grpc.OnFinish(a.finished))
+				if (cs != nil) != tc.opened || (err == nil) != tc.opened {
+					t.Fatalf("NewStream = %v, %v; want a stream: %v", cs, err, tc.opened)
+				}
+				if !tc.opened {
+					if !a.reached.Load() {
+						t.Errorf("NewStream failed (%v) before grpc-go ran the attempt's grpc.OnFinish", err)
+					}
+					return
+				}
+				if err := cs.SendMsg(&testgrpc.StreamingOutputCallRequest{}); err != nil && err != io.EOF {
+					t.Fatal(err)
+				}
+				cs.CloseSend()
+				if err := cs.RecvMsg(new(testgrpc.StreamingOutputCallResponse)); status.Code(err) != codes.Unavailable {
+					t.Fatalf("RecvMsg = %v, want UNAVAILABLE", err)
+				}
+				if md, _ := cs.Header(); (md != nil) != tc.committed {
+					t.Errorf("Header() = %v once the stream failed; want metadata: %v", md, tc.committed)
+				}
+			})
+		})
+	}
 }

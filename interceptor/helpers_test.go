@@ -230,7 +230,8 @@ func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpc
 // targets of the attempt's grpc.Header (nil for a failure: a trailers-only
 // response), grpc.Trailer (trailers[i], if set) and grpc.Peer options;
 // for an error wrapped in neverSent it writes none, as grpc-go does not
-// when it found no connection to send on.
+// when it found no connection to send on. Either way it runs the attempt's
+// grpc.OnFinish functions, as grpc-go does for every call.
 type script struct {
 	errs     []error
 	trailers []metadata.MD // trailers[i] is set as attempt i's trailer
@@ -256,8 +257,16 @@ func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *
 	if i < len(s.errs) {
 		err = s.errs[i]
 	}
+	defer func() {
+		for _, o := range opts {
+			if o, ok := o.(grpc.OnFinishCallOption); ok {
+				o.OnFinish(err)
+			}
+		}
+	}()
 	if ns, ok := err.(neverSent); ok {
-		return ns.error
+		err = ns.error
+		return err
 	}
 	header := metadata.Pairs("content-type", "application/grpc")
 	tr := metadata.MD{}

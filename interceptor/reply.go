@@ -30,13 +30,13 @@ type callerOutputs struct {
 
 // attemptOptions returns the caller's options opts without their Header,
 // Trailer and Peer targets, plus the Retrier's layer mark and a Header, a
-// Trailer and a Peer option of out's own: the attempt reads them all
-// (headers commit the call, the trailer carries pushback, the peer says the
-// request was sent), and the caller gets those of the attempt that ends the
-// call.
+// Trailer, a Peer and an OnFinish option of out's own: the attempt reads
+// them all (headers commit the call, the trailer carries pushback, the peer
+// and OnFinish say whether the request was sent), and the caller gets those
+// of the attempt that ends the call.
 func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption) []grpc.CallOption {
 	out.reset()
-	ao := make([]grpc.CallOption, 0, len(opts)+4)
+	ao := make([]grpc.CallOption, 0, len(opts)+5)
 	for _, o := range opts {
 		switch o.(type) {
 		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
@@ -44,7 +44,7 @@ func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption)
 			ao = append(ao, o)
 		}
 	}
-	return append(ao, mark, grpc.Header(&out.header), grpc.Trailer(&out.trailer), grpc.Peer(&out.peer))
+	return append(ao, mark, grpc.Header(&out.header), grpc.Trailer(&out.trailer), grpc.Peer(&out.peer), grpc.OnFinish(out.finished))
 }
 
 // callerOutputsOf returns the caller's targets in opts.
@@ -75,7 +75,7 @@ func (c callerOutputs) deliver(reply any, out *outputs, ok bool) {
 	for _, p := range c.trailers {
 		*p = out.trailer
 	}
-	if out.sent() { // grpc-go writes the peer of a transport stream only
+	if out.peerWritten() { // grpc-go writes the peer of a transport stream only
 		for _, p := range c.peers {
 			*p = out.peer
 		}

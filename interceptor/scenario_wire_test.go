@@ -9,6 +9,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -138,6 +139,69 @@ func TestForwardedTransportWordsDoNotResendWrites(t *testing.T) {
 	}
 }
 
+// TestHiddenFactsDoNotResendWrites: an interceptor chained after the
+// Retrier's hides what gRPC reports of an attempt when it answers the call
+// (or fails a stream's opening) itself, or calls the invoker without the
+// call options it was given. gRPC then says nothing of whether the request
+// left: a write (CallNotIdempotent) answered UNAVAILABLE is not resent, its
+// request counted as sent; a call of unknown safety, the control, is
+// retried. (Before, a unary attempt without a peer, or a stream that did
+// not open, was taken for one that made no transport stream: the write was
+// resent, 5 times in all.)
+func TestHiddenFactsDoNotResendWrites(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "replica unreachable")
+	for _, tc := range []struct {
+		name   string
+		unary  grpc.UnaryClientInterceptor
+		stream grpc.StreamClientInterceptor
+	}{
+		{"answers itself",
+			func(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
+				return unavailable
+			},
+			func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, grpc.Streamer, ...grpc.CallOption) (grpc.ClientStream, error) {
+				return nil, unavailable
+			}},
+		{"drops the call options",
+			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, _ ...grpc.CallOption) error {
+				return invoker(ctx, method, req, reply, cc)
+			},
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(ctx, desc, cc, method)
+			}},
+	} {
+		for _, k := range allKinds {
+			for _, write := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%v/write=%v", tc.name, k, write), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						srv := newHostileServer(t, failWithStatus(&spb.Status{Code: int32(codes.Unavailable), Message: "replica unreachable"}))
+						var calls atomic.Int32
+						unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+							calls.Add(1)
+							return tc.unary(ctx, method, req, reply, cc, invoker, opts...)
+						}
+						stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+							calls.Add(1)
+							return tc.stream(ctx, desc, cc, method, streamer, opts...)
+						}
+						c := srv.client(t, append(interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle()),
+							grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream))...)
+						var opts []grpc.CallOption
+						want := hostilePolicy().MaxAttempts
+						if write {
+							opts, want = append(opts, interceptor.CallNotIdempotent()), 1
+						}
+						res := runCall(t.Context(), c, k, hostileMessages, howToRun{}, opts...)
+						if status.Code(res.Err) != codes.Unavailable || int(calls.Load()) != want {
+							t.Errorf("err = %v after %d attempts, want UNAVAILABLE after %d", res.Err, calls.Load(), want)
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
 // neverListening returns a loopback TCP address nothing listens on.
 func neverListening(t *testing.T) string {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -253,6 +317,46 @@ func TestResetAfterSend(t *testing.T) {
 			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, append(tc.opts, grpc.WaitForReady(true))...)
 			if status.Code(err) != tc.code || log.count() != tc.attempts || int(handled.Load()) != tc.attempts {
 				t.Errorf("err = %v after %d attempts, the handler ran %d times; want %v after %d", err, log.count(), handled.Load(), tc.code, tc.attempts)
+			}
+		})
+	}
+}
+
+// TestResetAfterHeaders: over loopback TCP, a server that sent response
+// headers, then lost its connection, had the call: it committed, and the
+// caller gets UNAVAILABLE after that one attempt, whatever its Safety, as
+// grpc-go's own retry decides. The control, a connection lost before any
+// headers, is retried on a new connection, and succeeds.
+func TestResetAfterHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		headers  bool
+		attempts int
+		code     codes.Code
+	}{
+		{"after headers", true, 1, codes.Unavailable},
+		{"before headers", false, 2, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := bufconntest.NewRawServer(t, lis, func(c, _ int) bufconntest.RawAnswer {
+				return bufconntest.RawAnswer{Headers: c == 0 && tc.headers, Cut: c == 0}
+			})
+			var log attemptLog
+			opts := append(interceptor.DialOptions(fastPolicy(), interceptor.WithoutThrottle()), log.dialOptions()...)
+			cc, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+			if status.Code(err) != tc.code || log.count() != tc.attempts || len(srv.Streams()) != tc.attempts {
+				t.Errorf("err = %v after %d attempts, %d streams; want %v after %d", err, log.count(), len(srv.Streams()), tc.code, tc.attempts)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -181,13 +182,14 @@ type attempt struct {
 	trailer metadata.MD        // a released attempt's trailer
 	cancel  context.CancelFunc // ends the attempt
 
-	answered  bool // its response headers or a message arrived: it is never cut
-	counted   bool // its success was counted, for the budget and adaptive throttling
-	receiving bool // a goroutine is in cs.RecvMsg: the caller's RecvMsg, or Header learning how cs ended
-	replaying bool // the replay goroutine is sending the kept messages to cs
-	broken    bool // cs refused a message (it ended): a receive will tell how
-	cut       bool // the AttemptTimeout ended cs
-	done      bool // the stream is done with the attempt (see release)
+	reached   atomic.Bool // grpc-go had its opening: its grpc.OnFinish ran (failure.go)
+	answered  bool        // its response headers or a message arrived: it is never cut
+	counted   bool        // its success was counted, for the budget and adaptive throttling
+	receiving bool        // a goroutine is in cs.RecvMsg: the caller's RecvMsg, or Header learning how cs ended
+	replaying bool        // the replay goroutine is sending the kept messages to cs
+	broken    bool        // cs refused a message (it ended): a receive will tell how
+	cut       bool        // the AttemptTimeout ended cs
+	done      bool        // the stream is done with the attempt (see release)
 
 	// With AttemptTimeout, before the commit: since when the caller has
 	// waited in each kind of operation on the attempt (zero: not waiting),
@@ -198,7 +200,8 @@ type attempt struct {
 
 // open opens attempt a on ctx. a runs under a context of its own, which
 // ending it cancels (a cut, a panic that broke the stream, its
-// replacement). It is called without mu.
+// replacement), and carries a grpc.OnFinish of its own, by which grpc-go
+// tells that it had the opening. It is called without mu.
 func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	ctx, a.cancel = context.WithCancel(ctx)
 	if s.timeout > 0 {
@@ -206,9 +209,10 @@ func (s *retryStream) open(ctx context.Context, a *attempt) error {
 		s.waitLocked(a, opOpen)
 		s.mu.Unlock()
 	}
+	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.OnFinish(a.finished))
 	var cs grpc.ClientStream
 	var err error
-	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, s.opts...) })
+	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, opts...) })
 	a.cs = cs
 	if s.timeout > 0 {
 		s.mu.Lock()
@@ -217,6 +221,11 @@ func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	}
 	return err
 }
+
+// finished is the function of a's grpc.OnFinish. grpc-go runs it once the
+// attempt's stream ends, and, when it made none, before its opening
+// returns.
+func (a *attempt) finished(error) { a.reached.Store(true) }
 
 // release ends the stream's use of attempt a: it stops a's timer and cancels
 // a's context, if a has them. mu is held.
@@ -287,10 +296,12 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 				}
 			}()
 			// The attempt was sent if it opened: grpc-go returns a stream
-			// only once it made a transport stream.
+			// only once it made a transport stream. An opening that failed
+			// was not, if grpc-go had it; if not (an interceptor chained
+			// after this one failed it), gRPC does not tell.
 			var trailer metadata.MD
-			sent := cs != nil
-			if sent {
+			sent := cs != nil || !a.reached.Load()
+			if cs != nil {
 				trailer = cs.Trailer()
 			}
 			s.mu.Lock()

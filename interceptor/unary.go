@@ -24,13 +24,15 @@ import (
 // grpc-go, never from a status message: every attempt that may be retried
 // carries grpc.Header, whose metadata grpc-go sets only for real headers
 // (not a trailers-only response), grpc.Peer, which grpc-go writes only for
-// an attempt that made a transport stream (one that did not was never sent:
-// a write is sent again, see Safety), and grpc.Trailer, for pushback. Call
-// options, not a stats handler: they cost less, and work however the
-// interceptor is installed. So a failure after headers ends the call,
-// whatever its words, a reset or GOAWAY included; one before them is
-// retried. Interceptors chained after this one must pass the call options
-// on. WithoutPushback leaves out grpc.Trailer alone.
+// an attempt that made a transport stream, grpc.OnFinish, which grpc-go runs
+// for every call it was given, and grpc.Trailer, for pushback. An attempt
+// grpc-go had and made no stream for was never sent: a write is sent again
+// (see Safety). Call options, not a stats handler: they cost less, and work
+// however the interceptor is installed. So a failure after headers ends the
+// call, whatever its words, a reset or GOAWAY included; one before them is
+// retried. An interceptor chained after this one that answers itself, or
+// drops the call options, hides these facts: its failures count as sent and
+// uncommitted. WithoutPushback leaves out grpc.Trailer alone.
 //
 // With Policy.AttemptTimeout, an attempt whose response headers have not
 // arrived AttemptTimeout after it started is cut (canceled: the timeout is
@@ -69,10 +71,10 @@ type unaryCall struct {
 // its states per processor, so the successes of calls on every core do not
 // all write one counter's cache line.
 type unaryState struct {
-	facts                             attemptFacts
-	readHeader, readPeer, readTrailer grpc.CallOption // of facts, made once
-	opts                              []grpc.CallOption
-	stripe                            int
+	facts                                         attemptFacts
+	readHeader, readPeer, readTrailer, readFinish grpc.CallOption // of facts, made once
+	opts                                          []grpc.CallOption
+	stripe                                        int
 }
 
 // stripes numbers the unaryStates, to give each a stripe.
@@ -81,17 +83,18 @@ var stripes atomic.Int64
 var unaryStates = sync.Pool{New: func() any {
 	s := &unaryState{stripe: int(stripes.Add(1))}
 	s.readHeader, s.readPeer, s.readTrailer = grpc.Header(&s.facts.header), grpc.Peer(&s.facts.peer), grpc.Trailer(&s.facts.trailer)
+	s.readFinish = grpc.OnFinish(s.facts.finished)
 	return s
 }}
 
 // getUnaryState returns a state whose options are opts, then the layer mark
-// (clients.go), then, with facts, grpc.Header and grpc.Peer of its facts,
-// and grpc.Trailer too with trailer (pushback).
+// (clients.go), then, with facts, grpc.Header, grpc.Peer and grpc.OnFinish
+// of its facts, and grpc.Trailer too with trailer (pushback).
 func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
 	n := len(opts)
-	if cap(s.opts) < n+4 {
-		s.opts = make([]grpc.CallOption, 0, n+4)
+	if cap(s.opts) < n+5 {
+		s.opts = make([]grpc.CallOption, 0, n+5)
 	}
 	s.opts = s.opts[:n+1]
 	if n > 0 {
@@ -100,7 +103,7 @@ func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	s.opts[n] = mark
 	if facts {
 		s.facts.reset()
-		s.opts = append(s.opts, s.readHeader, s.readPeer)
+		s.opts = append(s.opts, s.readHeader, s.readPeer, s.readFinish)
 		if trailer {
 			s.opts = append(s.opts, s.readTrailer)
 		}

@@ -425,12 +425,12 @@ func TestUnaryManyCallOptions(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Issue 26: the layer mark that keeps a Retrier installed twice to
-		// one layer. Issue 34: grpc.Header (commit) and grpc.Peer (sent)
-		// beside grpc.Trailer (pushback), as issue 20's reading of the
-		// commit from the trailer trusted the server's words.
+		// one layer. Issue 34: grpc.Header (commit), grpc.Peer and
+		// grpc.OnFinish (sent) beside grpc.Trailer (pushback), as issue 20's
+		// reading of the commit from the trailer trusted the server's words.
 		for i, o := range s.opts {
-			if len(o) != 16 {
-				t.Errorf("attempt %d got %d options, want the caller's 12, the layer mark, grpc.Header, grpc.Peer and grpc.Trailer", i+1, len(o))
+			if len(o) != 17 {
+				t.Errorf("attempt %d got %d options, want the caller's 12, the layer mark, grpc.Header, grpc.Peer, grpc.OnFinish and grpc.Trailer", i+1, len(o))
 			}
 		}
 	})
