@@ -69,9 +69,8 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts[:len(opts):len(opts)], mark)
 	if p.policy == nil {
-		return plainStream(ctx, &p, desc, cc, method, streamer, opts)
+		return plainStream(ctx, &p, desc, cc, method, streamer, append(opts[:len(opts):len(opts)], mark))
 	}
 	p.hedge = nil // streams are not hedged: their Policy applies
 	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.policy.AttemptTimeout, c: r.newCall(&p, cc, conn, opts)}
@@ -147,7 +146,7 @@ type retryStream struct {
 	stopTimeout context.CancelFunc
 	desc        *grpc.StreamDesc
 	streamer    grpc.Streamer
-	opts        []grpc.CallOption // the caller's
+	opts        []grpc.CallOption // the caller's; each attempt adds the layer mark and its grpc.OnFinish
 	timeout     time.Duration     // Policy.AttemptTimeout; 0: none
 
 	mu             sync.Mutex
@@ -200,8 +199,9 @@ type attempt struct {
 
 // open opens attempt a on ctx. a runs under a context of its own, which
 // ending it cancels (a cut, a panic that broke the stream, its
-// replacement), and carries a grpc.OnFinish of its own, by which grpc-go
-// tells that it had the opening. It is called without mu.
+// replacement), with the caller's options, the layer mark (clients.go) and
+// a grpc.OnFinish of its own, by which grpc-go tells that it had the
+// opening. It is called without mu.
 func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	ctx, a.cancel = context.WithCancel(ctx)
 	if s.timeout > 0 {
@@ -209,7 +209,7 @@ func (s *retryStream) open(ctx context.Context, a *attempt) error {
 		s.waitLocked(a, opOpen)
 		s.mu.Unlock()
 	}
-	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.OnFinish(a.finished))
+	opts := append(s.opts[:len(s.opts):len(s.opts)], mark, grpc.OnFinish(a.finished))
 	var cs grpc.ClientStream
 	var err error
 	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, opts...) })
