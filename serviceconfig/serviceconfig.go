@@ -74,8 +74,16 @@
 //     checks neither).
 //   - Parse reads no load-balancing or health-check field: grpc-go also
 //     refuses a loadBalancingConfig that names no policy it knows.
+//   - waitForReady, maxRequestMessageBytes and maxResponseMessageBytes are
+//     checked as grpc-go checks them, and not read: grpc-go applies them to
+//     its calls only if given the document too (grpc.WithDefaultServiceConfig,
+//     with its own retry off).
 //   - A timeout of "0s" means none here; grpc-go fails such calls at once.
 //     A negative timeout is ignored by both.
+//
+// What interceptor.WithServiceConfig does with a Config differs from what
+// grpc-go does with the document where its documentation says: methods no
+// entry names, and a document without retryThrottling.
 //
 // A key given twice in one object is read as grpc-go reads it: every copy
 // is decoded (a field of the wrong JSON type, a malformed duration or an
