@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 )
 
 // BenchmarkPairedFacts measures, with no retry layer at all, what each way
