@@ -69,12 +69,16 @@ type unaryCall struct {
 // It also names the stripe of the budgets' counters of successes that the
 // attempts it serves count on (budget.Budget.SucceededOn): the pool keeps
 // its states per processor, so the successes of calls on every core do not
-// all write one counter's cache line.
+// all write one counter's cache line. For the same reason a state, which
+// every call writes (its options, the facts grpc-go writes back), and its
+// option array are whole 64-byte cache lines: two processors' states never
+// share one (bench/README.md).
 type unaryState struct {
 	facts                                         attemptFacts
 	readHeader, readPeer, readTrailer, readFinish grpc.CallOption // of facts, made once
 	opts                                          []grpc.CallOption
 	stripe                                        int
+	_                                             [24]byte // to 192 bytes (TestUnaryStateLines)
 }
 
 // stripes numbers the unaryStates, to give each a stripe.
@@ -94,7 +98,7 @@ func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
 	n := len(opts)
 	if cap(s.opts) < n+5 {
-		s.opts = make([]grpc.CallOption, 0, n+5)
+		s.opts = make([]grpc.CallOption, 0, (n+5+3)&^3) // 4 options a cache line
 	}
 	s.opts = s.opts[:n+1]
 	if n > 0 {
