@@ -79,6 +79,21 @@ func raw(answers ...[]bufconntest.RawAnswer) func(*testing.T, ...grpc.CallOption
 	}
 }
 
+// resolved returns a call on a ClientConn whose name a manual resolver,
+// set up by setUp, resolves.
+func resolved(setUp func(*manual.Resolver)) func(*testing.T, ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+	return func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+		r := manual.NewBuilderWithScheme("facts")
+		setUp(r)
+		cc, err := grpc.NewClient("facts:///nowhere", grpc.WithResolvers(r), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc, t.Context(), callTestService(t.Context(), cc, opts...)
+	}
+}
+
 // rawStreams is the number of streams the last raw case's server saw.
 var rawStreams int
 
@@ -123,28 +138,12 @@ func factCases() []factCase {
 			cc := bufconntest.Dial(t, func(context.Context) (net.Conn, error) { return nil, errors.New("connection refused") }, grpc.WithDisableRetry())
 			return cc, t.Context(), callTestService(t.Context(), cc, opts...)
 		}, code: codes.Unavailable},
-		{name: "resolver produces zero addresses", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
-			r := manual.NewBuilderWithScheme("facts")
-			r.InitialState(resolver.State{})
-			cc, err := grpc.NewClient("facts:///nowhere", grpc.WithResolvers(r), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cc.Close() })
-			return cc, t.Context(), callTestService(t.Context(), cc, opts...)
-		}, code: codes.Unavailable},
-		{name: "resolver error", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
-			r := manual.NewBuilderWithScheme("facts")
+		{name: "resolver produces zero addresses", call: resolved(func(r *manual.Resolver) { r.InitialState(resolver.State{}) }), code: codes.Unavailable},
+		{name: "resolver error", call: resolved(func(r *manual.Resolver) {
 			r.BuildCallback = func(_ resolver.Target, rcc resolver.ClientConn, _ resolver.BuildOptions) {
 				go rcc.ReportError(errors.New("no such host"))
 			}
-			cc, err := grpc.NewClient("facts:///nowhere", grpc.WithResolvers(r), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cc.Close() })
-			return cc, t.Context(), callTestService(t.Context(), cc, opts...)
-		}, code: codes.Unavailable},
+		}), code: codes.Unavailable},
 		{name: "caller's deadline while no connection is ready (WaitForReady)", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
 			cc := bufconntest.Dial(t, func(context.Context) (net.Conn, error) { return nil, errors.New("connection refused") }, grpc.WithDisableRetry())
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -221,6 +220,22 @@ func fastPolicy() grpcbackoff.Policy {
 	return p
 }
 
+// tcpClient returns a client of the loopback TCP address addr through a
+// Retrier of fastPolicy without a throttle, the log of its attempts, and a
+// context for its calls; the connection is closed when the test ends.
+func tcpClient(t *testing.T, addr string) (testgrpc.TestServiceClient, *attemptLog, context.Context) {
+	log := new(attemptLog)
+	opts := append(interceptor.DialOptions(fastPolicy(), interceptor.WithoutThrottle()), log.dialOptions()...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return testgrpc.NewTestServiceClient(cc), log, ctx
+}
+
 // TestWriteRetriedWhenNeverSent: over loopback TCP, to a port nothing
 // listens on, a write's attempts make no transport stream (gRPC reports
 // none), so it is retried, unary call and stream alike: the request never
@@ -229,49 +244,14 @@ func TestWriteRetriedWhenNeverSent(t *testing.T) {
 	addr := neverListening(t)
 	for _, k := range allKinds {
 		t.Run(k.String(), func(t *testing.T) {
-			var log attemptLog
-			opts := append(interceptor.DialOptions(fastPolicy(), interceptor.WithoutThrottle()), log.dialOptions()...)
-			cc, err := grpc.NewClient("passthrough:///"+addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			res := runCall(ctx, testgrpc.NewTestServiceClient(cc), k, hostileMessages, howToRun{}, interceptor.CallNotIdempotent())
+			c, log, ctx := tcpClient(t, addr)
+			res := runCall(ctx, c, k, hostileMessages, howToRun{}, interceptor.CallNotIdempotent())
 			var ge *grpcbackoff.Error
 			if !errors.As(res.Err, &ge) || ge.Reason != grpcbackoff.ReasonExhausted || status.Code(res.Err) != codes.Unavailable || log.count() != 3 {
 				t.Errorf("err = %v after %d attempts, want UNAVAILABLE after 3 attempts", res.Err, log.count())
 			}
 		})
 	}
-}
-
-// cuttableTCP is a loopback TCP listener that can cut the connections it
-// accepted, as a crash or a proxy that drops them would.
-type cuttableTCP struct {
-	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (l *cuttableTCP) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-func (l *cuttableTCP) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
 }
 
 // TestResetAfterSend: over loopback TCP, the connection is cut once the
@@ -294,7 +274,7 @@ func TestResetAfterSend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lis := &cuttableTCP{Listener: tcp}
+			lis := &cuttableListener{Listener: tcp}
 			var handled atomic.Int32
 			srv := bufconntest.NewServerOn(t, lis, func(_ string, n int) bufconntest.Step {
 				return bufconntest.Step{Before: func(context.Context) error {
@@ -305,16 +285,8 @@ func TestResetAfterSend(t *testing.T) {
 					return nil
 				}, Send: 1}
 			})
-			var log attemptLog
-			opts := append(interceptor.DialOptions(fastPolicy(), interceptor.WithoutThrottle()), log.dialOptions()...)
-			cc, err := grpc.NewClient("passthrough:///"+srv.Addr(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, append(tc.opts, grpc.WaitForReady(true))...)
+			c, log, ctx := tcpClient(t, srv.Addr())
+			_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, append(tc.opts, grpc.WaitForReady(true))...)
 			if status.Code(err) != tc.code || log.count() != tc.attempts || int(handled.Load()) != tc.attempts {
 				t.Errorf("err = %v after %d attempts, the handler ran %d times; want %v after %d", err, log.count(), handled.Load(), tc.code, tc.attempts)
 			}
@@ -345,16 +317,8 @@ func TestResetAfterHeaders(t *testing.T) {
 			srv := bufconntest.NewRawServer(t, lis, func(c, _ int) bufconntest.RawAnswer {
 				return bufconntest.RawAnswer{Headers: c == 0 && tc.headers, Cut: c == 0}
 			})
-			var log attemptLog
-			opts := append(interceptor.DialOptions(fastPolicy(), interceptor.WithoutThrottle()), log.dialOptions()...)
-			cc, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+			c, log, ctx := tcpClient(t, lis.Addr().String())
+			_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
 			if status.Code(err) != tc.code || log.count() != tc.attempts || len(srv.Streams()) != tc.attempts {
 				t.Errorf("err = %v after %d attempts, %d streams; want %v after %d", err, log.count(), len(srv.Streams()), tc.code, tc.attempts)
 			}
@@ -381,16 +345,8 @@ func TestUnprocessedStreamsRetriedByGRPC(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv := bufconntest.NewRawServer(t, lis, tc.answers)
-			var log attemptLog
-			opts := append(interceptor.DialOptions(fastPolicy(), interceptor.WithoutThrottle()), log.dialOptions()...)
-			cc, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, interceptor.CallNotIdempotent())
+			c, log, ctx := tcpClient(t, lis.Addr().String())
+			_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, interceptor.CallNotIdempotent())
 			if err != nil || log.count() != 1 || len(srv.Streams()) != 2 {
 				t.Errorf("err = %v after %d attempts of the Retrier, %d streams; want success after 1 attempt, on the second stream", err, log.count(), len(srv.Streams()))
 			}
