@@ -31,10 +31,9 @@ func (s *retryStream) guard(rethrow bool, f func()) (returned bool) {
 }
 
 // breakLocked ends the stream for the panic v: its current attempt is
-// released, its plan's timeout stopped (the caller's grpc.OnFinish
-// functions are not run, as grpc-go does not run them for a stream whose
-// code panicked), and every operation waiting wakes up to raise v. mu is
-// held.
+// released, its plan's timeout stopped, and every operation waiting wakes
+// up to raise v. The caller's grpc.OnFinish functions run once its context
+// ends, as grpc-go runs them for a stream it made. mu is held.
 func (s *retryStream) breakLocked(v any) {
 	if !s.broken {
 		s.broken, s.panicV = true, v
@@ -42,9 +41,6 @@ func (s *retryStream) breakLocked(v any) {
 	s.state = streamEnded
 	s.cur.release()
 	s.releaseSent()
-	if s.stopFinish != nil {
-		s.stopFinish()
-	}
 	if s.stopTimeout != nil {
 		s.stopTimeout()
 	}
