@@ -91,8 +91,7 @@ func TestOnFinishWhenContextEndsAsGRPC(t *testing.T) {
 					srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 1, Hang: true}))
 					ctx, cancel := context.WithCancel(t.Context())
 					f := &finishes{}
-					var raisedV any
-					raisedV = raised(func() {
+					raisedV := raised(func() {
 						s, err := srv.Client(t, dial...).StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{}, f.option())
 						if err == nil {
 							_, err = s.Recv()
