@@ -37,7 +37,7 @@ measure() {
 	else
 		ROUNDS=${ROUNDS:-10} BENCHTIME=${BENCHTIME:-300ms} WAITING=${WAITING:-$ROUNDS}
 	fi
-	BENCH=${BENCH:-'^Benchmark(Paired)?(Unary|UnaryRetry|UnaryParallel|ServerStream|ClientStream|BidiStream)$|^BenchmarkPairedUnaryHedged$|^BenchmarkIsolated(Retry|Parallel|Hedged)?$'}
+	BENCH=${BENCH:-'^Benchmark(Paired)?(Unary|UnaryRetry|UnaryParallel|ServerStream|ClientStream|BidiStream)$|^BenchmarkPaired(UnaryHedged|Facts)$|^BenchmarkIsolated(Retry|Parallel|Hedged)?$'}
 	OUT=${OUT:-results/latest.txt}
 	mkdir -p "$(dirname "$OUT")"
 	: >"$OUT"
@@ -101,6 +101,10 @@ stat "over bufconn, measured in pairs with bare (x-bare: median time over bare's
 	-filter '.name:/^Paired/ -.name:PairedUnaryHedged .unit:x-bare'
 stat "hedged UnaryCall (MaxAttempts 2, Delay 1 s, server answers at once), paired with bare" \
 	-col '/mech@(bare ours ours+hedge)' -filter '.name:(PairedUnaryHedged OR IsolatedHedged)'
+if grep -q '^BenchmarkPairedFacts' "$OUT"; then
+	stat "how an attempt tells commit and sent, no retry layer: call options or a stats handler, paired with bare" \
+		-col '/signal@(none options options-trailer statshandler)' -filter '.name:PairedFacts'
+fi
 stat "unary over bufconn: ours beside the peers" -col "$peers" -filter '.name:(Unary OR UnaryRetry OR UnaryParallel)'
 stat "unary over bufconn: ours with hook and metrics" -col "$variants" -filter '.name:(Unary OR UnaryRetry OR UnaryParallel)'
 stat "streams over bufconn (one op = one stream of msgs messages)" -col '/mech@(bare ours ours+all grpcretry middleware gax)' \

@@ -81,19 +81,19 @@ func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.
 }
 
 // record counts, for the adaptive throttling of cs's target, an attempt of
-// a call with context ctx that ended with err (see WithAdaptiveThrottle).
-// An attempt the caller canceled, or that its ClientConn's closing ended,
-// is not counted: the backend refused nothing. A deadline's end is counted
-// as not accepted, whichever deadline it was.
-func (cs *connState) record(ctx context.Context, err error) {
+// a call with context ctx on cc that ended with err (see
+// WithAdaptiveThrottle). An attempt the caller canceled, or that the
+// closing of cc ended, is not counted: the backend refused nothing. A
+// deadline's end is counted as not accepted, whichever deadline it was.
+func (cs *connState) record(ctx context.Context, cc *grpc.ClientConn, err error) {
 	if cs.t.adaptive != nil {
-		cs.recordAdaptive(ctx, err)
+		cs.recordAdaptive(ctx, cc, err)
 	}
 }
 
-func (cs *connState) recordAdaptive(ctx context.Context, err error) {
+func (cs *connState) recordAdaptive(ctx context.Context, cc *grpc.ClientConn, err error) {
 	a := cs.t.adaptive
-	if ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && cs.closedBy(err) {
+	if ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && connClosed(cc, cs) {
 		return
 	}
 	code := status.Code(err)

@@ -26,7 +26,6 @@ type attemptTimer struct {
 	cancel context.CancelFunc
 	timer  *time.Timer
 	state  atomic.Int32 // timerRunning, timerAnswered or timerFired
-	header metadata.MD  // the attempt's response headers, with Unary alone (no stats handler)
 }
 
 const (
@@ -79,11 +78,11 @@ func cutError(t time.Duration) error {
 	return status.Errorf(codes.DeadlineExceeded, "interceptor: attempt cut by its AttemptTimeout (%v): the server had not answered", t)
 }
 
-// answered reports whether the attempt's response headers arrived: seen by
-// the stats handler as they came, or, with Unary alone, found in the
-// attempt's outputs once it ended.
+// answered reports whether the stats handler saw the attempt's response
+// headers arrive before its time was up. (With Unary alone, no stats
+// handler, grpc.Header tells it once the attempt ended: see attemptUnary.)
 func (at *attemptTimer) answered() bool {
-	return at.state.Load() == timerAnswered || at.header != nil
+	return at.state.Load() == timerAnswered
 }
 
 // A stream's attempt is cut once the caller has waited AttemptTimeout in
@@ -192,12 +191,13 @@ func (s *retryStream) cutAttempt(a *attempt) {
 			s.armLocked(a) // a wait ended and another began: not yet
 		}
 	}
+	var cancel context.CancelFunc
 	if cut {
-		a.cut = true
+		a.cut, cancel = true, a.cancel
 	}
 	s.mu.Unlock()
-	if cut {
-		a.cancel()
+	if cancel != nil {
+		cancel()
 	}
 }
 

@@ -83,7 +83,7 @@ func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
 	if c.start.IsZero() {
 		c.start = now
 	}
-	if c.conn.closedBy(f.err) {
+	if connClosed(c.cc, c.conn) {
 		// Whatever the attempt's code, the call ended because its
 		// ClientConn is closing, not because a retry could not help.
 		return 0, c.fail(errConnClosing, grpcbackoff.ReasonCanceled)
@@ -92,7 +92,7 @@ func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
 	dl, _ := ctx.Deadline()
 	a := decide.Attempt{Number: c.plan.prior + c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
 		Client: c.leftToClient(ctx, st, f.opening),
-		Final:  f.committed || futile(st) || !c.r.safeToRetry(&c.plan, st),
+		Final:  f.committed || futile(st) || !c.r.safeToRetry(&c.plan, f),
 		Hint:   grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
 	d := decide.Decide(&c.plan.policy.Policy, a, nil, nil)
 	if !d.Retry {

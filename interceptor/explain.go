@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -197,7 +196,7 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	k := r.safetyOf(&p)
 	d.Safety, d.Source = k.s, k.source
 	for _, c := range pol.Codes {
-		if k.s == NotIdempotent && !r.unsafeRetries && mayHaveApplied(status.New(c, "")) {
+		if k.s == NotIdempotent && !r.unsafeRetries && mayHaveApplied(c) {
 			continue
 		}
 		d.Codes = append(d.Codes, c)

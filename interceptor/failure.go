@@ -4,77 +4,114 @@ import (
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
-// What the end of a failed attempt tells: its error, its trailer, whether
-// the server had the call (its headers had arrived), whether no retry can
-// mend it, whether it may have been applied. gRPC gives much of this no
-// structured form: some of it is read from grpc-go's messages.
+// What the end of a failed attempt tells, each fact from what gRPC reports,
+// never from the words of a status message, which a server (or a proxy
+// forwarding its own downstream's words) writes as it likes:
+//
+//   - committed: the attempt's response headers arrived, so the server has
+//     the call (gRFC A6). grpc-go's transport stream knows it (its Header
+//     is nil for a trailers-only response and for a stream that ended
+//     before headers) and tells it through grpc.Header for a unary call,
+//     through ClientStream.Header for a stream.
+//   - sent: the attempt made a transport stream, so its request may have
+//     reached the server. grpc-go runs the call options' after() only then
+//     (grpc.Peer, grpc.Header, grpc.Trailer), and a stream's opening
+//     returns a stream only then. A pick that found no connection, a name
+//     that did not resolve, a ClientConn closed before the call: not sent.
+//     A stream the server refused or never processed (REFUSED_STREAM,
+//     GOAWAY) is retried by grpc-go itself, once; when that retry fails too,
+//     gRPC does not say whether the server had it, and the attempt counts
+//     as sent.
+//   - the call's context ended: ctx.Err() once the attempt returned; the
+//     attempt's own AttemptTimeout: its timer; the ClientConn closed: its
+//     state (connClosed).
+//
+// An attempt is taken as not sent only when gRPC says so: grpc-go ran the
+// attempt's grpc.OnFinish (it does for every call it was given, before a
+// unary invoker or a failed opening returns) and made no transport stream
+// (wrote no peer; returned no stream). An attempt whose options did not
+// reach grpc-go (an interceptor chained after the Retrier's answered
+// itself, or called gRPC without them) tells nothing, and counts as sent,
+// uncommitted: a read is retried, a write is not resent.
+//
+// Two things are read from a failure's status beside its code: the details
+// (RetryInfo: the server's hint) and, only to stop retrying, the message of
+// a size limit (futile). Neither can make a call be sent again.
 
 // failure is what the end of a failed attempt told.
 type failure struct {
 	err       error
 	trailer   metadata.MD // for pushback; nil if not read
 	committed bool        // response headers had arrived: the server has the call
+	sent      bool        // a transport stream was made: the request may have reached the server
 	cut       bool        // the attempt's own AttemptTimeout ended it
 	opening   bool        // a stream's first opening failed: its client's to retry, if it retries the opening
 	attempt   int         // its number, from 1; 0 for the call's last
 }
 
-// headersArrived reports whether a unary attempt that failed with err had
-// received response headers, from its trailer (nil when no transport stream
-// was made: nothing was sent). A trailers-only response carries the
-// content-type, which gRPC sends with headers, in its trailer; a trailer
-// after headers does not, and one with metadata shows it came from the
-// server. An empty trailer is what both a server's bare status after headers
-// and a failure of the transport leave: the status tells them apart.
-func headersArrived(err error, trailer metadata.MD) bool {
-	switch {
-	case trailer == nil:
-		return false
-	case trailer["content-type"] != nil:
-		return false
-	case len(trailer) > 0:
-		return true
-	}
-	return !clientMade(status.Convert(err))
+// attemptFacts are the targets of the call options by which grpc-go tells
+// what became of a unary attempt: its response headers (commit), its
+// trailer (pushback), its peer, written exactly when the attempt made a
+// transport stream (sent), and whether grpc-go had the attempt at all (its
+// grpc.OnFinish ran).
+type attemptFacts struct {
+	header  metadata.MD
+	trailer metadata.MD
+	peer    peer.Peer
+	reached bool
 }
 
-// clientMadeMessages are the messages of the statuses grpc-go's client
-// makes, instead of the server, when an attempt fails on the transport (a
-// lost connection, a reset, GOAWAY) or on its context.
-var clientMadeMessages = [...]string{
-	"connection error: desc = ",
-	"closing transport due to: ",
-	"error reading from server: ",
-	"error reading server preface: ",
-	"transport is closing",
-	"keepalive ping failed to receive ACK within timeout",
-	"closing connection since the server is not reading",
-	"stream terminated by RST_STREAM with error code: ",
-	"server is draining the connection",
-	"received goaway",
-	"no active streams left to process while draining",
-	"server closed the stream without sending trailers",
-	"transport: ",
-	"context deadline exceeded",
-	"context canceled",
-	"grpc: the client connection is closing",
+// notSentAddr is the peer address an attempt's grpc.Peer target holds until
+// grpc-go writes the attempt's real peer, which it does exactly when the
+// attempt made a transport stream, whatever that peer's fields are (a
+// net.Conn may have no address).
+type notSentAddr struct{}
+
+func (notSentAddr) Network() string { return "grpcbackoff" }
+func (notSentAddr) String() string  { return "not sent" }
+
+// reset readies f for an attempt: nothing heard, nothing sent.
+func (f *attemptFacts) reset() {
+	f.header, f.trailer, f.reached = nil, nil, false
+	f.peer = peer.Peer{Addr: notSentAddr{}}
 }
 
-// clientMade reports whether st is one grpc-go's client made for a failure
-// of the transport or of the call's context, not one the server sent.
-func clientMade(st *status.Status) bool {
-	msg := st.Message()
-	for _, m := range clientMadeMessages {
-		if strings.Contains(msg, m) {
-			return true
-		}
+// finished is the function of the attempt's grpc.OnFinish: grpc-go had the
+// attempt, with its call options.
+func (f *attemptFacts) finished(error) { f.reached = true }
+
+// peerWritten reports whether grpc-go wrote the attempt's peer: it made a
+// transport stream.
+func (f *attemptFacts) peerWritten() bool { return f.peer.Addr != notSentAddr{} }
+
+// sent reports whether the attempt's request may have reached the server:
+// unless grpc-go had the attempt and made no transport stream for it.
+func (f *attemptFacts) sent() bool { return !f.reached || f.peerWritten() }
+
+// read fills in what the attempt that failed as x.err told through f, the
+// trailer only with trailer.
+func (f *attemptFacts) read(x *failure, trailer bool) {
+	x.committed, x.sent = f.header != nil, f.sent()
+	if trailer {
+		x.trailer = f.trailer
 	}
-	return false
+}
+
+// connClosed reports whether the ClientConn cc, or the state conn watches,
+// has shut down: a call whose attempt ended then ends, ReasonCanceled,
+// whatever the attempt's code. grpc-go moves cc to Shutdown before it ends
+// the attempts in flight and before it refuses new ones, so the state is
+// set by the time such an attempt returns.
+func connClosed(cc *grpc.ClientConn, conn *connState) bool {
+	return cc != nil && cc.GetState() == connectivity.Shutdown || conn.isClosed()
 }
 
 // hasRetryInfo reports whether st carries a RetryInfo detail: the server
@@ -88,25 +125,17 @@ func hasRetryInfo(st *status.Status) bool {
 	return false
 }
 
-// mayHaveApplied reports whether a failure with st may have been applied by
-// the server.
-func mayHaveApplied(st *status.Status) bool {
-	switch st.Code() {
-	case codes.Unavailable:
-		return !neverSent(st.Message())
-	case codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.DataLoss:
+// mayHaveApplied reports whether an attempt that reached the server (its
+// request was sent) and failed with code may have been applied: the server,
+// or one behind it, may have acted before the failure. RESOURCE_EXHAUSTED
+// and ABORTED, among others, say it did not. An attempt that was not sent
+// was not applied, whatever its code.
+func mayHaveApplied(code codes.Code) bool {
+	switch code {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.DataLoss:
 		return true
 	}
 	return false
-}
-
-// neverSent reports whether the message of an UNAVAILABLE status is grpc-go's
-// for a call that found no connection to send on: the connection could not
-// be made, or the name not resolved.
-func neverSent(msg string) bool {
-	return strings.Contains(msg, "Error while dialing") ||
-		strings.Contains(msg, "name resolver error") ||
-		strings.Contains(msg, "produced zero addresses")
 }
 
 // tooLargeMessages are the messages gRPC implementations give a
@@ -139,7 +168,9 @@ var tooLargeMessages = [...]string{
 // with neither details nor trailers, told apart from a server's quota or
 // rate limit (also RESOURCE_EXHAUSTED) only by their message. The message
 // is matched only for a status without details: a quota error (with a
-// QuotaFailure, ErrorInfo or RetryInfo detail) is never taken for one.
+// QuotaFailure, ErrorInfo or RetryInfo detail) is never taken for one. It
+// only ever stops retries: a server whose message looks like one gets its
+// call's error at once, never a call sent again.
 func futile(st *status.Status) bool {
 	if st.Code() != codes.ResourceExhausted || len(st.Details()) > 0 {
 		return false

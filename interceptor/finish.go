@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 )
 
 // grpc.OnFinish runs its function once per call, with the call's final
@@ -57,8 +58,8 @@ func (r *Retrier) streamFinishing(ctx context.Context, desc *grpc.StreamDesc, cc
 	}
 	s.mu.Lock()
 	s.finishers = fs
+	s.stopFinish = context.AfterFunc(s.ctx, func() { s.finished(status.FromContextError(s.ctx.Err()).Err()) })
 	s.mu.Unlock()
-	s.stopFinish = context.AfterFunc(s.ctx, func() { s.finished(s.ctx.Err()) })
 	return s, nil
 }
 

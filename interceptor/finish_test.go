@@ -1,6 +1,8 @@
 package interceptor_test
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -8,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
@@ -62,3 +65,57 @@ func TestOnFinishOncePerCall(t *testing.T) {
 		})
 	}
 }
+
+// TestOnFinishWhenContextEndsAsGRPC: a stream the caller leaves open, or
+// whose code under it panicked (an interceptor chained after the Retrier's,
+// in RecvMsg: the panic reaches the caller), runs its grpc.OnFinish once
+// the caller's context ends, with CANCELED, as grpc-go runs it for the
+// stream it made, side by side without the Retrier. (The Retrier ran it
+// with the context's own error, UNKNOWN to status.Code, and, after a
+// panic, since this first commits, never.)
+func TestOnFinishWhenContextEndsAsGRPC(t *testing.T) {
+	for _, panics := range []bool{false, true} {
+		chained := grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil || !panics {
+				return cs, err
+			}
+			return panicOnRecv{cs}, nil
+		})
+		for name, dial := range map[string][]grpc.DialOption{
+			"grpc-go":     {chained},
+			"grpcbackoff": append(interceptor.DialOptions(bufconntest.Exact()), chained),
+		} {
+			t.Run(fmt.Sprintf("panics=%v/%s", panics, name), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 1, Hang: true}))
+					ctx, cancel := context.WithCancel(t.Context())
+					f := &finishes{}
+					raisedV := raised(func() {
+						s, err := srv.Client(t, dial...).StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{}, f.option())
+						if err == nil {
+							_, err = s.Recv()
+						}
+						if err != nil {
+							t.Errorf("the stream failed: %v", err)
+						}
+					})
+					synctest.Wait()
+					f.mu.Lock()
+					before := len(f.codes)
+					f.mu.Unlock()
+					cancel()
+					synctest.Wait()
+					if want := map[bool]any{true: "recv", false: nil}[panics]; raisedV != want || before != 0 || len(f.codes) != 1 || f.codes[0] != codes.Canceled {
+						t.Errorf("raised %v; OnFinish ran %d times before the context ended, then with %v; want %v raised, then once CANCELED", raisedV, before, f.codes, want)
+					}
+				})
+			})
+		}
+	}
+}
+
+// panicOnRecv is a stream whose RecvMsg panics.
+type panicOnRecv struct{ grpc.ClientStream }
+
+func (panicOnRecv) RecvMsg(any) error { panic("recv") }

@@ -31,7 +31,9 @@ func (s *retryStream) guard(rethrow bool, f func()) (returned bool) {
 }
 
 // breakLocked ends the stream for the panic v: its current attempt is
-// released, and every operation waiting wakes up to raise v. mu is held.
+// released, its plan's timeout stopped, and every operation waiting wakes
+// up to raise v. The caller's grpc.OnFinish functions run once its context
+// ends, as grpc-go runs them for a stream it made. mu is held.
 func (s *retryStream) breakLocked(v any) {
 	if !s.broken {
 		s.broken, s.panicV = true, v
@@ -39,6 +41,9 @@ func (s *retryStream) breakLocked(v any) {
 	s.state = streamEnded
 	s.cur.release()
 	s.releaseSent()
+	if s.stopTimeout != nil {
+		s.stopTimeout()
+	}
 	s.changed.Broadcast()
 }
 

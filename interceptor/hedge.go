@@ -115,24 +115,24 @@ func (r *Retrier) newHedgeCall(ctx context.Context, p *plan, conn *connState, u 
 
 // run sends the attempts, waits for the one that ends the call, cancels the
 // others and waits for them, and hands the winner's outputs to the caller.
+// A panic on the caller's goroutine while attempts are in flight (an
+// observer's, the budget's) goes on up only once every attempt returned:
+// the call leaves no goroutine behind.
 func (h *hedgeCall) run() error {
 	h.actx, h.cancel = context.WithCancel(h.ctx)
 	defer h.cancel()
+	settled := false
+	defer func() {
+		if !settled {
+			h.settle() // the loop panicked: its attempts end before the panic goes on
+		}
+	}()
 	h.c.start = time.Now()
 	h.delay = h.hp.delayFor(h.c.plan.method, h.c.start)
 	h.send(false)
 	end := h.loop()
-	h.cancel()
-	for len(h.flight) > 0 {
-		a := <-h.results
-		h.take(a)
-		if a.panicked && h.panicked == nil {
-			h.panicked = a
-		}
-	}
-	if h.timer != nil {
-		h.timer.Stop()
-	}
+	h.settle()
+	settled = true
 	if h.panicked != nil {
 		panic(h.panicked.panicV) // on the caller's goroutine, every attempt ended
 	}
@@ -153,6 +153,22 @@ func (h *hedgeCall) run() error {
 		err = h.c.fail(end.err, h.why)
 	}
 	return h.c.end(h.ctx, err)
+}
+
+// settle cancels the attempts in flight and waits for each to return, then
+// stops the timer: nothing of the call runs on afterwards.
+func (h *hedgeCall) settle() {
+	h.cancel()
+	for len(h.flight) > 0 {
+		a := <-h.results
+		h.take(a)
+		if a.panicked && h.panicked == nil {
+			h.panicked = a
+		}
+	}
+	if h.timer != nil {
+		h.timer.Stop()
+	}
 }
 
 // loop waits for the attempt that ends the call and returns it (nil if the
@@ -299,7 +315,7 @@ func (h *hedgeCall) take(a *hedgeAttempt) {
 		h.idleSince = time.Now()
 	}
 	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
-		h.c.conn.record(h.ctx, a.err)
+		h.c.conn.record(h.ctx, h.c.cc, a.err)
 	}
 }
 
@@ -411,7 +427,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if c.conn.closedBy(a.err) {
+	if connClosed(c.cc, c.conn) {
 		h.final, h.why = c.fail(errConnClosing, grpcbackoff.ReasonCanceled), grpcbackoff.ReasonCanceled
 		return a, true
 	}
@@ -449,7 +465,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	if c.r.noPushback {
 		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
-	f := failure{err: a.err, trailer: trailer, cut: a.cut, attempt: a.n}
+	f := failure{err: a.err, trailer: trailer, sent: a.sent(), cut: a.cut, attempt: a.n}
 	d, final := c.decide(h.ctx, f)
 	switch {
 	case final != nil:

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -224,6 +226,12 @@ func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpc
 
 // script is a fake invoker: attempt i (from 0) returns errs[i], or nil past
 // the end. It records when each attempt started and its outgoing metadata.
+// As grpc-go does for an attempt that made a transport stream, it writes the
+// targets of the attempt's grpc.Header (nil for a failure: a trailers-only
+// response), grpc.Trailer (trailers[i], if set) and grpc.Peer options;
+// for an error wrapped in neverSent it writes none, as grpc-go does not
+// when it found no connection to send on. Either way it runs the attempt's
+// grpc.OnFinish functions, as grpc-go does for every call.
 type script struct {
 	errs     []error
 	trailers []metadata.MD // trailers[i] is set as attempt i's trailer
@@ -232,29 +240,55 @@ type script struct {
 	opts     [][]grpc.CallOption
 }
 
+// neverSent is the error of a scripted attempt that made no transport
+// stream (see script).
+type neverSent struct{ error }
+
+// scriptPeer is the peer script writes for an attempt that was sent.
+var scriptPeer = peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443}}
+
 func (s *script) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 	i := len(s.times)
 	s.times = append(s.times, time.Now())
 	md, _ := metadata.FromOutgoingContext(ctx)
 	s.md = append(s.md, md)
 	s.opts = append(s.opts, slices.Clone(opts))
-	if i < len(s.trailers) {
-		tr := s.trailers[i]
-		if i < len(s.errs) && s.errs[i] != nil {
-			// A failure without headers: grpc-go puts the trailers-only
-			// response's content-type in its trailer.
-			tr = metadata.Join(tr, metadata.Pairs("content-type", "application/grpc"))
-		}
+	var err error
+	if i < len(s.errs) {
+		err = s.errs[i]
+	}
+	defer func() {
 		for _, o := range opts {
-			if t, ok := o.(grpc.TrailerCallOption); ok {
-				*t.TrailerAddr = tr
+			if o, ok := o.(grpc.OnFinishCallOption); ok {
+				o.OnFinish(err)
 			}
 		}
+	}()
+	if ns, ok := err.(neverSent); ok {
+		err = ns.error
+		return err
 	}
-	if i < len(s.errs) {
-		return s.errs[i]
+	header := metadata.Pairs("content-type", "application/grpc")
+	tr := metadata.MD{}
+	if i < len(s.trailers) {
+		tr = s.trailers[i]
 	}
-	return nil
+	if err != nil {
+		// A failure without headers: grpc-go puts the trailers-only
+		// response's content-type in its trailer.
+		header, tr = nil, metadata.Join(tr, metadata.Pairs("content-type", "application/grpc"))
+	}
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = header
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = tr
+		case grpc.PeerCallOption:
+			*o.PeerAddr = scriptPeer
+		}
+	}
+	return err
 }
 
 // gaps returns the time between consecutive attempts.

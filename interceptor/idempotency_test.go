@@ -66,9 +66,10 @@ func init() {
 	}
 }
 
-// A failure that proves the request never left the client: grpc-go's for a
-// connection that could not be made.
-var refused = status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`)
+// A failure of an attempt that made no transport stream: grpc-go's for a
+// connection that could not be made, which writes none of the attempt's
+// call options (see script).
+var refused = neverSent{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`)}
 
 func TestNotIdempotentNotRetriedAfterMaybeApplied(t *testing.T) {
 	write := "/idemtest.Store/Write"

@@ -13,12 +13,11 @@ import (
 // A hedged call's attempts run at once, so each has its own reply, header,
 // trailer and peer; the caller gets those of the attempt that ends the call.
 
-// outputs are one attempt's own targets for what gRPC writes back.
+// outputs are one attempt's own targets for what gRPC writes back: its
+// reply, and the facts grpc-go tells of it (failure.go).
 type outputs struct {
-	reply   any
-	header  metadata.MD
-	trailer metadata.MD
-	peer    peer.Peer
+	reply any
+	attemptFacts
 }
 
 // callerOutputs are the caller's Header, Trailer and Peer targets, taken
@@ -29,22 +28,23 @@ type callerOutputs struct {
 	peers    []*peer.Peer
 }
 
-// attemptOptions returns the caller's options opts with their Header,
-// Trailer and Peer targets replaced by out's, plus a Header and a Trailer
-// option of out's own (the attempt reads both: headers commit the call,
-// the trailer carries pushback), and the Retrier's layer mark.
+// attemptOptions returns the caller's options opts without their Header,
+// Trailer and Peer targets, plus the Retrier's layer mark and a Header, a
+// Trailer, a Peer and an OnFinish option of out's own: the attempt reads
+// them all (headers commit the call, the trailer carries pushback, the peer
+// and OnFinish say whether the request was sent), and the caller gets those
+// of the attempt that ends the call.
 func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption) []grpc.CallOption {
-	ao := make([]grpc.CallOption, 0, len(opts)+3)
+	out.reset()
+	ao := make([]grpc.CallOption, 0, len(opts)+5)
 	for _, o := range opts {
 		switch o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption:
-		case grpc.PeerCallOption:
-			ao = append(ao, grpc.Peer(&out.peer))
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
 		default:
 			ao = append(ao, o)
 		}
 	}
-	return append(ao, mark, grpc.Header(&out.header), grpc.Trailer(&out.trailer))
+	return append(ao, mark, grpc.Header(&out.header), grpc.Trailer(&out.trailer), grpc.Peer(&out.peer), grpc.OnFinish(out.finished))
 }
 
 // callerOutputsOf returns the caller's targets in opts.
@@ -75,8 +75,10 @@ func (c callerOutputs) deliver(reply any, out *outputs, ok bool) {
 	for _, p := range c.trailers {
 		*p = out.trailer
 	}
-	for _, p := range c.peers {
-		*p = out.peer
+	if out.peerWritten() { // grpc-go writes the peer of a transport stream only
+		for _, p := range c.peers {
+			*p = out.peer
+		}
 	}
 }
 

@@ -161,9 +161,10 @@ func WithOnRetry(f func(Retry)) Option {
 // WithoutPushback stops reading the grpc-retry-pushback-ms trailer of unary
 // calls (streams read it at no cost). Reading it takes a grpc.Trailer call
 // option on every call, for which grpc-go allocates a copy of the trailer
-// even when the call succeeds: one allocation and about 0.3% of a call over
-// an in-memory connection. RetryInfo details are still honoured. Use it where
-// no server sends pushback and every allocation counts.
+// even when the call succeeds. RetryInfo details are still honoured, and
+// what decides a retry is known as without it: whether the call committed
+// (grpc.Header) and whether it was sent (grpc.Peer). Use it where no server
+// sends pushback and every allocation counts.
 func WithoutPushback() Option {
 	return func(r *Retrier) error { r.noPushback = true; return nil }
 }

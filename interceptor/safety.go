@@ -14,10 +14,13 @@ import (
 // server may have applied: whether it is idempotent.
 //
 // A NotIdempotent method is not resent after a failure that may have been
-// applied (UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN, INTERNAL, DATA_LOSS); it
-// is still retried after one that proves it was not: RESOURCE_EXHAUSTED,
-// ABORTED, and UNAVAILABLE from a connection that could not be made. Other
-// methods are retried on every code of their Policy.
+// applied: UNAVAILABLE, DEADLINE_EXCEEDED, UNKNOWN, INTERNAL or DATA_LOSS
+// once the request reached a transport. It is still retried after one that
+// proves it was not: RESOURCE_EXHAUSTED and ABORTED, and any failure of an
+// attempt that made no transport stream (no connection to send on, a name
+// that did not resolve), as gRPC reports it, whatever its message says.
+// Where gRPC does not tell, the request counts as sent. Other methods are
+// retried on every code of their Policy.
 //
 // What is known of a method comes from, the first that knows winning: the
 // call's options (CallIdempotent, CallNotIdempotent); the Retrier's options
@@ -131,9 +134,9 @@ func (r *Retrier) safetyOf(p *plan) knowledge {
 }
 
 // safeToRetry reports whether the call p plans may be sent again after an
-// attempt failed with st, whose code its Policy retries.
-func (r *Retrier) safeToRetry(p *plan, st *status.Status) bool {
-	if r.unsafeRetries || !mayHaveApplied(st) {
+// attempt failed as f, with a code its Policy retries.
+func (r *Retrier) safeToRetry(p *plan, f failure) bool {
+	if r.unsafeRetries || !f.sent || !mayHaveApplied(status.Code(f.err)) {
 		return true
 	}
 	return r.safetyOf(p).s != NotIdempotent

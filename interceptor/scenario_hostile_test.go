@@ -83,10 +83,11 @@ func successResponses(k callKind) []string {
 	}
 }
 
-// cuttableListener is a bufconn listener that can cut every connection it has
-// accepted, as a server that crashes or a proxy that drops connections would.
+// cuttableListener is a listener (bufconn, or loopback TCP) that can cut
+// every connection it has accepted, as a server that crashes or a proxy that
+// drops connections would.
 type cuttableListener struct {
-	*bufconn.Listener
+	net.Listener
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -128,9 +129,10 @@ type hostileAct func(ctx context.Context, x attemptEnv) error
 type hostileServer struct {
 	testgrpc.UnimplementedTestServiceServer
 
-	act hostileAct
-	lis *cuttableListener
-	srv *grpc.Server
+	act  hostileAct
+	lis  *cuttableListener
+	dial func(context.Context) (net.Conn, error) // lis's bufconn's
+	srv  *grpc.Server
 
 	deliverOnce sync.Once
 	delivered   chan struct{} // closed when a caller received a response
@@ -142,9 +144,11 @@ type hostileServer struct {
 // newHostileServer starts a server running act on a private bufconn listener;
 // it stops when the test ends.
 func newHostileServer(tb testing.TB, act hostileAct) *hostileServer {
+	bl := bufconn.Listen(1 << 20)
 	s := &hostileServer{
 		act:       act,
-		lis:       &cuttableListener{Listener: bufconn.Listen(1 << 20)},
+		lis:       &cuttableListener{Listener: bl},
+		dial:      bl.DialContext,
 		srv:       grpc.NewServer(grpc.WaitForHandlers(true)),
 		delivered: make(chan struct{}),
 	}
@@ -155,7 +159,7 @@ func newHostileServer(tb testing.TB, act hostileAct) *hostileServer {
 
 // client dials s with opts; the connection is closed when the test ends.
 func (s *hostileServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
-	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.lis.DialContext, opts...))
+	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.dial, opts...))
 }
 
 // seen returns the number of attempts the server saw.

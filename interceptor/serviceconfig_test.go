@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -133,4 +134,48 @@ func TestServiceConfigHedgingBoundsTheCall(t *testing.T) {
 			t.Errorf("%d attempts, err %v; want 3, UNAVAILABLE", len(s.times), err)
 		}
 	})
+}
+
+// TestServiceConfigRetryWinsOverHedging: an entry with both a retryPolicy
+// and a hedgingPolicy is retried, not hedged, by a Retrier given it
+// (serviceconfig.Parse, WithServiceConfig) as by grpc-go's own retry given
+// the same JSON, side by side: both retry a failing call, and neither sends
+// a second attempt while a slow first one is under way.
+func TestServiceConfigRetryWinsOverHedging(t *testing.T) {
+	const doc = `{"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}],
+		"retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]},
+		"hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.1s"}}]}`
+	clients := map[string]func(t *testing.T) []grpc.DialOption{
+		"grpcbackoff": func(t *testing.T) []grpc.DialOption {
+			sc, err := serviceconfig.Parse([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithServiceConfig(sc), interceptor.WithoutThrottle())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.DialOptions()
+		},
+		"grpc-go": func(*testing.T) []grpc.DialOption { return []grpc.DialOption{grpc.WithDefaultServiceConfig(doc)} },
+	}
+	for name, dial := range clients {
+		for _, tc := range []struct {
+			name     string
+			steps    []bufconntest.Step
+			attempts int
+		}{
+			{"UNAVAILABLE twice: retried", []bufconntest.Step{failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Succeed(1)}, 3},
+			{"a slow first attempt: not hedged", []bufconntest.Step{{Pause: time.Second, Send: 1}}, 1},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					srv := bufconntest.NewServer(t, bufconntest.Steps(tc.steps...))
+					if _, err := srv.Client(t, dial(t)...).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil || srv.Count() != tc.attempts {
+						t.Errorf("err %v after %d attempts, want success after %d", err, srv.Count(), tc.attempts)
+					}
+				})
+			})
+		}
+	}
 }

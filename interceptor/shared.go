@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
@@ -70,15 +71,34 @@ type SharedBudgetState struct {
 // first needs the target's state (on a target's first call, on the first
 // call without a ClientConn for target "", and again for a target dropped
 // for disuse): it must return at once, without reaching the network, and
-// return the same budget for the same target. A nil SharedBudget leaves the
-// target the Retrier's own budget. WithoutThrottle turns budgets off, shared
+// return the same budget for the same target. A nil SharedBudget, typed or not
+// (a nil *T returned as a SharedBudget), leaves the target the Retrier's
+// own budget. WithoutThrottle turns budgets off, shared
 // ones included.
 func WithSharedBudget(budget func(target string, t grpcbackoff.Throttle) SharedBudget) Option {
 	return func(r *Retrier) error {
 		if budget == nil {
 			return errors.New("interceptor: WithSharedBudget(nil): the function is nil")
 		}
-		r.shared = budget
+		r.shared = func(target string, t grpcbackoff.Throttle) SharedBudget {
+			if b := budget(target, t); !isNil(b) {
+				return b
+			}
+			return nil
+		}
 		return nil
 	}
+}
+
+// isNil reports whether b is nil, or holds a nil pointer, map, slice,
+// function or channel: a SharedBudget whose methods cannot be called.
+func isNil(b SharedBudget) bool {
+	if b == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(b); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }

@@ -148,6 +148,39 @@ func TestSharedBudgetOff(t *testing.T) {
 	}
 }
 
+// TestSharedBudgetTypedNil: a factory that returns a nil *T as its
+// SharedBudget (a typed nil) leaves each target the Retrier's own budget, as
+// a nil one does: calls, retries and States work, and States says no budget
+// is shared. (Issue 34: New accepted it, and every call and States
+// panicked.)
+func TestSharedBudgetTypedNil(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Succeed(1)))
+		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithSharedBudget(func(string, grpcbackoff.Throttle) interceptor.SharedBudget {
+			var b *sharedBudget
+			return b
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Client(t, r.DialOptions()...).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil || srv.Count() != 2 {
+			t.Errorf("err %v after %d attempts, want success after a retry paid by the Retrier's own budget", err, srv.Count())
+		}
+		fresh, err := interceptor.New(bufconntest.Exact())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Succeed(1))).Client(t, fresh.DialOptions()...)
+		if _, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		states, want := r.States(), fresh.States()
+		if len(states) != 1 || states[0].Shared != nil || states[0].Retries != want[0].Retries {
+			t.Errorf("States() = %+v, want one target without a shared budget, as the Retrier's own budget after the same call: %+v", states, want)
+		}
+	})
+}
+
 func TestSharedBudgetSuccessAllocatesNothing(t *testing.T) {
 	f := &fleet{}
 	invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }

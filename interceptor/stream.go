@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -68,9 +69,8 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts[:len(opts):len(opts)], mark)
 	if p.policy == nil {
-		return plainStream(ctx, &p, desc, cc, method, streamer, opts)
+		return plainStream(ctx, &p, desc, cc, method, streamer, append(opts[:len(opts):len(opts)], mark))
 	}
 	p.hedge = nil // streams are not hedged: their Policy applies
 	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.policy.AttemptTimeout, c: r.newCall(&p, cc, conn, opts)}
@@ -146,7 +146,7 @@ type retryStream struct {
 	stopTimeout context.CancelFunc
 	desc        *grpc.StreamDesc
 	streamer    grpc.Streamer
-	opts        []grpc.CallOption // the caller's
+	opts        []grpc.CallOption // the caller's; each attempt adds the layer mark and its grpc.OnFinish
 	timeout     time.Duration     // Policy.AttemptTimeout; 0: none
 
 	mu             sync.Mutex
@@ -181,13 +181,14 @@ type attempt struct {
 	trailer metadata.MD        // a released attempt's trailer
 	cancel  context.CancelFunc // ends the attempt
 
-	answered  bool // its response headers or a message arrived: it is never cut
-	counted   bool // its success was counted, for the budget and adaptive throttling
-	receiving bool // a goroutine is in cs.RecvMsg: the caller's RecvMsg, or Header learning how cs ended
-	replaying bool // the replay goroutine is sending the kept messages to cs
-	broken    bool // cs refused a message (it ended): a receive will tell how
-	cut       bool // the AttemptTimeout ended cs
-	done      bool // the stream is done with the attempt (see release)
+	reached   atomic.Bool // grpc-go had its opening: its grpc.OnFinish ran (failure.go)
+	answered  bool        // its response headers or a message arrived: it is never cut
+	counted   bool        // its success was counted, for the budget and adaptive throttling
+	receiving bool        // a goroutine is in cs.RecvMsg: the caller's RecvMsg, or Header learning how cs ended
+	replaying bool        // the replay goroutine is sending the kept messages to cs
+	broken    bool        // cs refused a message (it ended): a receive will tell how
+	cut       bool        // the AttemptTimeout ended cs
+	done      bool        // the stream is done with the attempt (see release)
 
 	// With AttemptTimeout, before the commit: since when the caller has
 	// waited in each kind of operation on the attempt (zero: not waiting),
@@ -198,7 +199,9 @@ type attempt struct {
 
 // open opens attempt a on ctx. a runs under a context of its own, which
 // ending it cancels (a cut, a panic that broke the stream, its
-// replacement). It is called without mu.
+// replacement), with the caller's options, the layer mark (clients.go) and
+// a grpc.OnFinish of its own, by which grpc-go tells that it had the
+// opening. It is called without mu.
 func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	ctx, a.cancel = context.WithCancel(ctx)
 	if s.timeout > 0 {
@@ -206,9 +209,10 @@ func (s *retryStream) open(ctx context.Context, a *attempt) error {
 		s.waitLocked(a, opOpen)
 		s.mu.Unlock()
 	}
+	opts := append(s.opts[:len(s.opts):len(s.opts)], mark, grpc.OnFinish(a.finished))
 	var cs grpc.ClientStream
 	var err error
-	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, s.opts...) })
+	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, opts...) })
 	a.cs = cs
 	if s.timeout > 0 {
 		s.mu.Lock()
@@ -217,6 +221,11 @@ func (s *retryStream) open(ctx context.Context, a *attempt) error {
 	}
 	return err
 }
+
+// finished is the function of a's grpc.OnFinish. grpc-go runs it once the
+// attempt's stream ends, and, when it made none, before its opening
+// returns.
+func (a *attempt) finished(error) { a.reached.Store(true) }
 
 // release ends the stream's use of attempt a: it stops a's timer and cancels
 // a's context, if a has them. mu is held.
@@ -227,6 +236,7 @@ func (a *attempt) release() {
 	}
 	if a.cancel != nil {
 		a.cancel()
+		a.cancel = nil
 	}
 }
 
@@ -268,23 +278,36 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 	for {
 		var cut bool
 		err, cut = s.failureLocked(a, err)
-		s.c.conn.record(s.ctx, err)
+		s.c.conn.record(s.ctx, s.c.cc, err)
 		cs := a.cs
 		a.release()
 		a.cs = nil
 		s.mu.Unlock()
 
 		var final error
-		next := new(attempt)
+		var next *attempt // made once the wait is over
 		s.guard(true, func() {
+			opened := false
+			defer func() {
+				if !opened && next != nil { // a panic in the code under the stream: next is not kept
+					s.mu.Lock()
+					next.release()
+					s.mu.Unlock()
+				}
+			}()
+			// The attempt was sent if it opened: grpc-go returns a stream
+			// only once it made a transport stream. An opening that failed
+			// was not, if grpc-go had it; if not (an interceptor chained
+			// after this one failed it), gRPC does not tell.
 			var trailer metadata.MD
+			sent := cs != nil || !a.reached.Load()
 			if cs != nil {
 				trailer = cs.Trailer()
 			}
 			s.mu.Lock()
 			a.trailer = trailer
 			s.mu.Unlock()
-			f := failure{err: err, trailer: trailer, cut: cut, opening: s.opening}
+			f := failure{err: err, trailer: trailer, sent: sent, cut: cut, opening: s.opening}
 			var d time.Duration
 			d, final = s.c.decide(s.ctx, f)
 			s.opening = false
@@ -304,8 +327,10 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			if final == nil {
 				ctx := s.c.retryContext(s.ctx)
 				s.c.attempts++
+				next = new(attempt)
 				err = s.open(ctx, next)
 			}
+			opened = true
 		})
 		s.mu.Lock()
 		if final == nil && err == nil && s.sentAfterClose {
@@ -462,15 +487,17 @@ func (s *retryStream) RecvMsg(m any) error {
 		a.receiving = false
 		s.changed.Broadcast()
 		if err == nil {
-			s.countLocked(a)
+			count := s.countLocked(a)
 			s.answeredLocked(a)
 			if s.desc.ServerStreams {
 				s.mu.Unlock()
+				s.count(count)
 				return nil
 			}
 			// A client stream's only response ends it.
 			a.release()
 			s.mu.Unlock()
+			s.count(count)
 			s.ended(io.EOF)
 			return nil
 		}
@@ -483,9 +510,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			}
 			continue
 		}
-		if err == io.EOF && s.state == streamOpen { // the stream ended well
-			s.countLocked(a)
-		}
+		count := err == io.EOF && s.state == streamOpen && s.countLocked(a) // the stream ended well
 		s.commitLocked()
 		err, _ = s.failureLocked(a, err)
 		if err != io.EOF && s.c.attempts > 1 {
@@ -493,7 +518,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			// error, with the call's attempts and why retrying stopped.
 			why := grpcbackoff.ReasonNotRetryable
 			switch {
-			case s.ctx.Err() == context.Canceled || s.c.conn.closedBy(err):
+			case s.ctx.Err() == context.Canceled || connClosed(s.c.cc, s.c.conn):
 				why = grpcbackoff.ReasonCanceled
 			case s.ctx.Err() == context.DeadlineExceeded:
 				why = grpcbackoff.ReasonDeadline
@@ -502,18 +527,31 @@ func (s *retryStream) RecvMsg(m any) error {
 		}
 		a.release()
 		s.mu.Unlock()
+		s.count(count)
 		return s.ended(err)
 	}
 }
 
-// countLocked counts attempt a's first response, or its good end, once: it
-// feeds the budget's reserve and counts as accepted for adaptive
-// throttling.
-func (s *retryStream) countLocked(a *attempt) {
-	if !a.counted {
-		a.counted = true
-		s.c.conn.succeeded()
-		s.c.conn.record(s.ctx, nil)
+// countLocked reports whether attempt a's first response, or its good end,
+// is to be counted (see count), which it is once. mu is held.
+func (s *retryStream) countLocked(a *attempt) bool {
+	if a.counted {
+		return false
+	}
+	a.counted = true
+	return true
+}
+
+// count, if count, counts a response or a good end: it feeds the budget's
+// reserve (a SharedBudget's, whose panic breaks the stream as one of the
+// code under it would) and counts as accepted for adaptive throttling. mu
+// is not held.
+func (s *retryStream) count(count bool) {
+	if count {
+		s.guard(true, func() {
+			s.c.conn.succeeded()
+			s.c.conn.record(s.ctx, s.c.cc, nil)
+		})
 	}
 }
 

@@ -280,16 +280,6 @@ func (r *Retrier) States() []TargetState {
 	return states
 }
 
-// closedBy reports whether err is what an attempt gets from its ClientConn's
-// closing, or cs's ClientConn has shut down: either way the call ends for
-// it, ReasonCanceled, whatever the attempt's code.
-func (cs *connState) closedBy(err error) bool {
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Canceled && st.Message() == errConnClosingMessage {
-		return true
-	}
-	return cs.isClosed()
-}
-
 // isClosed reports whether cs's ClientConn has shut down.
 func (cs *connState) isClosed() bool {
 	select {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
@@ -23,13 +22,19 @@ import (
 // winning; grpc.OnFinish runs once per call, with its final status.
 //
 // A call commits, and is not retried, once the server sent response headers
-// (gRFC A6): the server may have acted on it. The interceptor learns it
-// from the attempt's trailer, which it reads for pushback anyway: a
-// trailers-only response (the usual form of a failure) did not commit; one
-// whose trailer came after headers did. A failure of the transport (a lost
-// connection, a reset, GOAWAY) is taken as uncommitted and retried, as a
-// restart's are: Safety keeps writes from being sent twice. With
-// WithoutPushback no trailer is read, and no failure is taken as committed.
+// (gRFC A6): the server may have acted on it. The interceptor learns it from
+// grpc-go, never from a status message: every attempt that may be retried
+// carries grpc.Header, whose metadata grpc-go sets only for real headers
+// (not a trailers-only response), grpc.Peer, which grpc-go writes only for
+// an attempt that made a transport stream, grpc.OnFinish, which grpc-go runs
+// for every call it was given, and grpc.Trailer, for pushback. An attempt
+// grpc-go had and made no stream for was never sent: a write is sent again
+// (see Safety). Call options, not a stats handler: they cost less, and work
+// however the interceptor is installed. So a failure after headers ends the
+// call, whatever its words, a reset or GOAWAY included; one before them is
+// retried. An interceptor chained after this one that answers itself, or
+// drops the call options, hides these facts: its failures count as sent and
+// uncommitted. WithoutPushback leaves out grpc.Trailer alone.
 //
 // With Policy.AttemptTimeout, an attempt whose response headers have not
 // arrived AttemptTimeout after it started is cut (canceled: the timeout is
@@ -58,20 +63,24 @@ type unaryCall struct {
 	origin     context.Context   // the caller's context, before the plan's timeout
 }
 
-// unaryState holds what an attempt needs besides the caller's arguments: the
-// trailer, for pushback and to know whether the call committed, and the call
-// options with the Retrier's mark and grpc.Trailer added. It is pooled so
-// that a call that succeeds allocates nothing.
+// unaryState holds what an attempt needs besides the caller's arguments:
+// the call options with the Retrier's mark and, for an attempt that may be
+// retried, those by which grpc-go tells what became of it (unaryFacts). It
+// is pooled so that a call that succeeds allocates nothing.
 //
 // It also names the stripe of the budgets' counters of successes that the
 // attempts it serves count on (budget.Budget.SucceededOn): the pool keeps
 // its states per processor, so the successes of calls on every core do not
-// all write one counter's cache line.
+// all write one counter's cache line. For the same reason a state, which
+// every call writes (its options, the facts grpc-go writes back), and its
+// option array are whole 64-byte cache lines: two processors' states never
+// share one (bench/README.md).
 type unaryState struct {
-	trailer     metadata.MD
-	readTrailer grpc.CallOption // grpc.Trailer(&trailer), made once
-	opts        []grpc.CallOption
-	stripe      int
+	facts                                         attemptFacts
+	readHeader, readPeer, readTrailer, readFinish grpc.CallOption // of facts, made once
+	opts                                          []grpc.CallOption
+	stripe                                        int
+	_                                             [24]byte // to 192 bytes (TestUnaryStateLines)
 }
 
 // stripes numbers the unaryStates, to give each a stripe.
@@ -79,25 +88,31 @@ var stripes atomic.Int64
 
 var unaryStates = sync.Pool{New: func() any {
 	s := &unaryState{stripe: int(stripes.Add(1))}
-	s.readTrailer = grpc.Trailer(&s.trailer)
+	s.readHeader, s.readPeer, s.readTrailer = grpc.Header(&s.facts.header), grpc.Peer(&s.facts.peer), grpc.Trailer(&s.facts.trailer)
+	s.readFinish = grpc.OnFinish(s.facts.finished)
 	return s
 }}
 
 // getUnaryState returns a state whose options are opts, then the layer mark
-// (clients.go), then, if trailer, grpc.Trailer of its trailer.
-func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
+// (clients.go), then, with facts, grpc.Header, grpc.Peer and grpc.OnFinish
+// of its facts, and grpc.Trailer too with trailer (pushback).
+func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
 	n := len(opts)
-	if cap(s.opts) < n+3 {
-		s.opts = make([]grpc.CallOption, 0, n+3)
+	if cap(s.opts) < n+5 {
+		s.opts = make([]grpc.CallOption, 0, (n+5+3)&^3) // 4 options a cache line
 	}
 	s.opts = s.opts[:n+1]
 	if n > 0 {
 		copy(s.opts, opts)
 	}
 	s.opts[n] = mark
-	if trailer {
-		s.opts = append(s.opts, s.readTrailer)
+	if facts {
+		s.facts.reset()
+		s.opts = append(s.opts, s.readHeader, s.readPeer, s.readFinish)
+		if trailer {
+			s.opts = append(s.opts, s.readTrailer)
+		}
 	}
 	return s
 }
@@ -105,7 +120,8 @@ func getUnaryState(opts []grpc.CallOption, trailer bool) *unaryState {
 // release puts s back in the pool. Its option slice keeps the last call's
 // options until it is reused, as the pool drops it at the next collections.
 func (s *unaryState) release() {
-	s.opts, s.trailer = s.opts[:0], nil
+	s.opts = s.opts[:0]
+	s.facts.reset()
 	unaryStates.Put(s)
 }
 
@@ -158,10 +174,10 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 
 // invokeOnce makes the single attempt of a call that is not retried.
 func (r *Retrier) invokeOnce(ctx context.Context, conn *connState, u *unaryCall) error {
-	s := getUnaryState(u.opts, false)
+	s := getUnaryState(u.opts, false, false)
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, s.opts...)
 	s.release()
-	conn.record(ctx, err)
+	conn.record(ctx, u.cc, err)
 	return err
 }
 
@@ -188,6 +204,9 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure
 		}
 		if why := c.book(ctx, *f, d); why != 0 {
 			return c.fail(f.err, why)
+		}
+		if c.deferred() == nil {
+			f.trailer = nil // read: not held through the wait (payDue tells observers its hint)
 		}
 		if final := c.wait(ctx, d, f.err); final != nil {
 			return final
@@ -238,38 +257,34 @@ func (r *Retrier) recall(ctx context.Context, p *plan, conn *connState, cc *grpc
 // attemptUnary makes one attempt of the unary call u with plan p, with
 // context actx (ctx itself, or ctx with the retry metadata), under the
 // Policy's AttemptTimeout if it has one, and returns its error; if it
-// failed, f tells how. An attempt cut after its headers arrived (with Unary
-// alone, which cannot see them come) is committed: it is not resent.
+// failed, f tells how. An attempt cut after its headers arrived (seen by
+// the stats handler as they came, or by grpc.Header once it ended) is
+// committed: it is not resent.
 func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall, f *failure) error {
 	t := p.policy.AttemptTimeout
 	if t <= 0 {
-		return r.invokeUnary(ctx, actx, conn, u, nil, f)
+		return r.invokeUnary(ctx, actx, conn, u, f)
 	}
 	actx, at := startAttemptTimer(actx, t)
 	defer at.stop()
-	err := r.invokeUnary(ctx, context.WithValue(actx, headerKey{}, headerListener(at)), conn, u, at, f)
+	err := r.invokeUnary(ctx, context.WithValue(actx, headerKey{}, headerListener(at)), conn, u, f)
 	if at.cut(ctx, err) {
-		f.err, f.cut, f.committed = cutError(t), true, at.answered()
+		f.err, f.cut, f.committed = cutError(t), true, f.committed || at.answered()
 		return f.err
 	}
 	return err
 }
 
 // invokeUnary sends one attempt of u on actx and returns its error; if it
-// failed, f tells how. With at, an attempt under AttemptTimeout, it also
-// reads the attempt's headers into at.
-func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, at *attemptTimer, f *failure) error {
-	s := getUnaryState(u.opts, !r.noPushback)
-	if at != nil {
-		s.opts = append(s.opts, grpc.Header(&at.header))
-	}
+// failed, f tells how, from what grpc-go wrote into the attempt's call
+// options (failure.go).
+func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, f *failure) error {
+	s := getUnaryState(u.opts, true, !r.noPushback)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
-	conn.record(ctx, err)
+	conn.record(ctx, u.cc, err)
 	if err != nil {
 		f.err = err
-		if !r.noPushback {
-			f.trailer, f.committed = s.trailer, headersArrived(err, s.trailer)
-		}
+		s.facts.read(f, !r.noPushback)
 	} else {
 		conn.succeededOn(s.stripe) // a success feeds the budget's reserve
 	}

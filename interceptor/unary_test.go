@@ -424,13 +424,13 @@ func TestUnaryManyCallOptions(t *testing.T) {
 		if err := call(t.Context(), t, interceptor.Unary(bufconntest.Exact()), s, opts...); err != nil {
 			t.Fatal(err)
 		}
-		// Re-derived for issue 20: the commit on headers is read from the
-		// trailer, so an attempt no longer carries a grpc.Header option.
-		// Issue 26: and the layer mark that keeps a Retrier installed twice
-		// to one layer.
+		// Issue 26: the layer mark that keeps a Retrier installed twice to
+		// one layer. Issue 34: grpc.Header (commit), grpc.Peer and
+		// grpc.OnFinish (sent) beside grpc.Trailer (pushback), as issue 20's
+		// reading of the commit from the trailer trusted the server's words.
 		for i, o := range s.opts {
-			if len(o) != 14 {
-				t.Errorf("attempt %d got %d options, want the caller's 12, the layer mark and the trailer", i+1, len(o))
+			if len(o) != 17 {
+				t.Errorf("attempt %d got %d options, want the caller's 12, the layer mark, grpc.Header, grpc.Peer, grpc.OnFinish and grpc.Trailer", i+1, len(o))
 			}
 		}
 	})

@@ -52,24 +52,38 @@
 //
 // Parse gives a document grpc-go v1.85's verdict (each of Google's 467
 // published service configs among them: 350 accepted, 117 refused for a
-// retryPolicy without maxAttempts), except:
+// retryPolicy without maxAttempts), and its retryPolicy grpc-go's meaning,
+// except:
 //
 //   - maxAttempts is used as given; grpc-go caps it at 5.
 //   - A backoffMultiplier below 1 is refused: a Policy cannot shrink delays.
 //   - "OK" among retryableStatusCodes or nonFatalStatusCodes is refused;
-//     grpc-go ignores it.
+//     grpc-go ignores it. So are retryableStatusCodes of nulls alone, which
+//     grpc-go reads as OK: a retryPolicy that retries no code.
 //   - A service or method containing "/" is refused; grpc-go builds a path
 //     of it that names no method.
 //   - Durations follow protobuf JSON: grpc-go also takes "+1s", and "1.-5s"
 //     as 0.5 s; Parse refuses both.
 //   - perAttemptRecvTimeout is read (grpc-go reads it only from xDS), and a
 //     malformed one is refused.
-//   - The retryPolicy of an entry without a name is checked too, and
-//     retryThrottling without a methodConfig (grpc-go checks neither).
+//   - hedgingPolicy is read, and a malformed one refused: grpc-go does not
+//     hedge, and ignores the field. An entry with a retryPolicy too is
+//     retried, as grpc-go retries it, and its hedgingPolicy left out.
+//   - The retryPolicy and hedgingPolicy of an entry without a name are
+//     checked too, and retryThrottling without a methodConfig (grpc-go
+//     checks neither).
 //   - Parse reads no load-balancing or health-check field: grpc-go also
 //     refuses a loadBalancingConfig that names no policy it knows.
+//   - waitForReady, maxRequestMessageBytes and maxResponseMessageBytes are
+//     checked as grpc-go checks them, and not read: grpc-go applies them to
+//     its calls only if given the document too (grpc.WithDefaultServiceConfig,
+//     with its own retry off).
 //   - A timeout of "0s" means none here; grpc-go fails such calls at once.
 //     A negative timeout is ignored by both.
+//
+// What interceptor.WithServiceConfig does with a Config differs from what
+// grpc-go does with the document where its documentation says: methods no
+// entry names, and a document without retryThrottling.
 //
 // A key given twice in one object is read as grpc-go reads it: every copy
 // is decoded (a field of the wrong JSON type, a malformed duration or an
@@ -122,7 +136,8 @@ type Method struct {
 	// methods are not retried.
 	Policy *grpcbackoff.Policy
 	// Hedging is the entry's hedgingPolicy, mapped as the package says; nil if
-	// the entry has none. An entry has a Policy or a Hedging, not both.
+	// the entry has none, or has a retryPolicy too, which then applies, as
+	// in grpc-go. An entry has a Policy or a Hedging, not both.
 	Hedging *grpcbackoff.Hedging
 	// Timeout is the entry's timeout: a bound on each call of its names,
 	// retries included. 0 means none, as does a negative timeout.
@@ -328,10 +343,10 @@ func (p *scParser) methods(raw json.RawMessage) []Method {
 		}
 		var hedging *grpcbackoff.Hedging
 		if !absent(entry.Hedging) {
-			if !absent(entry.RetryPolicy) {
-				p.bad(path, "has both a retryPolicy and a hedgingPolicy: a method is retried or hedged, not both")
-			}
 			hedging = p.hedgingPolicy(path+".hedgingPolicy", entry.Hedging)
+			if !absent(entry.RetryPolicy) {
+				hedging = nil // the retryPolicy applies, as in grpc-go, which ignores hedgingPolicy
+			}
 		}
 		if len(names) > 0 {
 			out = append(out, Method{Names: names, Policy: pol, Hedging: hedging, Timeout: timeout})
@@ -682,14 +697,19 @@ func (p *scParser) codes(path string, raw json.RawMessage) []codes.Code {
 		return nil
 	}
 	var out []codes.Code
+	nulls := 0
 	for i, e := range elems {
 		if absent(e) {
+			nulls++
 			continue // null: no code, which grpc-go takes for OK and ignores
 		}
 		c, ok := p.code(fmt.Sprintf("%s[%d]", path, i), e)
 		if ok && !containsCode(out, c) { // grpc-go keeps a set: duplicates are harmless
 			out = append(out, c)
 		}
+	}
+	if nulls == len(elems) {
+		p.errs = append(p.errs, fmt.Errorf("serviceconfig: %s holds only null: no code would be retried", path))
 	}
 	return out
 }

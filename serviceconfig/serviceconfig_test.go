@@ -649,7 +649,7 @@ func documentedDifference(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, d := range []string{"must be at least 2", "is less than 1", "is not an error", `contains "/"`, "is not a duration", "perAttemptRecvTimeout", "more than 9 fractional digits", "is out of range", "retryThrottling"} {
+	for _, d := range []string{"must be at least 2", "is less than 1", "is not an error", `contains "/"`, "is not a duration", "perAttemptRecvTimeout", "more than 9 fractional digits", "is out of range", "retryThrottling", "hedgingPolicy", "holds only null"} {
 		if strings.Contains(err.Error(), d) {
 			return true
 		}
@@ -706,6 +706,49 @@ func TestParseKeyTwiceAsGRPC(t *testing.T) {
 		}
 		if tc.ok && sc.Methods[0].Policy.MaxAttempts != tc.maxAttempts {
 			t.Errorf("%s: MaxAttempts %d, want %d", tc.name, sc.Methods[0].Policy.MaxAttempts, tc.maxAttempts)
+		}
+	}
+}
+
+// TestDifferencesFromGRPCAreDocumented: each document grpc-go v1.85 accepts
+// and Parse refuses is one of the differences the package documentation
+// names, side by side with grpc-go's verdict. (Issue 34: an entry with both
+// a retryPolicy and a hedgingPolicy was refused, and the list did not say
+// so; nor that a hedgingPolicy, which grpc-go ignores, is checked.)
+func TestDifferencesFromGRPCAreDocumented(t *testing.T) {
+	src, err := os.ReadFile("serviceconfig.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgDoc, _, _ := strings.Cut(string(src), "\npackage serviceconfig")
+	pkgDoc = strings.Join(strings.Fields(strings.ReplaceAll(pkgDoc, "//", "")), " ")
+	const rp = `"maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2`
+	entry := func(fields string) string {
+		return `{"methodConfig": [{"name": [{"service": "s.S"}], ` + fields + `}]}`
+	}
+	retryPolicy := `"retryPolicy": {` + rp + `, "retryableStatusCodes": ["UNAVAILABLE"]}`
+	for _, tc := range []struct{ documented, doc string }{
+		{"A backoffMultiplier below 1 is refused", entry(`"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 0.5, "retryableStatusCodes": ["UNAVAILABLE"]}`)},
+		{`"OK" among retryableStatusCodes or nonFatalStatusCodes is refused`, entry(`"retryPolicy": {` + rp + `, "retryableStatusCodes": ["OK", "UNAVAILABLE"]}`)},
+		{"retryableStatusCodes of nulls alone", entry(`"retryPolicy": {` + rp + `, "retryableStatusCodes": [null]}`)},
+		{`A service or method containing "/" is refused`, `{"methodConfig": [{"name": [{"service": "a/b"}]}]}`},
+		{`grpc-go also takes "+1s", and "1.-5s"`, entry(`"retryPolicy": {"maxAttempts": 3, "initialBackoff": "+1s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}`)},
+		{`grpc-go also takes "+1s", and "1.-5s"`, entry(`"retryPolicy": {"maxAttempts": 3, "initialBackoff": "1.-5s", "maxBackoff": "2s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}`)},
+		{"perAttemptRecvTimeout is read", entry(`"retryPolicy": {` + rp + `, "retryableStatusCodes": ["UNAVAILABLE"], "perAttemptRecvTimeout": "0s"}`)},
+		{"hedgingPolicy is read, and a malformed one refused", entry(`"hedgingPolicy": {"maxAttempts": 1, "hedgingDelay": "0.1s"}`)},
+		{"hedgingPolicy is read, and a malformed one refused", entry(`"hedgingPolicy": 5`)},
+		{"hedgingPolicy is read, and a malformed one refused", entry(retryPolicy + `, "hedgingPolicy": {"hedgingDelay": "0.1s"}`)},
+		{"The retryPolicy and hedgingPolicy of an entry without a name are checked too", `{"methodConfig": [{"retryPolicy": {"maxAttempts": 1}}]}`},
+		{"The retryPolicy and hedgingPolicy of an entry without a name are checked too", `{"methodConfig": [{"hedgingPolicy": {"maxAttempts": 1}}]}`},
+		{"retryThrottling without a methodConfig", `{"retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}`},
+	} {
+		_, ours := serviceconfig.Parse([]byte(tc.doc))
+		theirs := grpcVerdict([]byte(tc.doc))
+		if ours == nil || theirs != nil {
+			t.Errorf("%s: Parse: %v; grpc-go: %v; want only Parse to refuse it", tc.doc, ours, theirs)
+		}
+		if !strings.Contains(pkgDoc, tc.documented) {
+			t.Errorf("%s: the package documentation does not say %q", tc.doc, tc.documented)
 		}
 	}
 }

@@ -1,0 +1,320 @@
+package interceptor
+
+// What grpc-go v1.85 reports of a unary attempt, pinned: every retry
+// decision reads these facts (failure.go), so a grpc-go that changes one of
+// them fails here before it fails a user.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+)
+
+// factCase is one situation of a unary attempt and the facts grpc-go must
+// report of it.
+type factCase struct {
+	name string
+	// call makes one UnaryCall with opts on a client of its own, with
+	// grpc-go's retry off as DialOptions turns it off, and returns the
+	// ClientConn, the call's context and the error.
+	call func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error)
+
+	code      codes.Code
+	committed bool // grpc.Header's metadata is not nil
+	sent      bool // grpc.Peer was written (and grpc.Trailer's metadata is not nil)
+	ctxDone   bool // the call's context had ended when the attempt returned
+	closed    bool // the ClientConn was shut down when the attempt returned
+	streams   int  // streams a RawServer saw (its case only): grpc-go's transparent retry
+}
+
+// rawClient dials a RawServer answering as answer, on bufconn.
+func rawClient(t *testing.T, answer func(conn, stream int) bufconntest.RawAnswer) (*bufconntest.RawServer, *grpc.ClientConn) {
+	lis := bufconntest.Listen()
+	srv := bufconntest.NewRawServer(t, lis, answer)
+	return srv, bufconntest.Dial(t, lis.DialContext, grpc.WithDisableRetry())
+}
+
+// callTestService calls UnaryCall on cc with ctx and opts.
+func callTestService(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+	_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, opts...)
+	return err
+}
+
+// scripted returns a call to a bufconntest.Server following steps.
+func scripted(steps ...bufconntest.Step) func(*testing.T, ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+	return func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+		cc := bufconntest.NewServer(t, bufconntest.Steps(steps...)).Conn(t, grpc.WithDisableRetry())
+		return cc, t.Context(), callTestService(t.Context(), cc, opts...)
+	}
+}
+
+// raw returns a call to a RawServer answering every stream of connection c
+// with answers[c][n], or the last answer of the last connection.
+func raw(answers ...[]bufconntest.RawAnswer) func(*testing.T, ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+	return func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+		srv, cc := rawClient(t, func(c, n int) bufconntest.RawAnswer {
+			as := answers[min(c, len(answers)-1)]
+			return as[min(n, len(as)-1)]
+		})
+		err := callTestService(t.Context(), cc, opts...)
+		t.Cleanup(func() { rawStreams = len(srv.Streams()) })
+		return cc, t.Context(), err
+	}
+}
+
+// resolved returns a call on a ClientConn whose name a manual resolver,
+// set up by setUp, resolves.
+func resolved(setUp func(*manual.Resolver)) func(*testing.T, ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+	return func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+		r := manual.NewBuilderWithScheme("facts")
+		setUp(r)
+		cc, err := grpc.NewClient("facts:///nowhere", grpc.WithResolvers(r), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc, t.Context(), callTestService(t.Context(), cc, opts...)
+	}
+}
+
+// rawStreams is the number of streams the last raw case's server saw.
+var rawStreams int
+
+// The messages a server can write that read as grpc-go's own.
+const (
+	ctxDeadlineMsg = "context deadline exceeded"
+	ctxCanceledMsg = "context canceled"
+	dialErrMsg     = `connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.7:443: connect: connection refused"`
+	resolverMsg    = "name resolver error: produced zero addresses"
+)
+
+func factCases() []factCase {
+	unavailable := func(msg string) error { return status.Error(codes.Unavailable, msg) }
+	return []factCase{
+		{name: "success", call: scripted(bufconntest.Succeed(1)), code: codes.OK, committed: true, sent: true},
+
+		// A status the server sent alone (trailers-only): not committed,
+		// whatever its message says.
+		{name: "trailers-only UNAVAILABLE " + ctxDeadlineMsg, call: scripted(bufconntest.Fail(unavailable(ctxDeadlineMsg))), code: codes.Unavailable, sent: true},
+		{name: "trailers-only UNAVAILABLE " + dialErrMsg, call: scripted(bufconntest.Fail(unavailable(dialErrMsg))), code: codes.Unavailable, sent: true},
+		{name: "trailers-only UNAVAILABLE " + resolverMsg, call: scripted(bufconntest.Fail(unavailable(resolverMsg))), code: codes.Unavailable, sent: true},
+
+		// After headers: committed, whatever the status or its message.
+		{name: "headers, then UNAVAILABLE " + ctxCanceledMsg, call: scripted(bufconntest.Step{Header: true, Err: unavailable(ctxCanceledMsg)}), code: codes.Unavailable, committed: true, sent: true},
+		{name: "headers, then UNAVAILABLE transport: shard 3 unreachable", call: scripted(bufconntest.Step{Header: true, Err: unavailable("transport: shard 3 unreachable")}), code: codes.Unavailable, committed: true, sent: true},
+		{name: "headers, then CANCELED grpc: the client connection is closing", call: scripted(bufconntest.Step{Header: true, Err: status.Error(codes.Canceled, "grpc: the client connection is closing")}), code: codes.Canceled, committed: true, sent: true},
+
+		// The connection dropped under the stream: sent, committed only if
+		// the headers had come.
+		{name: "connection cut before headers", call: raw([]bufconntest.RawAnswer{{Cut: true}}), code: codes.Unavailable, sent: true, streams: 1},
+		{name: "connection cut after headers", call: raw([]bufconntest.RawAnswer{{Headers: true, Cut: true}}), code: codes.Unavailable, committed: true, sent: true, streams: 1},
+
+		// A stream the server did not process is retried by grpc-go itself,
+		// retry policy off: once. The attempt reports the stream that
+		// answered, and when that one is refused too, it reports it sent.
+		{name: "REFUSED_STREAM, then answered", call: raw([]bufconntest.RawAnswer{{Refuse: true}, {Code: codes.Unavailable, Message: "second"}}), code: codes.Unavailable, sent: true, streams: 2},
+		{name: "REFUSED_STREAM twice", call: raw([]bufconntest.RawAnswer{{Refuse: true}}), code: codes.Unavailable, sent: true, streams: 2},
+		{name: "GOAWAY before processing, then answered on a new connection", call: raw([]bufconntest.RawAnswer{{GoAway: true}}, []bufconntest.RawAnswer{{Code: codes.OK}}), code: codes.OK, committed: true, sent: true, streams: 2},
+
+		// No transport stream: no connection, no address, no ClientConn.
+		{name: "dial fails", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+			cc := bufconntest.Dial(t, func(context.Context) (net.Conn, error) { return nil, errors.New("connection refused") }, grpc.WithDisableRetry())
+			return cc, t.Context(), callTestService(t.Context(), cc, opts...)
+		}, code: codes.Unavailable},
+		{name: "resolver produces zero addresses", call: resolved(func(r *manual.Resolver) { r.InitialState(resolver.State{}) }), code: codes.Unavailable},
+		{name: "resolver error", call: resolved(func(r *manual.Resolver) {
+			r.BuildCallback = func(_ resolver.Target, rcc resolver.ClientConn, _ resolver.BuildOptions) {
+				go rcc.ReportError(errors.New("no such host"))
+			}
+		}), code: codes.Unavailable},
+		{name: "caller's deadline while no connection is ready (WaitForReady)", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+			cc := bufconntest.Dial(t, func(context.Context) (net.Conn, error) { return nil, errors.New("connection refused") }, grpc.WithDisableRetry())
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			t.Cleanup(cancel)
+			return cc, ctx, callTestService(ctx, cc, append(opts, grpc.WaitForReady(true))...)
+		}, code: codes.DeadlineExceeded, ctxDone: true},
+		{name: "ClientConn closed before the call", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+			cc := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1))).Conn(t, grpc.WithDisableRetry())
+			cc.Close()
+			return cc, t.Context(), callTestService(t.Context(), cc, opts...)
+		}, code: codes.Canceled, closed: true},
+
+		// The client ended a stream it had made.
+		{name: "ClientConn closed during the attempt", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+			in := make(chan struct{})
+			cc := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Before: func(ctx context.Context) error {
+				close(in)
+				<-ctx.Done()
+				return ctx.Err()
+			}})).Conn(t, grpc.WithDisableRetry())
+			go func() {
+				<-in
+				cc.Close()
+			}()
+			return cc, t.Context(), callTestService(t.Context(), cc, opts...)
+		}, code: codes.Canceled, sent: true, closed: true},
+		{name: "caller's context canceled during the attempt", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cc := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Before: func(sctx context.Context) error {
+				cancel()
+				<-sctx.Done()
+				return sctx.Err()
+			}})).Conn(t, grpc.WithDisableRetry())
+			return cc, ctx, callTestService(ctx, cc, opts...)
+		}, code: codes.Canceled, sent: true, ctxDone: true},
+		{name: "caller's deadline after headers", call: func(t *testing.T, opts ...grpc.CallOption) (*grpc.ClientConn, context.Context, error) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			t.Cleanup(cancel)
+			cc := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Hang: true})).Conn(t, grpc.WithDisableRetry())
+			return cc, ctx, callTestService(ctx, cc, opts...)
+		}, code: codes.DeadlineExceeded, committed: true, sent: true, ctxDone: true},
+	}
+}
+
+// TestGRPCFacts pins, case by case, what grpc-go reports of a unary attempt
+// through the call options a Retrier gives it (getUnaryState, attemptFacts):
+// grpc.Header's metadata is not nil exactly when real response headers
+// arrived (not for a trailers-only response, nor for a stream that ended
+// before headers); grpc.Peer and grpc.Trailer are written exactly when a
+// transport stream was made; grpc.OnFinish runs, for every call, before the
+// invoker returns (so an attempt grpc-go had and wrote no peer for was not
+// sent); a stream the server did not process is retried
+// by grpc-go itself, once, even with its retry policy off; the end of the
+// caller's context shows in ctx.Err(), the closing of the ClientConn in its
+// state, by the time the attempt returns. None of it depends on a status
+// message: the servers here write grpc-go's own words.
+func TestGRPCFacts(t *testing.T) {
+	for _, tc := range factCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := getUnaryState(nil, true, true)
+				defer s.release()
+				cc, ctx, err := tc.call(t, s.opts...)
+				var f failure
+				f.err = err
+				s.facts.read(&f, true)
+				if got := status.Code(err); got != tc.code {
+					t.Errorf("code = %v, want %v (%v)", got, tc.code, err)
+				}
+				if f.committed != tc.committed {
+					t.Errorf("grpc.Header %v: committed = %v, want %v", s.facts.header, f.committed, tc.committed)
+				}
+				if !s.facts.reached {
+					t.Errorf("grpc-go did not run the attempt's grpc.OnFinish before it returned")
+				}
+				if f.sent != tc.sent || (s.facts.trailer != nil) != tc.sent {
+					t.Errorf("grpc.Peer %v, grpc.Trailer %v: sent = %v, want %v", s.facts.peer, s.facts.trailer, f.sent, tc.sent)
+				}
+				if got := ctx.Err() != nil; got != tc.ctxDone {
+					t.Errorf("the call's context ended: %v, want %v", got, tc.ctxDone)
+				}
+				if got := cc.GetState() == connectivity.Shutdown; got != tc.closed {
+					t.Errorf("the ClientConn shut down: %v, want %v", got, tc.closed)
+				}
+				if s.facts.header != nil && len(s.facts.header.Get("content-type")) == 0 {
+					t.Errorf("grpc.Header = %v, want the response's content-type", s.facts.header)
+				}
+			})
+			if tc.streams > 0 && rawStreams != tc.streams {
+				t.Errorf("the server saw %d streams, want %d", rawStreams, tc.streams)
+			}
+		})
+	}
+}
+
+// TestGRPCFactsTrailersOnly pins the form of a trailers-only response: its
+// content-type is in the trailer, and grpc.Header stays nil, so that
+// nothing but the headers' arrival tells a commit.
+func TestGRPCFactsTrailersOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cc := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(status.Error(codes.Unavailable, "down")))).Conn(t, grpc.WithDisableRetry())
+		var header, trailer metadata.MD
+		err := callTestService(t.Context(), cc, grpc.Header(&header), grpc.Trailer(&trailer))
+		if status.Code(err) != codes.Unavailable || header != nil || !slices.Equal(trailer.Get("content-type"), []string{"application/grpc"}) {
+			t.Errorf("err %v, header %v, trailer %v; want UNAVAILABLE, no header, the content-type in the trailer", err, header, trailer)
+		}
+	})
+}
+
+// TestGRPCStreamFacts pins what grpc-go v1.85 reports of a stream's attempt,
+// which the stream machine reads (stream.go): its opening returns a stream
+// only once a transport stream was made, and runs the attempt's
+// grpc.OnFinish before it returns an error; once the stream failed,
+// ClientStream.Header's metadata is not nil exactly when real response
+// headers had arrived.
+func TestGRPCStreamFacts(t *testing.T) {
+	desc := &grpc.StreamDesc{StreamName: "StreamingOutputCall", ServerStreams: true}
+	const method = "/grpc.testing.TestService/StreamingOutputCall"
+	for _, tc := range []struct {
+		name      string
+		cc        func(t *testing.T) *grpc.ClientConn
+		opened    bool // NewStream returned a stream
+		committed bool // Header's metadata, once RecvMsg failed, is not nil
+	}{
+		{"trailers-only UNAVAILABLE " + dialErrMsg, func(t *testing.T) *grpc.ClientConn {
+			return bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(status.Error(codes.Unavailable, dialErrMsg)))).Conn(t, grpc.WithDisableRetry())
+		}, true, false},
+		{"headers, then UNAVAILABLE " + ctxCanceledMsg, func(t *testing.T) *grpc.ClientConn {
+			return bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Err: status.Error(codes.Unavailable, ctxCanceledMsg)})).Conn(t, grpc.WithDisableRetry())
+		}, true, true},
+		{"connection cut after headers", func(t *testing.T) *grpc.ClientConn {
+			_, cc := rawClient(t, func(int, int) bufconntest.RawAnswer { return bufconntest.RawAnswer{Headers: true, Cut: true} })
+			return cc
+		}, true, true},
+		{"REFUSED_STREAM twice", func(t *testing.T) *grpc.ClientConn {
+			_, cc := rawClient(t, func(int, int) bufconntest.RawAnswer { return bufconntest.RawAnswer{Refuse: true} })
+			return cc
+		}, true, false},
+		{"dial fails", func(t *testing.T) *grpc.ClientConn {
+			return bufconntest.Dial(t, func(context.Context) (net.Conn, error) { return nil, errors.New("connection refused") }, grpc.WithDisableRetry())
+		}, false, false},
+		{"ClientConn closed before the call", func(t *testing.T) *grpc.ClientConn {
+			cc := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1))).Conn(t, grpc.WithDisableRetry())
+			cc.Close()
+			return cc
+		}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var a attempt
+				cs, err := tc.cc(t).NewStream(t.Context(), desc, method, grpc.OnFinish(a.finished))
+				if (cs != nil) != tc.opened || (err == nil) != tc.opened {
+					t.Fatalf("NewStream = %v, %v; want a stream: %v", cs, err, tc.opened)
+				}
+				if !tc.opened {
+					if !a.reached.Load() {
+						t.Errorf("NewStream failed (%v) before grpc-go ran the attempt's grpc.OnFinish", err)
+					}
+					return
+				}
+				if err := cs.SendMsg(&testgrpc.StreamingOutputCallRequest{}); err != nil && err != io.EOF {
+					t.Fatal(err)
+				}
+				cs.CloseSend()
+				if err := cs.RecvMsg(new(testgrpc.StreamingOutputCallResponse)); status.Code(err) != codes.Unavailable {
+					t.Fatalf("RecvMsg = %v, want UNAVAILABLE", err)
+				}
+				if md, _ := cs.Header(); (md != nil) != tc.committed {
+					t.Errorf("Header() = %v once the stream failed; want metadata: %v", md, tc.committed)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,164 @@
+package bufconntest
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+)
+
+// RawAnswer is what a RawServer does with one stream.
+type RawAnswer struct {
+	// Refuse resets the stream with REFUSED_STREAM: the server did not
+	// process it (RFC 9113, 8.7).
+	Refuse bool
+	// GoAway sends GOAWAY with last stream ID 0, so that no stream of the
+	// connection was processed, and closes the connection.
+	GoAway bool
+	// Headers sends response headers before the status; otherwise the
+	// status goes alone, as a trailers-only response.
+	Headers bool
+	// Cut closes the connection, after the headers if Headers, without a
+	// status.
+	Cut bool
+	// Code and Message are the status. OK comes after headers and an empty
+	// response message, as a unary call needs one.
+	Code    codes.Code
+	Message string
+}
+
+// RawServer is a gRPC server written on HTTP/2 frames, which answers every
+// stream as a script says: to make what grpc-go's own server never does
+// (refuse a stream, send GOAWAY before processing anything) and to see every
+// stream the client makes, including those grpc-go's transparent retry
+// makes. It is safe for concurrent use.
+type RawServer struct {
+	lis    net.Listener
+	answer func(conn, stream int) RawAnswer
+
+	mu      sync.Mutex
+	streams []string // the method of each stream received, in order
+	conns   int
+}
+
+// NewRawServer serves answer on lis (a loopback TCP or bufconn listener)
+// until the test ends: stream n (from 0) of connection c (from 0) gets
+// answer(c, n).
+func NewRawServer(tb testing.TB, lis net.Listener, answer func(conn, stream int) RawAnswer) *RawServer {
+	s := &RawServer{lis: lis, answer: answer}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			n := s.conns
+			s.conns++
+			s.mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				s.serve(c, n)
+			})
+		}
+	})
+	tb.Cleanup(func() {
+		lis.Close()
+		wg.Wait()
+	})
+	return s
+}
+
+// Streams returns the methods of the streams the server received, in order.
+func (s *RawServer) Streams() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.streams...)
+}
+
+// serve answers the streams of connection c, number n, until the client
+// goes or an answer ends the connection.
+func (s *RawServer) serve(c net.Conn, n int) {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
+		return
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if fr.WriteSettings() != nil {
+		return
+	}
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	block := func(fields ...string) []byte {
+		hbuf.Reset()
+		for i := 0; i < len(fields); i += 2 {
+			enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+		}
+		return bytes.Clone(hbuf.Bytes())
+	}
+	stream := 0
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() && fr.WriteSettingsAck() != nil {
+				return
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() && fr.WritePing(true, f.Data) != nil {
+				return
+			}
+		case *http2.MetaHeadersFrame:
+			s.mu.Lock()
+			s.streams = append(s.streams, f.PseudoValue("path"))
+			s.mu.Unlock()
+			a := s.answer(n, stream)
+			stream++
+			id := f.StreamID
+			switch {
+			case a.Refuse:
+				if fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) != nil {
+					return
+				}
+				continue
+			case a.GoAway:
+				fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+				return
+			}
+			status := []string{"grpc-status", strconv.Itoa(int(a.Code)), "grpc-message", a.Message}
+			start := []string{":status", "200", "content-type", "application/grpc"}
+			var err error
+			switch {
+			case a.Headers || a.Code == codes.OK && !a.Cut:
+				err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(start...), EndHeaders: true})
+				if err == nil && a.Cut {
+					return
+				}
+				if err == nil && a.Code == codes.OK {
+					err = fr.WriteData(id, false, []byte{0, 0, 0, 0, 0}) // an empty message
+				}
+				if err == nil {
+					err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(status...), EndStream: true, EndHeaders: true})
+				}
+			case a.Cut:
+				return
+			default:
+				err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(append(start, status...)...), EndStream: true, EndHeaders: true})
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+}
