@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -152,6 +153,34 @@ func serverStream(ctx context.Context, client testgrpc.TestServiceClient) error 
 			return nil
 		} else if err != nil {
 			return err
+		}
+	}
+}
+
+// TestExplainTellsServerFromBudget checks that Explain says what ends the
+// retries of a call besides its Policy: the server's pushback (unless
+// WithoutPushback) and the budget (unless WithoutThrottle).
+func TestExplainTellsServerFromBudget(t *testing.T) {
+	const m = "/grpc.testing.TestService/UnaryCall"
+	for _, tc := range []struct {
+		name             string
+		opts             []interceptor.Option
+		pushback, budget bool
+		tail             string
+	}{
+		{"defaults", nil, true, true, "[the Retrier's Policy]; safety unknown: neither idempotency_level nor google.api.http"},
+		{"WithoutPushback", []interceptor.Option{interceptor.WithoutPushback()}, false, true,
+			"; unary calls ignore the server's pushback, a retry guard's included (WithoutPushback)"},
+		{"WithoutThrottle", []interceptor.Option{interceptor.WithoutThrottle()}, true, false, "; no retry budget (WithoutThrottle)"},
+	} {
+		r, err := interceptor.New(fivePolicy(), tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := r.Explain(m)
+		if d.Pushback != tc.pushback || d.Budget != tc.budget || !strings.HasSuffix(d.String(), tc.tail) {
+			t.Errorf("%s: Explain = %q (Pushback %v, Budget %v); want Pushback %v, Budget %v, ending %q",
+				tc.name, d, d.Pushback, d.Budget, tc.pushback, tc.budget, tc.tail)
 		}
 	}
 }
