@@ -162,7 +162,8 @@ func WithOnRetry(f func(Retry)) Option {
 // option on every call, for which grpc-go allocates a copy of the trailer
 // even when the call succeeds: one allocation and about 0.3% of a call over
 // an in-memory connection. RetryInfo details are still honoured. Use it where
-// no server sends pushback and every allocation counts.
+// no server sends pushback and every allocation counts: unary calls then
+// ignore a server's retry guard (package guard), whose refusal is pushback.
 func WithoutPushback() Option {
 	return func(r *Retrier) error { r.noPushback = true; return nil }
 }
