@@ -109,7 +109,8 @@ type Options struct {
 // then share its counts.
 type Guard struct {
 	share      float64
-	width      int64 // of a bucket, in nanoseconds
+	start      time.Time // epochs count buckets from it
+	width      int64     // of a bucket, in nanoseconds
 	minRetries int64
 	codes      uint32 // bit c set: failures with code c are marked
 
@@ -174,6 +175,7 @@ func New(o Options) (*Guard, error) {
 	}
 	return &Guard{
 		share:      o.Share,
+		start:      time.Now(),
 		width:      int64(o.Window / buckets),
 		minRetries: int64(o.MinRetries),
 		codes:      set,
@@ -218,7 +220,7 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 // its method's state and its client's window.
 func (g *Guard) count(ctx context.Context, fullMethod string) (*method, *window) {
 	m := g.method(fullMethod)
-	e := g.epoch(time.Now())
+	e := g.epoch()
 	c := g.client(g.clientKey(ctx, m.id), e)
 	retry := isRetry(ctx)
 	m.w.add(e, retry)
@@ -233,7 +235,7 @@ func (g *Guard) refuses(err error, m *method, c *window) bool {
 	if !ok || g.codes&(1<<st.Code()) == 0 || hasRetryInfo(st) {
 		return false
 	}
-	e := g.epoch(time.Now())
+	e := g.epoch()
 	first, retries := m.w.sum(e)
 	if retries < g.minRetries || !over(first, retries, g.share) {
 		return false
@@ -245,7 +247,9 @@ func (g *Guard) refuses(err error, m *method, c *window) bool {
 	return true
 }
 
-func (g *Guard) epoch(t time.Time) int64 { return t.UnixNano() / g.width }
+// epoch returns the number of the current bucket. (time.Since reads the
+// monotonic clock alone.)
+func (g *Guard) epoch() int64 { return int64(time.Since(g.start)) / g.width }
 
 // method returns the state of fullMethod, made on its first attempt.
 func (g *Guard) method(fullMethod string) *method {
@@ -351,7 +355,7 @@ func (g *Guard) State(fullMethod string) State {
 	} else if g.nameds.Load() < maxMethods {
 		return State{}
 	}
-	first, retries := m.w.sum(g.epoch(time.Now()))
+	first, retries := m.w.sum(g.epoch())
 	return State{FirstTries: first, Retries: retries, Refused: m.refused.Load(),
 		Over: retries >= g.minRetries && over(first, retries, g.share)}
 }

@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/platformkit/grpcbackoff/guard"
+)
+
+// The retry guard's cost on a server's success path: calls of a bare
+// client to a server with the guard (guard.New(guard.Options{}), its
+// ServerOptions) paired with calls to srv, which has none. mech=bare pairs
+// srv with a second unguarded server, started as the guarded one is: its
+// distance from 1 is the method's own error. case=first is a first try;
+// case=retry carries grpc-previous-rpc-attempts, as a retry does (it still
+// succeeds); case=stream is a server stream of one message.
+
+// guardServers returns a second unguarded server and a guarded one, each
+// with a connection, and stops them when b ends.
+func guardServers(b *testing.B) (plain, guarded testgrpc.TestServiceClient) {
+	g, err := guard.New(guard.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, gs := startServer(), startServer(g.ServerOptions()...)
+	pcc, gcc := p.dial(), gs.dial()
+	b.Cleanup(func() {
+		pcc.Close()
+		gcc.Close()
+		p.close()
+		gs.close()
+	})
+	return testgrpc.NewTestServiceClient(pcc), testgrpc.NewTestServiceClient(gcc)
+}
+
+func BenchmarkPairedGuard(b *testing.B) {
+	base := srv.dial()
+	defer base.Close()
+	baseClient := testgrpc.NewTestServiceClient(base)
+	plain, guarded := guardServers(b)
+	req, out := successRequest(), outputRequest(1)
+	retryCtx := metadata.AppendToOutgoingContext(context.Background(), guard.PreviousAttemptsKey, "1")
+	ops := []struct {
+		name string
+		op   func(c testgrpc.TestServiceClient) func() error
+	}{
+		{"first", func(c testgrpc.TestServiceClient) func() error {
+			return func() error { _, err := c.UnaryCall(context.Background(), req); return err }
+		}},
+		{"retry", func(c testgrpc.TestServiceClient) func() error {
+			return func() error { _, err := c.UnaryCall(retryCtx, req); return err }
+		}},
+		{"stream", func(c testgrpc.TestServiceClient) func() error {
+			return func() error { return serverStream(context.Background(), &mech{client: c}, out, 1) }
+		}},
+	}
+	for _, o := range ops {
+		mechs := []struct {
+			name   string
+			client testgrpc.TestServiceClient
+		}{{bare, plain}, {"guard", guarded}}
+		for _, i := range order(b, len(mechs)) {
+			m := mechs[i]
+			b.Run("case="+o.name+"/mech="+m.name, func(b *testing.B) {
+				paired(b, o.op(baseClient), o.op(m.client))
+			})
+		}
+	}
+}
+
+// BenchmarkPairedGuardParallel is case=first from 4 goroutines per core,
+// all on one method: they count in the same window.
+func BenchmarkPairedGuardParallel(b *testing.B) {
+	base := srv.dial()
+	defer base.Close()
+	baseClient := testgrpc.NewTestServiceClient(base)
+	plain, guarded := guardServers(b)
+	for _, m := range []struct {
+		name   string
+		client testgrpc.TestServiceClient
+	}{{bare, plain}, {"guard", guarded}} {
+		b.Run("mech="+m.name, func(b *testing.B) {
+			var mu sync.Mutex
+			times := newPairTimes()
+			b.ReportAllocs()
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				ctx, req := context.Background(), successRequest()
+				for j := 0; pb.Next(); j++ {
+					first, second := baseClient, m.client
+					if j%2 == 1 {
+						first, second = second, first
+					}
+					start := time.Now()
+					_, err := first.UnaryCall(ctx, req)
+					mid := time.Now()
+					if err == nil {
+						_, err = second.UnaryCall(ctx, req)
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					d1, d2 := mid.Sub(start), time.Since(mid)
+					if j%2 == 1 {
+						d1, d2 = d2, d1
+					}
+					mu.Lock()
+					times.add(d1, d2)
+					mu.Unlock()
+				}
+			})
+			times.report(b)
+		})
+	}
+}
+
+// BenchmarkIsolatedGuard calls the guard's unary interceptor directly, with
+// the context grpc-go gives a handler (a TCP peer, request metadata), and a
+// handler that returns at once: the guard's own cost.
+func BenchmarkIsolatedGuard(b *testing.B) {
+	g, err := guard.New(guard.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: "/grpc.testing.TestService/UnaryCall"}
+	handler := func(context.Context, any) (any, error) { return info, nil }
+	for _, c := range []struct {
+		name string
+		md   metadata.MD
+	}{
+		{"first", metadata.Pairs("user-agent", "grpc-go/1.85.0", "content-type", "application/grpc")},
+		{"retry", metadata.Pairs("user-agent", "grpc-go/1.85.0", "content-type", "application/grpc", guard.PreviousAttemptsKey, "1")},
+	} {
+		ctx := peer.NewContext(metadata.NewIncomingContext(context.Background(), c.md),
+			&peer.Peer{Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort("10.0.0.1:41000"))})
+		b.Run("case="+c.name+"/mech=guard", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.Unary(ctx, nil, info, handler)
+			}
+		})
+	}
+}
