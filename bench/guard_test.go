@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/platformkit/grpcbackoff/guard"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // The retry guard's cost on a server's success path: calls of a bare
@@ -48,7 +49,7 @@ func BenchmarkPairedGuard(b *testing.B) {
 	baseClient := testgrpc.NewTestServiceClient(base)
 	plain, guarded := guardServers(b)
 	req, out := successRequest(), outputRequest(1)
-	retryCtx := metadata.AppendToOutgoingContext(context.Background(), guard.PreviousAttemptsKey, "1")
+	retryCtx := metadata.AppendToOutgoingContext(context.Background(), interceptor.PreviousAttemptsKey, "1")
 	ops := []struct {
 		name string
 		op   func(c testgrpc.TestServiceClient) func() error
@@ -139,7 +140,7 @@ func BenchmarkIsolatedGuard(b *testing.B) {
 		md   metadata.MD
 	}{
 		{"first", metadata.Pairs("user-agent", "grpc-go/1.85.0", "content-type", "application/grpc")},
-		{"retry", metadata.Pairs("user-agent", "grpc-go/1.85.0", "content-type", "application/grpc", guard.PreviousAttemptsKey, "1")},
+		{"retry", metadata.Pairs("user-agent", "grpc-go/1.85.0", "content-type", "application/grpc", interceptor.PreviousAttemptsKey, "1")},
 	} {
 		ctx := peer.NewContext(metadata.NewIncomingContext(context.Background(), c.md),
 			&peer.Peer{Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort("10.0.0.1:41000"))})

@@ -62,9 +62,10 @@ import (
 	"github.com/platformkit/grpcbackoff"
 )
 
-// PreviousAttemptsKey is the request metadata that marks a retry: the
-// number of attempts of the call made before this one (gRFC A6).
-const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+// previousAttemptsKey is the request metadata that marks a retry: the
+// number of attempts of the call made before this one (gRFC A6; the
+// interceptor package's PreviousAttemptsKey).
+const previousAttemptsKey = "grpc-previous-rpc-attempts"
 
 // The defaults of Options.
 const (
@@ -314,9 +315,9 @@ func (g *Guard) clientKey(ctx context.Context, id uint64) uint64 {
 }
 
 // isRetry reports whether the attempt whose context is ctx is a retry: its
-// request carries PreviousAttemptsKey with a value of 1 or more.
+// request carries previousAttemptsKey with a value of 1 or more.
 func isRetry(ctx context.Context) bool {
-	v := metadata.ValueFromIncomingContext(ctx, PreviousAttemptsKey)
+	v := metadata.ValueFromIncomingContext(ctx, previousAttemptsKey)
 	if len(v) == 0 {
 		return false
 	}

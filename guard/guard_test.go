@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/platformkit/grpcbackoff/guard"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 var (
@@ -193,7 +194,7 @@ func TestPreviousAttemptsValues(t *testing.T) {
 		for _, v := range []string{"1", "4", "0", "-1", "x", ""} {
 			var ts transportStream
 			ctx := attemptContext("10.0.0.1:5000", 0, &ts)
-			ctx = metadataWith(ctx, guard.PreviousAttemptsKey, v)
+			ctx = metadataWith(ctx, interceptor.PreviousAttemptsKey, v)
 			g.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) { return nil, nil })
 		}
 		if s := g.State(method); s.Retries != 2 || s.FirstTries != 4 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/guard"
+	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // method is the method of the attempts the tests make by hand.
@@ -42,7 +43,7 @@ func (s *transportStream) SetTrailer(md metadata.MD) error {
 func attemptContext(addr string, prev int, ts grpc.ServerTransportStream) context.Context {
 	md := metadata.Pairs(":authority", "svc.example", "content-type", "application/grpc", "user-agent", "grpc-go/1.85.0")
 	if prev > 0 {
-		md.Set(guard.PreviousAttemptsKey, strconv.Itoa(prev))
+		md.Set(interceptor.PreviousAttemptsKey, strconv.Itoa(prev))
 	}
 	ctx := metadata.NewIncomingContext(context.Background(), md)
 	ctx = peer.NewContext(ctx, &peer.Peer{Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr))})

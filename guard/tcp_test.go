@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/guard"
+	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
@@ -42,7 +43,7 @@ func TestFairnessTCP(t *testing.T) {
 	for r := range rounds {
 		for k := range 10 {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, fmt.Sprintf("noisy/%d/%d", r, k),
-				guard.PreviousAttemptsKey, strconv.Itoa(1+k))
+				interceptor.PreviousAttemptsKey, strconv.Itoa(1+k))
 			if _, err := noisy.UnaryCall(ctx, &testgrpc.SimpleRequest{}); status.Code(err) != codes.Unavailable {
 				t.Fatalf("noisy retry: %v, want UNAVAILABLE", err)
 			}
