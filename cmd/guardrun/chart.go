@@ -101,11 +101,11 @@ func polyline(b *strings.Builder, cfg config, x0, y0 int, top float64, ys []floa
 	fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(pts, " "))
 }
 
-// perSecond returns column c of s summed over each second.
+// perSecond returns column c of s summed over each second of the run.
 func perSecond(cfg config, s *series, c column) []float64 {
 	k := int(time.Second / cfg.step)
 	var out []float64
-	for i := 0; i+k <= len(s.b); i += k {
+	for i := 0; i+k <= s.bucket(cfg.length()); i += k {
 		out = append(out, float64(s.sum(c, i, i+k)))
 	}
 	return out

@@ -30,7 +30,8 @@ const (
 
 func summarize(cfg config, r *result) summary {
 	s := r.s
-	n := len(s.b)
+	n := len(s.b)                    // the totals count the series' tail: calls started in the run end in it
+	runEnd := s.bucket(cfg.length()) // the rest stops at the run's end
 	var u summary
 	u.calls = s.sum(offered, 0, n)
 	u.first, u.retries = s.sum(firstTries, 0, n), s.sum(retries, 0, n)
@@ -40,13 +41,13 @@ func summarize(cfg config, r *result) summary {
 		u.share = float64(u.retries) / float64(u.first+u.retries)
 	}
 	endTrigger := s.bucket(cfg.warm + cfg.trigger)
-	u.goodputAfter = float64(s.sum(ok, endTrigger, n)) / (cfg.after.Seconds())
+	u.goodputAfter = float64(s.sum(ok, endTrigger, runEnd)) / cfg.after.Seconds()
 	perSecond := int(time.Second / cfg.step)
 	healthy := func(k int) bool {
 		o, f := float64(s.sum(ok, k, k+perSecond)), float64(s.sum(failed, k, k+perSecond))
 		return o >= healthyOK*cfg.offered() && f <= healthyFailed*cfg.offered()
 	}
-	for b := endTrigger; b+int(sustain/cfg.step)+perSecond <= n; b++ {
+	for b := endTrigger; b+int(sustain/cfg.step)+perSecond <= runEnd; b++ {
 		all := true
 		for k := b; k <= b+int(sustain/cfg.step) && all; k++ {
 			all = healthy(k)
@@ -67,13 +68,13 @@ func summarize(cfg config, r *result) summary {
 
 // writeTable writes the runs as a markdown table.
 func writeTable(w io.Writer, cfg config, results []*result) {
-	fmt.Fprintln(w, "| scenario | clients | guard | calls | first tries at the handler | retries at the handler | retry share | bound | failed calls | wasted work | goodput after (calls/s) | recovered after |")
-	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| scenario | clients | guard | calls | first tries at the handler | retries at the handler | retry share | bound | failures marked −1 | failed calls | wasted work | goodput after (calls/s) | recovered after |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
 		u := summarize(cfg, r)
-		guardCol, bound := "none", ""
+		guardCol, bound, marked := "none", "", ""
 		if r.guarded {
-			guardCol = "guard"
+			guardCol, marked = "guard", fmt.Sprint(r.state.Refused)
 			mark := "✓"
 			if u.retries > u.bound {
 				mark = "✗"
@@ -84,8 +85,8 @@ func writeTable(w io.Writer, cfg config, results []*result) {
 		if u.recovered {
 			rec = fmt.Sprintf("+%.2f s", u.recoverAfter.Seconds())
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %.0f%% | %s | %d | %d | %.0f | %s |\n",
-			r.sc.name, r.mix, guardCol, u.calls, u.first, u.retries, 100*u.share, bound, u.failedCalls, u.wasted, u.goodputAfter, rec)
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %.0f%% | %s | %s | %d | %d | %.0f | %s |\n",
+			r.sc.name, r.mix, guardCol, u.calls, u.first, u.retries, 100*u.share, bound, marked, u.failedCalls, u.wasted, u.goodputAfter, rec)
 	}
 }
 

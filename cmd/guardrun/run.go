@@ -86,7 +86,9 @@ type result struct {
 // time, and returns what it measured.
 func run(ctx context.Context, cfg config, tr transport, sc scenario, m mix, guarded bool) (*result, error) {
 	start := time.Now()
-	res := &result{sc: sc, mix: m, guarded: guarded, s: newSeries(start, cfg.step, cfg.length())}
+	// The series goes on past the run by a deadline and a second: calls
+	// started at its end end then, and the work it left queued is done.
+	res := &result{sc: sc, mix: m, guarded: guarded, s: newSeries(start, cfg.step, cfg.length()+cfg.deadline+time.Second)}
 	srv := newServer(sc.capacity, res.s)
 	srv.costly = sc.costly
 	var g *guard.Guard
