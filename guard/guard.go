@@ -25,13 +25,17 @@
 // as well keeps one noisy client from switching off the retries of the
 // others. The guard never changes a status, never touches a successful
 // response or another code, and leaves a failure alone when its status has a
-// RetryInfo detail: the handler said when to retry.
+// RetryInfo detail: the handler said when to retry. A pushback trailer the
+// handler sets itself cannot be seen from an interceptor (grpc-go keeps the
+// trailer in its transport stream, and replacing that stream in the context
+// breaks grpc.SetSendCompressor): a failure the guard marks then carries
+// both values, which gRFC A6 reads as "do not retry".
 //
-// A client is a connection: its peer's IP address and port. The guard keeps
-// the counts of up to 4096 clients of each method at a time in a table of
-// fixed size, where a client idle for a whole window gives its place up;
-// past that, further clients share one count. Peers that are not TCP
-// addresses (bufconn, Unix sockets) count as one client per method.
+// A client is a connection: its peer's IP address and port. The counts of
+// up to 4096 clients (of a method each) are kept at a time, in a table where
+// one idle for a whole window gives its place up; past that, further clients
+// share one count. Peers that are not TCP addresses (bufconn, Unix sockets)
+// count as one client per method.
 //
 // The guard sees what passes through its interceptors: install it first
 // (outermost), so that it counts every attempt and sees the failures the

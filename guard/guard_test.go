@@ -14,9 +14,11 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/guard"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
@@ -286,4 +288,28 @@ func TestFirstTryAllocatesNothing(t *testing.T) {
 			t.Errorf("an attempt after %d others: %v allocations, want %v", tc.prev, got, tc.want)
 		}
 	}
+}
+
+// TestHandlerPushbackTrailer checks what a client gets when the handler
+// sets a pushback trailer itself: the handler's value alone while the
+// guard does not refuse, and both values once it does (an interceptor
+// cannot see the trailer), which gRFC A6 reads as "do not retry".
+func TestHandlerPushbackTrailer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGuard(t, guard.Options{MinRetries: 1})
+		handler := func(ctx context.Context, _ any) (any, error) {
+			grpc.SetTrailer(ctx, metadata.Pairs(grpcbackoff.PushbackKey, "100"))
+			return nil, errUnavailable
+		}
+		for _, tc := range []struct {
+			prev int
+			want []string
+		}{{0, []string{"100"}}, {1, []string{"100", "-1"}}} {
+			var ts transportStream
+			g.Unary(attemptContext("10.0.0.1:5000", tc.prev, &ts), nil, &grpc.UnaryServerInfo{FullMethod: method}, handler)
+			if got := ts.trailer.Get(grpcbackoff.PushbackKey); !slices.Equal(got, tc.want) {
+				t.Errorf("after %d attempts: pushback %q, want %q", tc.prev, got, tc.want)
+			}
+		}
+	})
 }
