@@ -19,35 +19,56 @@ import (
 
 // The retry guard's cost on a server's success path: calls of a bare
 // client to a server with the guard (guard.New(guard.Options{}), its
-// ServerOptions) paired with calls to srv, which has none. mech=bare pairs
-// srv with a second unguarded server, started as the guarded one is: its
-// distance from 1 is the method's own error. case=first is a first try;
+// ServerOptions) paired with calls to srv, which has none (see
+// guardServers for the other columns). case=first is a first try;
 // case=retry carries grpc-previous-rpc-attempts, as a retry does (it still
 // succeeds); case=stream is a server stream of one message.
 
-// guardServers returns a second unguarded server and a guarded one, each
-// with a connection, and stops them when b ends.
-func guardServers(b *testing.B) (plain, guarded testgrpc.TestServiceClient) {
+// guardServers returns the servers paired with srv, each with a connection
+// (stopped when b ends): mech=bare, a second unguarded server; mech=noop, one
+// with interceptors that only call the handler, which is what any server
+// interceptor costs in grpc-go (its generated code allocates the call's
+// info and handler); mech=guard, one with the guard.
+func guardServers(b *testing.B) []guardMech {
 	g, err := guard.New(guard.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, gs := startServer(), startServer(g.ServerOptions()...)
-	pcc, gcc := p.dial(), gs.dial()
-	b.Cleanup(func() {
-		pcc.Close()
-		gcc.Close()
-		p.close()
-		gs.close()
-	})
-	return testgrpc.NewTestServiceClient(pcc), testgrpc.NewTestServiceClient(gcc)
+	noop := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			return h(srv, ss)
+		}),
+	}
+	var ms []guardMech
+	for _, m := range []struct {
+		name string
+		opts []grpc.ServerOption
+	}{{bare, nil}, {"noop", noop}, {"guard", g.ServerOptions()}} {
+		s := startServer(m.opts...)
+		cc := s.dial()
+		b.Cleanup(func() {
+			cc.Close()
+			s.close()
+		})
+		ms = append(ms, guardMech{m.name, testgrpc.NewTestServiceClient(cc)})
+	}
+	return ms
+}
+
+// guardMech is a server paired with srv, and a client of it.
+type guardMech struct {
+	name   string
+	client testgrpc.TestServiceClient
 }
 
 func BenchmarkPairedGuard(b *testing.B) {
 	base := srv.dial()
 	defer base.Close()
 	baseClient := testgrpc.NewTestServiceClient(base)
-	plain, guarded := guardServers(b)
+	mechs := guardServers(b)
 	req, out := successRequest(), outputRequest(1)
 	retryCtx := metadata.AppendToOutgoingContext(context.Background(), interceptor.PreviousAttemptsKey, "1")
 	ops := []struct {
@@ -65,10 +86,6 @@ func BenchmarkPairedGuard(b *testing.B) {
 		}},
 	}
 	for _, o := range ops {
-		mechs := []struct {
-			name   string
-			client testgrpc.TestServiceClient
-		}{{bare, plain}, {"guard", guarded}}
 		for _, i := range order(b, len(mechs)) {
 			m := mechs[i]
 			b.Run("case="+o.name+"/mech="+m.name, func(b *testing.B) {
@@ -84,11 +101,7 @@ func BenchmarkPairedGuardParallel(b *testing.B) {
 	base := srv.dial()
 	defer base.Close()
 	baseClient := testgrpc.NewTestServiceClient(base)
-	plain, guarded := guardServers(b)
-	for _, m := range []struct {
-		name   string
-		client testgrpc.TestServiceClient
-	}{{bare, plain}, {"guard", guarded}} {
+	for _, m := range guardServers(b) {
 		b.Run("mech="+m.name, func(b *testing.B) {
 			var mu sync.Mutex
 			times := newPairTimes()
