@@ -4,9 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -100,40 +98,9 @@ func BenchmarkPairedGuard(b *testing.B) {
 func BenchmarkPairedGuardParallel(b *testing.B) {
 	base := srv.dial()
 	defer base.Close()
-	baseClient := testgrpc.NewTestServiceClient(base)
 	for _, m := range guardServers(b) {
 		b.Run("mech="+m.name, func(b *testing.B) {
-			var mu sync.Mutex
-			times := newPairTimes()
-			b.ReportAllocs()
-			b.SetParallelism(4)
-			b.RunParallel(func(pb *testing.PB) {
-				ctx, req := context.Background(), successRequest()
-				for j := 0; pb.Next(); j++ {
-					first, second := baseClient, m.client
-					if j%2 == 1 {
-						first, second = second, first
-					}
-					start := time.Now()
-					_, err := first.UnaryCall(ctx, req)
-					mid := time.Now()
-					if err == nil {
-						_, err = second.UnaryCall(ctx, req)
-					}
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					d1, d2 := mid.Sub(start), time.Since(mid)
-					if j%2 == 1 {
-						d1, d2 = d2, d1
-					}
-					mu.Lock()
-					times.add(d1, d2)
-					mu.Unlock()
-				}
-			})
-			times.report(b)
+			pairedParallel(b, &mech{name: bare, client: testgrpc.NewTestServiceClient(base)}, &mech{name: m.name, client: m.client})
 		})
 	}
 }
