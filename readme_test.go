@@ -14,13 +14,14 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/guard"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
 // The README's Go snippets, compiled here or, where they need a module of
 // their own, in that module's readme_test.go; TestReadmeSnippetsCompile
 // checks that each snippet of README.md stands in one of them, line for line.
-var _ = []any{readmeFirst, readmeUsage}
+var _ = []any{readmeFirst, readmeUsage, readmeGuard}
 
 func readmeFirst(target string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(target,
@@ -40,6 +41,15 @@ func readmeUsage(target string, reads grpcbackoff.Policy, creds credentials.Tran
 	}
 	conn, err := grpc.NewClient(target, append(r.DialOptions(), grpc.WithTransportCredentials(creds))...)
 	return conn, err
+}
+
+func readmeGuard(creds credentials.TransportCredentials) (*grpc.Server, error) {
+	g, err := guard.New(guard.Options{})
+	if err != nil {
+		return nil, err
+	}
+	srv := grpc.NewServer(append(g.ServerOptions(), grpc.Creds(creds))...)
+	return srv, nil
 }
 
 // lines returns the non-empty lines of s, without indentation.

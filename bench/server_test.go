@@ -54,10 +54,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func startServer() *server {
+// startServer starts a server with opts (guard_test.go's has the retry
+// guard's).
+func startServer(opts ...grpc.ServerOption) *server {
 	s := &server{
 		lis:  bufconn.Listen(1 << 20),
-		srv:  grpc.NewServer(),
+		srv:  grpc.NewServer(opts...),
 		resp: &testgrpc.SimpleResponse{Payload: newPayload(payloadSize)},
 		out:  &testgrpc.StreamingOutputCallResponse{Payload: newPayload(payloadSize)},
 		in:   &testgrpc.StreamingInputCallResponse{AggregatedPayloadSize: payloadSize},

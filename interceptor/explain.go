@@ -52,6 +52,18 @@ type Decision struct {
 	// other processes (WithSharedBudget), one per target, rather than the
 	// process's own.
 	SharedBudget bool
+	// Budget says the retries are paid from a retry budget per target (the
+	// process's, or the fleet's with SharedBudget): a retry it cannot pay
+	// for ends the call with grpcbackoff.ReasonThrottled. False under
+	// WithoutThrottle.
+	Budget bool
+	// Pushback says unary calls read the server's grpc-retry-pushback-ms
+	// trailer: a negative value, as a server's retry guard sends (package
+	// guard), ends the retries with grpcbackoff.ReasonServerRefused, the
+	// server's refusal, where the budget's is ReasonThrottled. False under
+	// WithoutPushback: unary calls then ignore a retry guard (streams read
+	// the trailer still, and RetryInfo is honoured).
+	Pushback bool
 }
 
 // String describes d in one line, e.g.
@@ -150,6 +162,15 @@ func (d Decision) writeTail(b *strings.Builder) {
 	if d.SharedBudget {
 		b.WriteString("; retries paid from a budget per target shared by the fleet's processes (WithSharedBudget)")
 	}
+	if d.Policy == nil && d.Hedging == nil {
+		return
+	}
+	if !d.Budget {
+		b.WriteString("; no retry budget (WithoutThrottle)")
+	}
+	if !d.Pushback {
+		b.WriteString("; unary calls ignore the server's pushback, a retry guard's included (WithoutPushback)")
+	}
 }
 
 func codeList(cs []codes.Code) string {
@@ -172,7 +193,7 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	var p plan
 	r.plan(&p, context.Background(), fullMethod, nil)
 	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, PolicySource: r.policySource(&p),
-		SharedBudget: r.shared != nil && r.throttle != nil}
+		SharedBudget: r.shared != nil && r.throttle != nil, Budget: r.throttle != nil, Pushback: !r.noPushback}
 	if p.hedge != nil && isStream(fullMethod) {
 		// Hedging is for unary calls: a stream is retried by the Policy its
 		// failures answer to, as a call that is not hedged.

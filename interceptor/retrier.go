@@ -164,7 +164,8 @@ func WithOnRetry(f func(Retry)) Option {
 // even when the call succeeds. RetryInfo details are still honoured, and
 // what decides a retry is known as without it: whether the call committed
 // (grpc.Header) and whether it was sent (grpc.Peer). Use it where no server
-// sends pushback and every allocation counts.
+// sends pushback and every allocation counts: unary calls then ignore a
+// server's retry guard (package guard), whose refusal is pushback.
 func WithoutPushback() Option {
 	return func(r *Retrier) error { r.noPushback = true; return nil }
 }

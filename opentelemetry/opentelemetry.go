@@ -100,7 +100,9 @@ const (
 	MetricCallGaveUp = "grpcbackoff.client.call.gave_up"
 	// MetricBudgetRefused counts the attempts the retry budget refused, each
 	// once, with the attributes MethodKey, TargetKey and AttemptTypeKey.
-	// Unit {attempt}.
+	// Unit {attempt}. A retry the server refused (pushback −1, as a retry
+	// guard sends) is not the budget's and is not counted here: its call
+	// gives up with ReasonKey "server_refused".
 	MetricBudgetRefused = "grpcbackoff.client.budget.refused"
 	// MetricCallRejected counts the calls that adaptive client-side
 	// throttling (interceptor.WithAdaptiveThrottle) rejected without sending
@@ -136,7 +138,11 @@ const (
 	// StatusKey is gRFC A66's grpc.status: a code's name, as "UNAVAILABLE".
 	StatusKey = attribute.Key("grpc.status")
 	// ReasonKey says why a call gave up: "exhausted", "not_retryable",
-	// "deadline", "canceled", "server_refused" or "throttled".
+	// "deadline", "canceled", "server_refused" (the server asked not to
+	// retry: a negative pushback, as a server's retry guard sends, or a
+	// delay past grpcbackoff.MaxHintDelay), "throttled" (the retry budget,
+	// the process's or the fleet's, could not pay) or "rejected_locally"
+	// (adaptive throttling).
 	ReasonKey = attribute.Key("grpcbackoff.reason")
 	// AttemptTypeKey says what kind of attempt the budget refused: "retry"
 	// or "hedge".

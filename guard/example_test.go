@@ -1,0 +1,75 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/guard"
+	"github.com/platformkit/grpcbackoff/interceptor"
+)
+
+// down is a TestService in an outage: every call fails with UNAVAILABLE.
+type down struct {
+	testgrpc.UnimplementedTestServiceServer
+	attempts atomic.Int64
+}
+
+func (s *down) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	s.attempts.Add(1)
+	return nil, status.Error(codes.Unavailable, "down")
+}
+
+// A guarded server in an outage, and a client of this library that makes up
+// to 5 attempts per call. Once the server has seen 10 retries, more than 10%
+// of its attempts, its failures carry pushback −1 and the client stops
+// retrying.
+func Example() {
+	g, err := guard.New(guard.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(g.ServerOptions()...)
+	svc := &down{}
+	testgrpc.RegisterTestServiceServer(srv, svc)
+	lis := bufconn.Listen(1 << 20)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	p := grpcbackoff.DefaultPolicy()
+	p.Initial, p.Max, p.Jitter, p.MaxAttempts = time.Millisecond, time.Millisecond, 0, 5
+	conn, err := grpc.NewClient("passthrough:///down", append(interceptor.DialOptions(p, interceptor.WithoutThrottle()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := testgrpc.NewTestServiceClient(conn)
+	for call := 1; call <= 4; call++ {
+		before := svc.attempts.Load()
+		_, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		var e *grpcbackoff.Error
+		errors.As(err, &e)
+		fmt.Printf("call %d: attempts %d, %v\n", call, svc.attempts.Load()-before, e.Reason)
+	}
+	fmt.Printf("%+v\n", g.State("/grpc.testing.TestService/UnaryCall"))
+	// Output:
+	// call 1: attempts 5, attempts exhausted
+	// call 2: attempts 5, attempts exhausted
+	// call 3: attempts 3, server asked not to retry
+	// call 4: attempts 1, server asked not to retry
+	// {FirstTries:4 Retries:10 Over:true Refused:2}
+}
