@@ -11,31 +11,31 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // BenchmarkGoogleLookup is one lookup of who retries what for a Google
-// Cloud client's call (internal/googleclients.Lookup), once the table is
+// Cloud client's call (internal/cloudclients.Lookup), once the table is
 // decoded: a method its file names, a whole-service entry, a mixin of a
 // known API, a method of a known service the file does not name, a
 // hand-written client's loop.
 func BenchmarkGoogleLookup(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		call googleclients.Call
+		call cloudclients.Call
 	}{
-		{"table", googleclients.Call{Method: "/google.cloud.tasks.v2.CloudTasks/GetQueue", Header: taskHeader}},
-		{"whole", googleclients.Call{Method: "/google.monitoring.dashboard.v1.DashboardsService/GetDashboard", Header: taskHeader}},
-		{"mixin", googleclients.Call{Method: "/google.longrunning.Operations/GetOperation", Header: taskHeader,
+		{"table", cloudclients.Call{Method: "/google.cloud.tasks.v2.CloudTasks/GetQueue", Header: taskHeader}},
+		{"whole", cloudclients.Call{Method: "/google.monitoring.dashboard.v1.DashboardsService/GetDashboard", Header: taskHeader}},
+		{"mixin", cloudclients.Call{Method: "/google.longrunning.Operations/GetOperation", Header: taskHeader,
 			API: "google.cloud.dataproc.v1.ClusterController", APIGapic: "1.21.1"}},
-		{"unknown", googleclients.Call{Method: "/google.cloud.tasks.v2.CloudTasks/SomeNewMethod", Header: taskHeader}},
-		{"hand", googleclients.Call{Method: "/google.pubsub.v1.Publisher/Publish", Header: "gl-go/1.26.8 gccl/2.8.1 gapic/2.8.1 gax/2.27.0 grpc/1.85.0 pb/1.36"}},
+		{"unknown", cloudclients.Call{Method: "/google.cloud.tasks.v2.CloudTasks/SomeNewMethod", Header: taskHeader}},
+		{"hand", cloudclients.Call{Method: "/google.pubsub.v1.Publisher/Publish", Header: "gl-go/1.26.8 gccl/2.8.1 gapic/2.8.1 gax/2.27.0 grpc/1.85.0 pb/1.36"}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			googleclients.Lookup(c.call) // decodes the table
+			cloudclients.Lookup(c.call) // decodes the table
 			b.ReportAllocs()
 			for b.Loop() {
-				googleclients.Lookup(c.call)
+				cloudclients.Lookup(c.call)
 			}
 		})
 	}
@@ -56,7 +56,9 @@ func BenchmarkGoogleClientCall(b *testing.B) {
 		name string
 		err  error
 	}{{"success", nil}, {"failure", fail}} {
-		invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return outcome.err }
+		invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			return outcome.err
+		}
 		for _, who := range []string{"plain", "client"} {
 			b.Run(outcome.name+"/"+who, func(b *testing.B) {
 				ctx := context.Background()

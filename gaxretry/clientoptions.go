@@ -12,7 +12,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // ClientOptions returns the options that make a gRPC client of
@@ -109,7 +109,7 @@ func Adopt(callOptions any) error {
 			}
 		}
 		// WithGRPCOptions replaces the gRPC options before it: keep them.
-		grpcOpts := append(append([]grpc.CallOption(nil), settings.GRPC...), googleclients.HandedOver{})
+		grpcOpts := append(append([]grpc.CallOption(nil), settings.GRPC...), cloudclients.HandedOver{})
 		adopted := append(append(make([]gax.CallOption, 0, len(opts)+2), opts...),
 			gax.WithRetry(func() gax.Retryer { return &handOver{own: newRetryer(own)} }),
 			gax.WithGRPCOptions(grpcOpts...))

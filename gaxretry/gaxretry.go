@@ -71,7 +71,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	httpcodes "github.com/platformkit/grpcbackoff/codes"
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // Retryer returns a gax.Retryer that carries out p for one call, or
@@ -111,7 +111,7 @@ func CallOption(p grpcbackoff.Policy) (gax.CallOption, error) {
 		return nil, err
 	}
 	p.Codes = append([]codes.Code(nil), p.Codes...)
-	mark := &googleclients.ClientRetry{MaxPause: time.Duration(float64(p.Max) * (1 + p.JitterFactor))}
+	mark := &cloudclients.ClientRetry{MaxPause: time.Duration(float64(p.Max) * (1 + p.JitterFactor))}
 	for _, c := range p.Codes {
 		mark.Codes |= 1 << c
 	}
@@ -122,7 +122,7 @@ func CallOption(p grpcbackoff.Policy) (gax.CallOption, error) {
 // added to the call's gRPC options.
 type callOption struct {
 	retry func() gax.Retryer
-	mark  *googleclients.ClientRetry
+	mark  *cloudclients.ClientRetry
 }
 
 func (o callOption) Resolve(s *gax.CallSettings) {

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	gc "github.com/platformkit/grpcbackoff/internal/googleclients"
+	gc "github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // ConfigsEnv is the environment variable that names the folder of
@@ -240,8 +240,8 @@ func nameText(m string) string {
 // TableFile and TableGoFile are the generated table, in words and deflated,
 // from the repository's root.
 const (
-	TableFile   = "internal/googleclients/retries.txt"
-	TableGoFile = "internal/googleclients/retries_gen.go"
+	TableFile   = "internal/cloudclients/retries.txt"
+	TableGoFile = "internal/cloudclients/retries_gen.go"
 )
 
 // RenderTable writes sc as retries.txt: a header, then each file by path,
@@ -293,7 +293,7 @@ func RenderTableGo(sc *ServiceConfigs, text []byte) ([]byte, error) {
 
 //go:generate go run ../../googleclients/cmd/gaxdata -w
 
-package googleclients
+package cloudclients
 
 // retriesDeflated is retries.txt (%d bytes, %d lines), deflated: what the
 // generated Go clients retry, from the %d gRPC service configs of
@@ -345,7 +345,7 @@ func GenerateFiles(ctx context.Context, root string) (map[string][]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	safety, err := RenderSafety(d, "googleclients")
+	safety, err := RenderSafety(d, "cloudclients")
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 // Package googleclients writes the library's data on the Google Cloud
 // clients (by cmd/gaxdata): what every generated client retries, from
-// googleapis' gRPC service configs (internal/googleclients/retries.txt and
+// googleapis' gRPC service configs (internal/cloudclients/retries.txt and
 // retries_gen.go), and what the descriptors of the methods of the clients
 // this module pins tell of their safety (safety_gen.go). Its tests check
 // that the committed data is current, that the table equals what the pinned
@@ -39,7 +39,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
-	gc "github.com/platformkit/grpcbackoff/internal/googleclients"
+	gc "github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // Data is what the pinned generated clients retry, and what the
@@ -398,4 +398,4 @@ var pinnedMethods = [...]methodFacts{
 
 // SafetyFile is the generated file of the methods' safety, from the
 // repository's root.
-const SafetyFile = "internal/googleclients/safety_gen.go"
+const SafetyFile = "internal/cloudclients/safety_gen.go"

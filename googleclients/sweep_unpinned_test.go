@@ -10,7 +10,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff/googleclients"
 	"github.com/platformkit/grpcbackoff/interceptor"
-	gc "github.com/platformkit/grpcbackoff/internal/googleclients"
+	gc "github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // TestSweepUnpinnedClients: issue 33's sweep of clients outside the pinned

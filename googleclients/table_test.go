@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/platformkit/grpcbackoff/googleclients"
-	gc "github.com/platformkit/grpcbackoff/internal/googleclients"
+	gc "github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // TestTableIsThePinnedClients: for each of the pinned generated clients,

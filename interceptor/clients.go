@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // The Google Cloud clients retry their calls by themselves: in their
@@ -22,7 +22,7 @@ import (
 // retries for the method, the Retrier makes one attempt and hands the error
 // back (ReasonClientRetries); it retries every other code of its Policy
 // itself. This file holds that rule (what each client retries is in
-// internal/googleclients), the mark that keeps a Retrier installed twice on
+// internal/cloudclients), the mark that keeps a Retrier installed twice on
 // one connection to one layer, and the memory of a client's attempts of one
 // call.
 
@@ -101,17 +101,17 @@ func (p *plan) learnClient(ctx context.Context, conn *connState, opts []grpc.Cal
 	}
 	p.client.learnt = true
 	var handedOver bool
-	var marked *googleclients.ClientRetry
+	var marked *cloudclients.ClientRetry
 	for _, o := range opts {
 		switch o := o.(type) {
-		case googleclients.HandedOver:
+		case cloudclients.HandedOver:
 			handedOver = true
-		case *googleclients.ClientRetry:
+		case *cloudclients.ClientRetry:
 			marked = o
 		}
 	}
-	c := googleclients.Call{Method: p.method, Stream: req == nil}
-	if vs := metadata.ValueFromOutgoingContext(ctx, googleclients.Header); len(vs) > 0 {
+	c := cloudclients.Call{Method: p.method, Stream: req == nil}
+	if vs := metadata.ValueFromOutgoingContext(ctx, cloudclients.Header); len(vs) > 0 {
 		c.Header = vs[0]
 	}
 	if conn != nil {
@@ -119,14 +119,14 @@ func (p *plan) learnClient(ctx context.Context, conn *connState, opts []grpc.Cal
 			c.API, c.APIGapic = api.service, api.gapic
 		}
 	}
-	rl := googleclients.Lookup(c)
+	rl := cloudclients.Lookup(c)
 	if rl.Client {
 		p.client = client{learnt: true, google: true, codes: codeSet(rl.Codes), hinted: codeSet(rl.Hinted), opening: rl.Opening,
 			resends: codeSet(rl.Codes | rl.Hinted | rl.ExactlyOnce), pause: rl.Pause}
 		if !rl.Known {
 			p.client.resends = everyCode
 		}
-		if rl.ExactlyOnce != 0 && googleclients.ExactlyOnce(req) {
+		if rl.ExactlyOnce != 0 && cloudclients.ExactlyOnce(req) {
 			p.client.codes |= codeSet(rl.ExactlyOnce)
 		}
 	}
@@ -150,7 +150,7 @@ func (p *plan) learnClient(ctx context.Context, conn *connState, opts []grpc.Cal
 // connAPI is what the calls on one ClientConn tell of the Google API its
 // client serves: the service of its first call that was not a mixin's, and
 // that call's gapic/ version. A mixin's call (GetOperation, ListLocations,
-// GetIamPolicy) gets what that API's file says (internal/googleclients).
+// GetIamPolicy) gets what that API's file says (internal/cloudclients).
 type connAPI struct {
 	service string
 	gapic   string
@@ -159,12 +159,12 @@ type connAPI struct {
 // noteAPI records, once per ClientConn, the API that a call of method on
 // ctx tells, unless it is a mixin's. It allocates once per ClientConn.
 func noteAPI(ctx context.Context, conn *connState, method string) {
-	if conn.api.Load() != nil || googleclients.IsMixin(method) {
+	if conn.api.Load() != nil || cloudclients.IsMixin(method) {
 		return
 	}
 	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	a := &connAPI{service: service}
-	if vs := metadata.ValueFromOutgoingContext(ctx, googleclients.Header); len(vs) > 0 {
+	if vs := metadata.ValueFromOutgoingContext(ctx, cloudclients.Header); len(vs) > 0 {
 		for f := range strings.FieldsSeq(vs[0]) {
 			if v, ok := strings.CutPrefix(f, "gapic/"); ok {
 				a.gapic = v
@@ -189,7 +189,7 @@ func (c client) leaves(st *status.Status, atOpening bool) bool {
 // retry by themselves, for Explain; stream says the method is a stream.
 func clientRetries(method string, stream bool) []ClientRetries {
 	var out []ClientRetries
-	for _, rl := range googleclients.Explain(method, stream) {
+	for _, rl := range cloudclients.Explain(method, stream) {
 		if rl.Known || strings.HasPrefix(method, "/google.") {
 			out = append(out, ClientRetries{Client: rl.Source, Codes: codeSet(rl.Codes).list(), OpeningOnly: rl.Opening,
 				Hinted: codeSet(rl.Hinted &^ rl.Codes).list(), ExactlyOnce: codeSet(rl.ExactlyOnce).list()})

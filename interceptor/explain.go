@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // Decision is what the calls of one method do, as Explain gives it.
@@ -239,7 +239,7 @@ func isStream(method string) bool {
 			return md.IsStreamingClient() || md.IsStreamingServer()
 		}
 	}
-	_, _, stream, _ := googleclients.Safety(method)
+	_, _, stream, _ := cloudclients.Safety(method)
 	return stream
 }
 

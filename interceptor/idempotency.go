@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // describe learns what method's descriptor says of its safety; for a method
@@ -19,7 +19,7 @@ func describe(method string) knowledge {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
-		if s, source, _, ok := googleclients.Safety(method); ok {
+		if s, source, _, ok := cloudclients.Safety(method); ok {
 			return knowledge{Safety(s), source + " (the descriptor of the pinned client's, not linked in)"}
 		}
 		return knowledge{SafetyUnknown, "no descriptor registered for " + service}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // Stream returns a stream client interceptor that retries streams of every
@@ -59,8 +59,8 @@ func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	if p.through {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	if method == googleclients.StreamingPull {
-		streamer = googleclients.WatchPull(streamer) // which subscriptions have exactly-once delivery
+	if method == cloudclients.StreamingPull {
+		streamer = cloudclients.WatchPull(streamer) // which subscriptions have exactly-once delivery
 	}
 	if p.onFinish && p.policy != nil {
 		return r.streamFinishing(ctx, desc, cc, method, streamer, opts)

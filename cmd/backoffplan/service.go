@@ -15,7 +15,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
-	"github.com/platformkit/grpcbackoff/internal/googleclients"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // serviceLines are what -service prints of a service: its methods, and
@@ -63,7 +63,7 @@ func serviceMethods(name string) (serviceLines, error) {
 	if !protoreflect.FullName(name).IsValid() || !strings.Contains(name, ".") {
 		return s, fmt.Errorf("-service %q: not a service's full name (package.Service)", name)
 	}
-	s.methods, s.whole = googleclients.Methods(name)
+	s.methods, s.whole = cloudclients.Methods(name)
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
 	if err == nil {
 		sd, ok := d.(protoreflect.ServiceDescriptor)
@@ -77,7 +77,7 @@ func serviceMethods(name string) (serviceLines, error) {
 		s.methods = slices.Compact(s.methods)
 		s.whole = false // every method is listed
 	}
-	s.unknown = len(s.methods) == 0 && !s.whole && !googleclients.KnownService(name)
+	s.unknown = len(s.methods) == 0 && !s.whole && !cloudclients.KnownService(name)
 	return s, nil
 }
 

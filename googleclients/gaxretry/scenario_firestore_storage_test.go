@@ -228,7 +228,7 @@ func (f *storageFake) handle(_ any, ss grpc.ServerStream) error {
 // twice.
 //
 // The expectation for a write without a precondition is the library's
-// statement of Storage (internal/googleclients/handwritten.go: "refuses
+// statement of Storage (internal/cloudclients/handwritten.go: "refuses
 // them on purpose"), to be confirmed: RESOURCE_EXHAUSTED ×2 is then
 // recovered by nobody, as alone, though the server refused both attempts
 // and Safety alone would retry them.

@@ -264,7 +264,7 @@ func TestHandwrittenSubscriber(t *testing.T) {
 		// exactly-once delivery (retryAcks); on this subscription it does
 		// not, and the library must be the one layer. Failing at 9ee8684:
 		// the library's statement of the subscriber's acks
-		// (internal/googleclients/handwritten.go) leaves RESOURCE_EXHAUSTED
+		// (internal/cloudclients/handwritten.go) leaves RESOURCE_EXHAUSTED
 		// to it, so nobody retries it and the acks are lost (the messages
 		// will be delivered again).
 		{"Acknowledge RESOURCE_EXHAUSTED ×2", func() func(string, int) error { return failFirst("/Acknowledge", 2, codes.ResourceExhausted) }, false, false, "/Acknowledge", false},

@@ -1,4 +1,4 @@
-// Package googleclients knows what the Google Cloud Go clients retry by
+// Package cloudclients knows what the Google Cloud Go clients retry by
 // themselves, method by method and code by code, so that the interceptors
 // retry the other codes and never a code a client retries: one retry layer
 // per method and code, never two, never none.
@@ -10,7 +10,7 @@
 // retries.txt), what a hand-written retry loop does from its code
 // (handwritten.go), and where a pinned client differs from its file, from
 // the override that says why (overrides.go).
-package googleclients
+package cloudclients
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package googleclients
+package cloudclients
 
 // Hand-maintained: what the hand-written clients of cloud.google.com/go retry
 // in their own code, beside or instead of their generated CallOptions (which

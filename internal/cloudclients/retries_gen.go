@@ -2,7 +2,7 @@
 
 //go:generate go run ../../googleclients/cmd/gaxdata -w
 
-package googleclients
+package cloudclients
 
 // retriesDeflated is retries.txt (442214 bytes, 11147 lines), deflated: what the
 // generated Go clients retry, from the 467 gRPC service configs of

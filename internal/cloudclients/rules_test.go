@@ -1,4 +1,4 @@
-package googleclients
+package cloudclients
 
 import (
 	"os"
@@ -195,7 +195,7 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if text != string(file) {
-		t.Errorf("retriesDeflated is not retries.txt: run go generate in internal/googleclients")
+		t.Errorf("retriesDeflated is not retries.txt: run go generate in internal/cloudclients")
 	}
 }
 

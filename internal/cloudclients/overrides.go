@@ -1,4 +1,4 @@
-package googleclients
+package cloudclients
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package googleclients
+package cloudclients
 
 import (
 	"compress/flate"
@@ -94,7 +94,7 @@ func (t *table) parse(text string) error {
 		line = strings.TrimSuffix(line, "\n")
 		n++
 		bad := func(why string) error {
-			return fmt.Errorf("googleclients: retries.txt:%d: %s: %q", n, why, line)
+			return fmt.Errorf("cloudclients: retries.txt:%d: %s: %q", n, why, line)
 		}
 		switch {
 		case line == "":
