@@ -1,4 +1,4 @@
-package gaxretry_test
+package googleclients_test
 
 // Issue 26's targets on layers, with a real client (the Pub/Sub
 // TopicAdminClient, whose CallOptions retry GetTopic on UNAVAILABLE,

@@ -1,4 +1,4 @@
-package gaxretry_test
+package googleclients_test
 
 import (
 	"context"

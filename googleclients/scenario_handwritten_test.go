@@ -1,4 +1,4 @@
-package gaxretry_test
+package googleclients_test
 
 // Issue 26's hand-written paths: the Google clients whose own code retries
 // (the Pub/Sub publisher and subscriber, Bigtable's and Spanner's data

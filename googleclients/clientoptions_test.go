@@ -1,4 +1,4 @@
-package gaxretry_test
+package googleclients_test
 
 // The scenarios of every Google client family (scenario_pubsub_test.go,
 // scenario_bigtable_test.go, scenario_spanner_test.go, scenario_lro_test.go) run each client on its main
@@ -141,7 +141,7 @@ func TestAdoptBadInput(t *testing.T) {
 		{nil, "gaxretry: Adopt(<nil>): want a non-nil pointer to a client's CallOptions struct"},
 		{nilPtr, "gaxretry: Adopt(*admin.BigtableTableAdminCallOptions): want a non-nil pointer to a client's CallOptions struct"},
 		{btadmin.BigtableTableAdminCallOptions{}, "gaxretry: Adopt(admin.BigtableTableAdminCallOptions): want a non-nil pointer to a client's CallOptions struct"},
-		{&wrongField{}, "gaxretry: Adopt(*gaxretry_test.wrongField): field Name is string, want an exported []gax.CallOption"},
+		{&wrongField{}, "gaxretry: Adopt(*googleclients_test.wrongField): field Name is string, want an exported []gax.CallOption"},
 	}
 	for _, tc := range cases {
 		if err := gaxretry.Adopt(tc.in); err == nil || err.Error() != tc.want {
