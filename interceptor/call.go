@@ -13,6 +13,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/decide"
 )
 
@@ -68,9 +69,9 @@ func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req an
 }
 
 // number returns the number of the attempt that failed as f.
-func (c *call) number(f failure) int {
-	if f.attempt > 0 {
-		return f.attempt
+func (c *call) number(f attempt.Failure) int {
+	if f.Number > 0 {
+		return f.Number
 	}
 	return c.attempts
 }
@@ -78,7 +79,7 @@ func (c *call) number(f failure) int {
 // decide is the retry decision after the attempt that failed as f
 // (decide.Decide): the delay before the next attempt, or the error the
 // call ends with. It pays for nothing: pay does, when the retry is due.
-func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
+func (c *call) decide(ctx context.Context, f attempt.Failure) (time.Duration, error) {
 	now := time.Now()
 	if c.start.IsZero() {
 		c.start = now
@@ -88,15 +89,15 @@ func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
 		// ClientConn is closing, not because a retry could not help.
 		return 0, c.fail(errConnClosing, grpcbackoff.ReasonCanceled)
 	}
-	st := status.Convert(f.err)
+	st := status.Convert(f.Err)
 	dl, _ := ctx.Deadline()
-	a := decide.Attempt{Number: c.plan.prior + c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.cut,
-		Client: c.leftToClient(ctx, st, f.opening),
-		Final:  f.committed || futile(st) || !c.r.safeToRetry(&c.plan, f),
-		Hint:   grpcbackoff.ServerHint(st, f.trailer), Now: now, Deadline: dl, Done: ctx.Err()}
+	a := decide.Attempt{Number: c.plan.prior + c.attempts, Hedges: c.hedges, MaxAttempts: c.plan.max, Code: st.Code(), TimedOut: f.Cut,
+		Client: c.leftToClient(ctx, st, f.Opening),
+		Final:  f.Committed || attempt.Futile(st) || !c.r.safeToRetry(&c.plan, f),
+		Hint:   grpcbackoff.ServerHint(st, f.Trailer), Now: now, Deadline: dl, Done: ctx.Err()}
 	d := decide.Decide(&c.plan.policy.Policy, a, nil, nil)
 	if !d.Retry {
-		return 0, c.fail(f.err, d.Reason)
+		return 0, c.fail(f.Err, d.Reason)
 	}
 	return d.Delay, nil
 }
@@ -108,8 +109,8 @@ func (c *call) decide(ctx context.Context, f failure) (time.Duration, error) {
 // flight; f is then the last failure, if any). It tells the observers of
 // the attempt, or of the budget's refusal, and returns why it was refused,
 // 0 if it may go. It is the one place retries and hedges are paid.
-func (c *call) pay(ctx context.Context, f failure, d time.Duration, hedge bool) grpcbackoff.Reason {
-	a := decide.Attempt{TimedOut: f.cut || hedge, Now: time.Now()}
+func (c *call) pay(ctx context.Context, f attempt.Failure, d time.Duration, hedge bool) grpcbackoff.Reason {
+	a := decide.Attempt{TimedOut: f.Cut || hedge, Now: time.Now()}
 	if c.adaptive != nil {
 		a.U = rand.Float64()
 	}
@@ -121,36 +122,36 @@ func (c *call) pay(ctx context.Context, f failure, d time.Duration, hedge bool) 
 // tell tells the observers of the retry (or, with hedge, the hedge) after
 // delay d of the attempt that failed as f, paid (why 0) or refused by the
 // budget (ReasonThrottled).
-func (c *call) tell(ctx context.Context, f failure, d time.Duration, hedge bool, why grpcbackoff.Reason) {
+func (c *call) tell(ctx context.Context, f attempt.Failure, d time.Duration, hedge bool, why grpcbackoff.Reason) {
 	if len(c.r.observers) == 0 || why != 0 && why != grpcbackoff.ReasonThrottled {
 		return
 	}
 	var hint grpcbackoff.Hint
 	var code codes.Code
-	if f.err != nil {
-		st := status.Convert(f.err)
+	if f.Err != nil {
+		st := status.Convert(f.Err)
 		code = st.Code()
 		if !hedge {
-			hint = grpcbackoff.ServerHint(st, f.trailer)
+			hint = grpcbackoff.ServerHint(st, f.Trailer)
 		}
 	}
 	if why != 0 {
 		d = 0
 	}
-	c.observe(ctx, Retry{Attempt: c.number(f), Code: code, Err: f.err, Hint: hint, Delay: d, Throttled: why != 0, Hedge: hedge})
+	c.observe(ctx, Retry{Attempt: c.number(f), Code: code, Err: f.Err, Hint: hint, Delay: d, Throttled: why != 0, Hedge: hedge})
 }
 
 // book is the budget's part, when a retry is decided, of the retry after
 // delay d of the attempt that failed as f: a DeferredBudget is told of it,
 // and pays for it when it is due (payDue); any other budget pays now (pay).
 // It returns why the retry was refused, 0 if it may go.
-func (c *call) book(ctx context.Context, f failure, d time.Duration) grpcbackoff.Reason {
+func (c *call) book(ctx context.Context, f attempt.Failure, d time.Duration) grpcbackoff.Reason {
 	b := c.deferred()
 	if b == nil {
 		return c.pay(ctx, f, d, false)
 	}
 	now := time.Now()
-	if !b.Want(now, now.Add(d), f.cut) {
+	if !b.Want(now, now.Add(d), f.Cut) {
 		c.tell(ctx, f, 0, false, grpcbackoff.ReasonThrottled)
 		return grpcbackoff.ReasonThrottled
 	}
@@ -160,7 +161,7 @@ func (c *call) book(ctx context.Context, f failure, d time.Duration) grpcbackoff
 // payDue pays, now that it is due, for a retry that book told a
 // DeferredBudget of (pay); other budgets paid when it was decided. It
 // returns why the retry was refused, 0 if it may go.
-func (c *call) payDue(ctx context.Context, f failure, d time.Duration) grpcbackoff.Reason {
+func (c *call) payDue(ctx context.Context, f attempt.Failure, d time.Duration) grpcbackoff.Reason {
 	if c.deferred() == nil {
 		return 0
 	}

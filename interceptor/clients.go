@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
@@ -181,7 +182,7 @@ func noteAPI(ctx context.Context, conn *connState, method string) {
 // stream the client retries whole.
 func (c client) leaves(st *status.Status, atOpening bool) bool {
 	code := st.Code()
-	left := c.codes.has(code) || c.hinted.has(code) && hasRetryInfo(st)
+	left := c.codes.has(code) || c.hinted.has(code) && attempt.HasRetryInfo(st)
 	return left && (atOpening || !c.opening)
 }
 

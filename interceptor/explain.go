@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
@@ -217,7 +218,7 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	k := r.safetyOf(&p)
 	d.Safety, d.Source = k.s, k.source
 	for _, c := range pol.Codes {
-		if k.s == NotIdempotent && !r.unsafeRetries && mayHaveApplied(c) {
+		if k.s == NotIdempotent && !r.unsafeRetries && attempt.MayHaveApplied(c) {
 			continue
 		}
 		d.Codes = append(d.Codes, c)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 )
 
 // hedgeAttempt is one attempt of a hedged call, with its own outputs.
@@ -19,7 +20,7 @@ type hedgeAttempt struct {
 	hedge bool
 	outputs
 	cancel   context.CancelFunc
-	timer    *attemptTimer // its AttemptTimeout; nil: none
+	timer    *attempt.Timer // its AttemptTimeout; nil: none
 	err      error
 	cut      bool        // its own AttemptTimeout ended it
 	panicV   any         // what the invoker panicked with, if panicked
@@ -29,11 +30,11 @@ type hedgeAttempt struct {
 	h        *hedgeCall
 }
 
-// headersArrived is called, once or more, when a's response headers arrive:
+// HeadersArrived is called, once or more, when a's response headers arrive:
 // a is never cut from then on, and the call commits to it.
-func (a *hedgeAttempt) headersArrived() {
+func (a *hedgeAttempt) HeadersArrived() {
 	if a.timer != nil {
-		a.timer.headersArrived()
+		a.timer.HeadersArrived()
 	}
 	if a.headers.CompareAndSwap(false, true) {
 		select {
@@ -46,7 +47,7 @@ func (a *hedgeAttempt) headersArrived() {
 // unpaidRetry is a retry decided on without paying for it yet (call.pay),
 // after the attempt that failed as f, due after delay.
 type unpaidRetry struct {
-	f     failure
+	f     attempt.Failure
 	delay time.Duration
 }
 
@@ -242,12 +243,12 @@ func (h *hedgeCall) send(hedge bool) {
 	}
 	opts := a.attemptOptions(h.u.opts, mark)
 	if c.plan.policy != nil && c.plan.policy.AttemptTimeout > 0 {
-		actx, a.timer = startAttemptTimer(actx, c.plan.policy.AttemptTimeout)
-		a.cancel = a.timer.stop
+		actx, a.timer = attempt.StartTimer(actx, c.plan.policy.AttemptTimeout)
+		a.cancel = a.timer.Stop
 	} else {
 		actx, a.cancel = context.WithCancel(actx)
 	}
-	actx = context.WithValue(actx, headerKey{}, headerListener(a))
+	actx = attempt.WithListener(actx, a)
 	if len(h.flight) == 0 && !h.idleSince.IsZero() {
 		c.delay += time.Since(h.idleSince)
 	}
@@ -262,8 +263,8 @@ func (h *hedgeCall) send(hedge bool) {
 	h.sent = time.Now()
 	go func() {
 		h.invoke(a, actx, opts)
-		if a.cut = a.timer != nil && a.timer.cut(h.ctx, a.err); a.cut {
-			a.err = cutError(c.plan.policy.AttemptTimeout)
+		if a.cut = a.timer != nil && a.timer.Cut(h.ctx, a.err); a.cut {
+			a.err = attempt.CutError(c.plan.policy.AttemptTimeout)
 		}
 		a.cancel()
 		h.results <- a
@@ -374,9 +375,9 @@ func (h *hedgeCall) fire() {
 // and a failure of theirs is decided on as any other (the reserve may pay
 // for its retry).
 func (h *hedgeCall) pay() bool {
-	var last failure
+	var last attempt.Failure
 	if h.last != nil {
-		last.err = h.last.err
+		last.Err = h.last.err
 	}
 	if h.c.pay(h.ctx, last, time.Since(h.sent), true) != 0 {
 		h.round = h.c.plan.hedges
@@ -422,7 +423,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	if a.dropped {
 		return nil, false // canceled for the committed attempt
 	}
-	if a == h.committed || a.header != nil {
+	if a == h.committed || a.Header != nil {
 		h.why = grpcbackoff.ReasonNotRetryable // it committed the call
 		return a, true
 	}
@@ -461,11 +462,11 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	case h.stopped || h.next == retryNext:
 		return nil, false // a retry is due, or nothing more will be sent
 	}
-	trailer := a.trailer
+	trailer := a.Trailer
 	if c.r.noPushback {
 		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
-	f := failure{err: a.err, trailer: trailer, sent: a.sent(), cut: a.cut, attempt: a.n}
+	f := attempt.Failure{Err: a.err, Trailer: trailer, Sent: a.Sent(), Cut: a.cut, Number: a.n}
 	d, final := c.decide(h.ctx, f)
 	switch {
 	case final != nil:
@@ -475,15 +476,15 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		// for, and told to observers, when it is.
 		h.unpaid = &unpaidRetry{f: f, delay: d}
 		if b := c.deferred(); b != nil {
-			if now := time.Now(); !b.Want(now, now.Add(d), f.cut) {
+			if now := time.Now(); !b.Want(now, now.Add(d), f.Cut) {
 				h.unpaid = nil
 				c.tell(h.ctx, f, 0, false, grpcbackoff.ReasonThrottled)
-				final = c.fail(f.err, grpcbackoff.ReasonThrottled)
+				final = c.fail(f.Err, grpcbackoff.ReasonThrottled)
 			}
 		}
 	default:
 		if why := c.pay(h.ctx, f, d, false); why != 0 {
-			final = c.fail(f.err, why)
+			final = c.fail(f.Err, why)
 		}
 	}
 	if final != nil {

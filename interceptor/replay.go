@@ -94,7 +94,7 @@ func sizeOf(m any) (int, bool) {
 // towards the caller, stop reading, and so stall the replay and the receiver
 // with it, for good. The goroutine lives no longer than a: it ends when every
 // kept message is sent or when a refuses one, which a does once it ended.
-func (s *retryStream) replay(a *attempt) {
+func (s *retryStream) replay(a *streamAttempt) {
 	s.mu.Lock()
 	cs := a.cs
 	for i := 0; !s.broken; i++ {

@@ -8,16 +8,18 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 )
 
 // A hedged call's attempts run at once, so each has its own reply, header,
 // trailer and peer; the caller gets those of the attempt that ends the call.
 
 // outputs are one attempt's own targets for what gRPC writes back: its
-// reply, and the facts grpc-go tells of it (failure.go).
+// reply, and the facts grpc-go tells of it.
 type outputs struct {
 	reply any
-	attemptFacts
+	attempt.Facts
 }
 
 // callerOutputs are the caller's Header, Trailer and Peer targets, taken
@@ -35,7 +37,7 @@ type callerOutputs struct {
 // and OnFinish say whether the request was sent), and the caller gets those
 // of the attempt that ends the call.
 func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption) []grpc.CallOption {
-	out.reset()
+	out.Reset()
 	ao := make([]grpc.CallOption, 0, len(opts)+5)
 	for _, o := range opts {
 		switch o.(type) {
@@ -44,7 +46,7 @@ func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption)
 			ao = append(ao, o)
 		}
 	}
-	return append(ao, mark, grpc.Header(&out.header), grpc.Trailer(&out.trailer), grpc.Peer(&out.peer), grpc.OnFinish(out.finished))
+	return append(ao, mark, grpc.Header(&out.Header), grpc.Trailer(&out.Trailer), grpc.Peer(&out.Peer), grpc.OnFinish(out.Finished))
 }
 
 // callerOutputsOf returns the caller's targets in opts.
@@ -70,14 +72,14 @@ func (c callerOutputs) deliver(reply any, out *outputs, ok bool) {
 		copyReply(reply, out.reply)
 	}
 	for _, p := range c.headers {
-		*p = out.header
+		*p = out.Header
 	}
 	for _, p := range c.trailers {
-		*p = out.trailer
+		*p = out.Trailer
 	}
-	if out.peerWritten() { // grpc-go writes the peer of a transport stream only
+	if out.PeerWritten() { // grpc-go writes the peer of a transport stream only
 		for _, p := range c.peers {
-			*p = out.peer
+			*p = out.Peer
 		}
 	}
 }

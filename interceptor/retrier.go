@@ -45,6 +45,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 )
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
@@ -279,10 +280,10 @@ func (r *Retrier) DialOptions() []grpc.DialOption {
 	}
 	if r.hedged || r.timed {
 		// Tells hedged calls, and attempts under AttemptTimeout, of their
-		// response headers as they arrive (headers.go). Only a Retrier that
+		// response headers as they arrive (internal/attempt). Only a Retrier that
 		// hedges or cuts attempts pays for it: a stats handler makes grpc-go
 		// allocate its events on every call.
-		opts = append(opts, grpc.WithStatsHandler(headerWatch{}))
+		opts = append(opts, grpc.WithStatsHandler(attempt.HeaderWatch{}))
 	}
 	return opts
 }

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 )
 
 // Safety says whether a method may be sent again after a failure that the
@@ -135,8 +137,8 @@ func (r *Retrier) safetyOf(p *plan) knowledge {
 
 // safeToRetry reports whether the call p plans may be sent again after an
 // attempt failed as f, with a code its Policy retries.
-func (r *Retrier) safeToRetry(p *plan, f failure) bool {
-	if r.unsafeRetries || !f.sent || !mayHaveApplied(status.Code(f.err)) {
+func (r *Retrier) safeToRetry(p *plan, f attempt.Failure) bool {
+	if r.unsafeRetries || !f.Sent || !attempt.MayHaveApplied(status.Code(f.Err)) {
 		return true
 	}
 	return r.safetyOf(p).s != NotIdempotent

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
@@ -152,36 +153,36 @@ type retryStream struct {
 	mu             sync.Mutex
 	changed        sync.Cond // on mu
 	state          streamState
-	cur            *attempt      // the current attempt
-	first          attempt       // the first attempt, which most streams only have
-	sent           []any         // messages sent before the commit, for replay
-	sent0          [1]any        // sent's first backing array: a server stream sends one
-	size           int           // weight of sent (see sizeOf)
-	closed         bool          // the caller called CloseSend
-	sends          int           // messages the caller sent
-	err            error         // the error the stream ended with, in state streamEnded
-	endSeen        bool          // the observers were told of the end
-	opening        bool          // the failure being decided on is the first opening's
-	finishers      []func(error) // the caller's grpc.OnFinish functions, run once when the stream ends (finish.go)
-	stopFinish     func() bool   // stops running them when the context ends
-	commitNext     bool          // a message sent during a backoff took the kept ones past the buffer limit: commit to the next attempt
-	sentAfterClose bool          // SendMsg after CloseSend during a retry: the retry ends the stream with errSendAfterClose
-	panicV         any           // the panic that broke the stream, if one did (see guard)
-	broken         bool          // a panic broke the stream: every operation raises panicV
+	cur            *streamAttempt // the current attempt
+	first          streamAttempt  // the first attempt, which most streams only have
+	sent           []any          // messages sent before the commit, for replay
+	sent0          [1]any         // sent's first backing array: a server stream sends one
+	size           int            // weight of sent (see sizeOf)
+	closed         bool           // the caller called CloseSend
+	sends          int            // messages the caller sent
+	err            error          // the error the stream ended with, in state streamEnded
+	endSeen        bool           // the observers were told of the end
+	opening        bool           // the failure being decided on is the first opening's
+	finishers      []func(error)  // the caller's grpc.OnFinish functions, run once when the stream ends (finish.go)
+	stopFinish     func() bool    // stops running them when the context ends
+	commitNext     bool           // a message sent during a backoff took the kept ones past the buffer limit: commit to the next attempt
+	sentAfterClose bool           // SendMsg after CloseSend during a retry: the retry ends the stream with errSendAfterClose
+	panicV         any            // the panic that broke the stream, if one did (see guard)
+	broken         bool           // a panic broke the stream: every operation raises panicV
 
 	// c follows the attempts. The goroutine that retries, in state
 	// streamRetrying, is the only one to change it.
 	c call
 }
 
-// attempt is one attempt of a stream. cs and cancel are set before the
+// streamAttempt is one attempt of a stream. cs and cancel are set before the
 // attempt becomes current; the other fields are guarded by the stream's mu.
-type attempt struct {
+type streamAttempt struct {
 	cs      grpc.ClientStream  // nil once a failed attempt is released
 	trailer metadata.MD        // a released attempt's trailer
 	cancel  context.CancelFunc // ends the attempt
 
-	reached   atomic.Bool // grpc-go had its opening: its grpc.OnFinish ran (failure.go)
+	reached   atomic.Bool // grpc-go had its opening: its grpc.OnFinish ran (internal/attempt)
 	answered  bool        // its response headers or a message arrived: it is never cut
 	counted   bool        // its success was counted, for the budget and adaptive throttling
 	receiving bool        // a goroutine is in cs.RecvMsg: the caller's RecvMsg, or Header learning how cs ended
@@ -202,7 +203,7 @@ type attempt struct {
 // replacement), with the caller's options, the layer mark (clients.go) and
 // a grpc.OnFinish of its own, by which grpc-go tells that it had the
 // opening. It is called without mu.
-func (s *retryStream) open(ctx context.Context, a *attempt) error {
+func (s *retryStream) open(ctx context.Context, a *streamAttempt) error {
 	ctx, a.cancel = context.WithCancel(ctx)
 	if s.timeout > 0 {
 		s.mu.Lock()
@@ -225,11 +226,11 @@ func (s *retryStream) open(ctx context.Context, a *attempt) error {
 // finished is the function of a's grpc.OnFinish. grpc-go runs it once the
 // attempt's stream ends, and, when it made none, before its opening
 // returns.
-func (a *attempt) finished(error) { a.reached.Store(true) }
+func (a *streamAttempt) finished(error) { a.reached.Store(true) }
 
 // release ends the stream's use of attempt a: it stops a's timer and cancels
 // a's context, if a has them. mu is held.
-func (a *attempt) release() {
+func (a *streamAttempt) release() {
 	a.done = true
 	if a.timer != nil {
 		a.timer.Stop()
@@ -243,7 +244,7 @@ func (a *attempt) release() {
 // answeredLocked notes that the server answered the current attempt a:
 // its response headers or a message arrived. The stream commits, and a is
 // never cut.
-func (s *retryStream) answeredLocked(a *attempt) {
+func (s *retryStream) answeredLocked(a *streamAttempt) {
 	a.answered = true
 	if a.timer != nil {
 		a.timer.Stop()
@@ -273,7 +274,7 @@ func (s *retryStream) commitLocked() {
 // return, and released while it waits and opens; meanwhile the state is
 // streamRetrying, and this goroutine alone uses s.c. During the wait the
 // failed attempt's stream is let go: only its trailer is kept.
-func (s *retryStream) retryLocked(a *attempt, err error) error {
+func (s *retryStream) retryLocked(a *streamAttempt, err error) error {
 	s.state = streamRetrying
 	for {
 		var cut bool
@@ -285,7 +286,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 		s.mu.Unlock()
 
 		var final error
-		var next *attempt // made once the wait is over
+		var next *streamAttempt // made once the wait is over
 		s.guard(true, func() {
 			opened := false
 			defer func() {
@@ -307,7 +308,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			s.mu.Lock()
 			a.trailer = trailer
 			s.mu.Unlock()
-			f := failure{err: err, trailer: trailer, sent: sent, cut: cut, opening: s.opening}
+			f := attempt.Failure{Err: err, Trailer: trailer, Sent: sent, Cut: cut, Opening: s.opening}
 			var d time.Duration
 			d, final = s.c.decide(s.ctx, f)
 			s.opening = false
@@ -327,7 +328,7 @@ func (s *retryStream) retryLocked(a *attempt, err error) error {
 			if final == nil {
 				ctx := s.c.retryContext(s.ctx)
 				s.c.attempts++
-				next = new(attempt)
+				next = new(streamAttempt)
 				err = s.open(ctx, next)
 			}
 			opened = true
@@ -534,7 +535,7 @@ func (s *retryStream) RecvMsg(m any) error {
 
 // countLocked reports whether attempt a's first response, or its good end,
 // is to be counted (see count), which it is once. mu is held.
-func (s *retryStream) countLocked(a *attempt) bool {
+func (s *retryStream) countLocked(a *streamAttempt) bool {
 	if a.counted {
 		return false
 	}
@@ -630,7 +631,7 @@ func (s *retryStream) Header() (metadata.MD, error) {
 // to a has not ended), it waits for a change and leaves a to RecvMsg;
 // otherwise it receives from a to learn how a ended, and retries it if it
 // should. It reports whether Header is done: the stream committed or ended.
-func (s *retryStream) headerlessLocked(a *attempt) (done bool) {
+func (s *retryStream) headerlessLocked(a *streamAttempt) (done bool) {
 	if a.receiving || a.replaying {
 		s.awaitLocked(func() bool { return !a.receiving && !a.replaying || a != s.cur || s.state != streamOpen })
 		return false

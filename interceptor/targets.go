@@ -311,3 +311,12 @@ func (cs *connState) succeededOn(i int) {
 		s.Succeeded()
 	}
 }
+
+// connClosed reports whether the ClientConn cc, or the state conn watches,
+// has shut down: a call whose attempt ended then ends, ReasonCanceled,
+// whatever the attempt's code. grpc-go moves cc to Shutdown before it ends
+// the attempts in flight and before it refuses new ones, so the state is
+// set by the time such an attempt returns.
+func connClosed(cc *grpc.ClientConn, conn *connState) bool {
+	return cc != nil && cc.GetState() == connectivity.Shutdown || conn.isClosed()
+}

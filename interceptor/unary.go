@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/attempt"
 )
 
 // Unary returns a unary client interceptor that retries calls as p says. It
@@ -76,7 +77,7 @@ type unaryCall struct {
 // option array are whole 64-byte cache lines: two processors' states never
 // share one (bench/README.md).
 type unaryState struct {
-	facts                                         attemptFacts
+	facts                                         attempt.Facts
 	readHeader, readPeer, readTrailer, readFinish grpc.CallOption // of facts, made once
 	opts                                          []grpc.CallOption
 	stripe                                        int
@@ -88,8 +89,7 @@ var stripes atomic.Int64
 
 var unaryStates = sync.Pool{New: func() any {
 	s := &unaryState{stripe: int(stripes.Add(1))}
-	s.readHeader, s.readPeer, s.readTrailer = grpc.Header(&s.facts.header), grpc.Peer(&s.facts.peer), grpc.Trailer(&s.facts.trailer)
-	s.readFinish = grpc.OnFinish(s.facts.finished)
+	s.readHeader, s.readPeer, s.readFinish, s.readTrailer = s.facts.Options()
 	return s
 }}
 
@@ -108,7 +108,7 @@ func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	}
 	s.opts[n] = mark
 	if facts {
-		s.facts.reset()
+		s.facts.Reset()
 		s.opts = append(s.opts, s.readHeader, s.readPeer, s.readFinish)
 		if trailer {
 			s.opts = append(s.opts, s.readTrailer)
@@ -121,7 +121,7 @@ func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 // options until it is reused, as the pool drops it at the next collections.
 func (s *unaryState) release() {
 	s.opts = s.opts[:0]
-	s.facts.reset()
+	s.facts.Reset()
 	unaryStates.Put(s)
 }
 
@@ -159,7 +159,7 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	if p.policy == nil { // not retried (or a reply hedging cannot copy): one attempt
 		return r.invokeOnce(ctx, conn, &u)
 	}
-	var f failure
+	var f attempt.Failure
 	if err := r.attemptUnary(ctx, ctx, &p, conn, &u, &f); err != nil {
 		return r.retryUnary(ctx, &p, conn, &u, &f)
 	}
@@ -184,7 +184,7 @@ func (r *Retrier) invokeOnce(ctx context.Context, conn *connState, u *unaryCall)
 // retryUnary goes on with a unary call whose first attempt failed as f: it
 // decides, pays for, waits for and makes its retries, and ends the call.
 // The trailer of an attempt is not held through the wait that follows it.
-func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f *failure) error {
+func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f *attempt.Failure) error {
 	c := r.newCall(p, u.cc, conn, u.opts)
 	c.req = u.req
 	c.attempts = 1
@@ -196,25 +196,25 @@ func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *u
 	return err
 }
 
-func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *failure) error {
+func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *attempt.Failure) error {
 	for {
 		d, final := c.decide(ctx, *f)
 		if final != nil {
 			return final
 		}
 		if why := c.book(ctx, *f, d); why != 0 {
-			return c.fail(f.err, why)
+			return c.fail(f.Err, why)
 		}
 		if c.deferred() == nil {
-			f.trailer = nil // read: not held through the wait (payDue tells observers its hint)
+			f.Trailer = nil // read: not held through the wait (payDue tells observers its hint)
 		}
-		if final := c.wait(ctx, d, f.err); final != nil {
+		if final := c.wait(ctx, d, f.Err); final != nil {
 			return final
 		}
 		if why := c.payDue(ctx, *f, d); why != 0 {
-			return c.fail(f.err, why)
+			return c.fail(f.Err, why)
 		}
-		*f = failure{}
+		*f = attempt.Failure{}
 		err := r.attemptUnary(ctx, c.retryContext(ctx), &c.plan, c.conn, u, f)
 		c.attempts++
 		if err == nil {
@@ -260,31 +260,31 @@ func (r *Retrier) recall(ctx context.Context, p *plan, conn *connState, cc *grpc
 // failed, f tells how. An attempt cut after its headers arrived (seen by
 // the stats handler as they came, or by grpc.Header once it ended) is
 // committed: it is not resent.
-func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall, f *failure) error {
+func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall, f *attempt.Failure) error {
 	t := p.policy.AttemptTimeout
 	if t <= 0 {
 		return r.invokeUnary(ctx, actx, conn, u, f)
 	}
-	actx, at := startAttemptTimer(actx, t)
-	defer at.stop()
-	err := r.invokeUnary(ctx, context.WithValue(actx, headerKey{}, headerListener(at)), conn, u, f)
-	if at.cut(ctx, err) {
-		f.err, f.cut, f.committed = cutError(t), true, f.committed || at.answered()
-		return f.err
+	actx, at := attempt.StartTimer(actx, t)
+	defer at.Stop()
+	err := r.invokeUnary(ctx, attempt.WithListener(actx, at), conn, u, f)
+	if at.Cut(ctx, err) {
+		f.Err, f.Cut, f.Committed = attempt.CutError(t), true, f.Committed || at.Answered()
+		return f.Err
 	}
 	return err
 }
 
 // invokeUnary sends one attempt of u on actx and returns its error; if it
 // failed, f tells how, from what grpc-go wrote into the attempt's call
-// options (failure.go).
-func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, f *failure) error {
+// options (internal/attempt).
+func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, f *attempt.Failure) error {
 	s := getUnaryState(u.opts, true, !r.noPushback)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
 	conn.record(ctx, u.cc, err)
 	if err != nil {
-		f.err = err
-		s.facts.read(f, !r.noPushback)
+		f.Err = err
+		s.facts.Read(f, !r.noPushback)
 	} else {
 		conn.succeededOn(s.stripe) // a success feeds the budget's reserve
 	}

@@ -1,7 +1,7 @@
-package interceptor
+package attempt
 
-// What grpc-go v1.85 reports of a unary attempt, pinned: every retry
-// decision reads these facts (failure.go), so a grpc-go that changes one of
+// What grpc-go v1.85 reports of an attempt, pinned: every retry decision
+// reads these facts (failure.go, facts.go), so a grpc-go that changes one of
 // them fails here before it fails a user.
 
 import (
@@ -189,7 +189,7 @@ func factCases() []factCase {
 }
 
 // TestGRPCFacts pins, case by case, what grpc-go reports of a unary attempt
-// through the call options a Retrier gives it (getUnaryState, attemptFacts):
+// through the call options of its Facts (those the unary path gives it):
 // grpc.Header's metadata is not nil exactly when real response headers
 // arrived (not for a trailers-only response, nor for a stream that ended
 // before headers); grpc.Peer and grpc.Trailer are written exactly when a
@@ -204,23 +204,23 @@ func TestGRPCFacts(t *testing.T) {
 	for _, tc := range factCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := getUnaryState(nil, true, true)
-				defer s.release()
-				cc, ctx, err := tc.call(t, s.opts...)
-				var f failure
-				f.err = err
-				s.facts.read(&f, true)
+				var facts Facts
+				facts.Reset()
+				header, peer, finish, trailer := facts.Options()
+				cc, ctx, err := tc.call(t, header, peer, finish, trailer)
+				f := Failure{Err: err}
+				facts.Read(&f, true)
 				if got := status.Code(err); got != tc.code {
 					t.Errorf("code = %v, want %v (%v)", got, tc.code, err)
 				}
-				if f.committed != tc.committed {
-					t.Errorf("grpc.Header %v: committed = %v, want %v", s.facts.header, f.committed, tc.committed)
+				if f.Committed != tc.committed {
+					t.Errorf("grpc.Header %v: committed = %v, want %v", facts.Header, f.Committed, tc.committed)
 				}
-				if !s.facts.reached {
+				if !facts.Reached {
 					t.Errorf("grpc-go did not run the attempt's grpc.OnFinish before it returned")
 				}
-				if f.sent != tc.sent || (s.facts.trailer != nil) != tc.sent {
-					t.Errorf("grpc.Peer %v, grpc.Trailer %v: sent = %v, want %v", s.facts.peer, s.facts.trailer, f.sent, tc.sent)
+				if f.Sent != tc.sent || (facts.Trailer != nil) != tc.sent {
+					t.Errorf("grpc.Peer %v, grpc.Trailer %v: sent = %v, want %v", facts.Peer, facts.Trailer, f.Sent, tc.sent)
 				}
 				if got := ctx.Err() != nil; got != tc.ctxDone {
 					t.Errorf("the call's context ended: %v, want %v", got, tc.ctxDone)
@@ -228,8 +228,8 @@ func TestGRPCFacts(t *testing.T) {
 				if got := cc.GetState() == connectivity.Shutdown; got != tc.closed {
 					t.Errorf("the ClientConn shut down: %v, want %v", got, tc.closed)
 				}
-				if s.facts.header != nil && len(s.facts.header.Get("content-type")) == 0 {
-					t.Errorf("grpc.Header = %v, want the response's content-type", s.facts.header)
+				if facts.Header != nil && len(facts.Header.Get("content-type")) == 0 {
+					t.Errorf("grpc.Header = %v, want the response's content-type", facts.Header)
 				}
 			})
 			if tc.streams > 0 && rawStreams != tc.streams {
@@ -254,8 +254,8 @@ func TestGRPCFactsTrailersOnly(t *testing.T) {
 }
 
 // TestGRPCStreamFacts pins what grpc-go v1.85 reports of a stream's attempt,
-// which the stream machine reads (stream.go): its opening returns a stream
-// only once a transport stream was made, and runs the attempt's
+// which the stream machine reads (internal/stream): its opening returns a
+// stream only once a transport stream was made, and runs the attempt's
 // grpc.OnFinish before it returns an error; once the stream failed,
 // ClientStream.Header's metadata is not nil exactly when real response
 // headers had arrived.
@@ -293,13 +293,13 @@ func TestGRPCStreamFacts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var a attempt
-				cs, err := tc.cc(t).NewStream(t.Context(), desc, method, grpc.OnFinish(a.finished))
+				var facts Facts
+				cs, err := tc.cc(t).NewStream(t.Context(), desc, method, grpc.OnFinish(facts.Finished))
 				if (cs != nil) != tc.opened || (err == nil) != tc.opened {
 					t.Fatalf("NewStream = %v, %v; want a stream: %v", cs, err, tc.opened)
 				}
 				if !tc.opened {
-					if !a.reached.Load() {
+					if !facts.Reached {
 						t.Errorf("NewStream failed (%v) before grpc-go ran the attempt's grpc.OnFinish", err)
 					}
 					return

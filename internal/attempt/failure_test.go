@@ -1,4 +1,4 @@
-package interceptor
+package attempt
 
 import (
 	"testing"
@@ -37,8 +37,8 @@ func TestFutile(t *testing.T) {
 		{status.New(codes.Internal, "grpc: received message larger than max (2048 vs. 1024)"), false},
 	}
 	for _, tc := range cases {
-		if got := futile(tc.st); got != tc.want {
-			t.Errorf("futile(%v %q, %d details) = %v, want %v", tc.st.Code(), tc.st.Message(), len(tc.st.Details()), got, tc.want)
+		if got := Futile(tc.st); got != tc.want {
+			t.Errorf("Futile(%v %q, %d details) = %v, want %v", tc.st.Code(), tc.st.Message(), len(tc.st.Details()), got, tc.want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package interceptor
 import (
 	"context"
 	"io"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -11,79 +10,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-// Policy.AttemptTimeout bounds an attempt the server has not answered. Once
-// the attempt's response headers arrive, the server has the call: the
-// attempt is never cut, nor resent, and runs to the call's own bounds (the
-// caller's deadline, a service config's timeout), as a stream's does. This
-// file holds a unary attempt's timer, hedged or not, and a stream's.
-
-// attemptTimer is the AttemptTimeout of one unary attempt: it cancels the
-// attempt when its time is up, unless the attempt's response headers
-// arrived first. The timeout is not sent to the server as a deadline: a
-// server with the call must not cut it either.
-type attemptTimer struct {
-	cancel context.CancelFunc
-	timer  *time.Timer
-	state  atomic.Int32 // timerRunning, timerAnswered or timerFired
-}
-
-const (
-	timerRunning  int32 = iota
-	timerAnswered       // the response headers arrived: never cut
-	timerFired          // the time was up first: the attempt was cut
-)
-
-// headerListener is told when the response headers of the attempt whose
-// context carries it (headerKey) arrive: an attemptTimer, or a hedged
-// attempt.
-type headerListener interface{ headersArrived() }
-
-// startAttemptTimer starts the timer t of an attempt whose context will be
-// the returned one, derived from actx.
-func startAttemptTimer(actx context.Context, t time.Duration) (context.Context, *attemptTimer) {
-	at := &attemptTimer{}
-	actx, at.cancel = context.WithCancel(actx)
-	at.timer = time.AfterFunc(t, at.fire)
-	return actx, at
-}
-
-func (at *attemptTimer) fire() {
-	if at.state.CompareAndSwap(timerRunning, timerFired) {
-		at.cancel()
-	}
-}
-
-// headersArrived stops the timer: the server has the attempt.
-func (at *attemptTimer) headersArrived() {
-	if at.state.CompareAndSwap(timerRunning, timerAnswered) {
-		at.timer.Stop()
-	}
-}
-
-// stop releases the timer and the attempt's context once the attempt ended.
-func (at *attemptTimer) stop() {
-	at.timer.Stop()
-	at.cancel()
-}
-
-// cut reports whether the attempt, which failed with err in a call whose
-// context is ctx, was cut by its timer while ctx was live.
-func (at *attemptTimer) cut(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && at.state.Load() == timerFired
-}
-
-// cutError is the error of a unary attempt cut by its AttemptTimeout t.
-func cutError(t time.Duration) error {
-	return status.Errorf(codes.DeadlineExceeded, "interceptor: attempt cut by its AttemptTimeout (%v): the server had not answered", t)
-}
-
-// answered reports whether the stats handler saw the attempt's response
-// headers arrive before its time was up. (With Unary alone, no stats
-// handler, grpc.Header tells it once the attempt ended: see attemptUnary.)
-func (at *attemptTimer) answered() bool {
-	return at.state.Load() == timerAnswered
-}
 
 // A stream's attempt is cut once the caller has waited AttemptTimeout in
 // one operation while the server has not answered (see Stream).
@@ -101,7 +27,7 @@ const (
 
 // watch starts, with an AttemptTimeout, the goroutine that waits for the
 // response headers of a, which has just become the current attempt.
-func (s *retryStream) watch(a *attempt) {
+func (s *retryStream) watch(a *streamAttempt) {
 	if s.timeout > 0 {
 		go s.watchHeaders(a, a.cs)
 	}
@@ -109,7 +35,7 @@ func (s *retryStream) watch(a *attempt) {
 
 // watchHeaders waits for the response headers of attempt a, whose stream is
 // cs, and commits the stream when they arrive: from then on a is never cut.
-func (s *retryStream) watchHeaders(a *attempt, cs grpc.ClientStream) {
+func (s *retryStream) watchHeaders(a *streamAttempt, cs grpc.ClientStream) {
 	var md metadata.MD
 	var err error
 	if !s.guard(false, func() { md, err = cs.Header() }) || md == nil || err != nil {
@@ -124,7 +50,7 @@ func (s *retryStream) watchHeaders(a *attempt, cs grpc.ClientStream) {
 
 // waitLocked notes that the caller started waiting in an operation of kind
 // o on attempt a, and arms a's timer if the server has not answered.
-func (s *retryStream) waitLocked(a *attempt, o op) {
+func (s *retryStream) waitLocked(a *streamAttempt, o op) {
 	if s.timeout <= 0 || a.answered || a.done {
 		return
 	}
@@ -136,7 +62,7 @@ func (s *retryStream) waitLocked(a *attempt, o op) {
 // ended. A message sent means the caller is still making its request,
 // which the server may rightly wait for in full before it answers: a
 // receive or Header under way waits from then on.
-func (s *retryStream) doneWaitingLocked(a *attempt, o op) {
+func (s *retryStream) doneWaitingLocked(a *streamAttempt, o op) {
 	if s.timeout <= 0 {
 		return
 	}
@@ -154,7 +80,7 @@ func (s *retryStream) doneWaitingLocked(a *attempt, o op) {
 
 // armLocked sets a's timer to fire AttemptTimeout after the earliest wait
 // under way, or stops it if none is.
-func (s *retryStream) armLocked(a *attempt) {
+func (s *retryStream) armLocked(a *streamAttempt) {
 	var earliest time.Time
 	for _, t := range a.waiting {
 		if !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
@@ -177,7 +103,7 @@ func (s *retryStream) armLocked(a *attempt) {
 
 // cutAttempt is attempt a's AttemptTimeout: it ends a if the caller has
 // waited that long in one operation and the server has not answered.
-func (s *retryStream) cutAttempt(a *attempt) {
+func (s *retryStream) cutAttempt(a *streamAttempt) {
 	s.mu.Lock()
 	cut := false
 	if !a.done && !a.answered {
@@ -204,7 +130,7 @@ func (s *retryStream) cutAttempt(a *attempt) {
 // failureLocked returns how attempt a failed, given the error err it
 // returned: an attempt cut by its AttemptTimeout, the caller's context being
 // live, fails with DEADLINE_EXCEEDED, and cut says so.
-func (s *retryStream) failureLocked(a *attempt, err error) (_ error, cut bool) {
+func (s *retryStream) failureLocked(a *streamAttempt, err error) (_ error, cut bool) {
 	if !a.cut || err == io.EOF || s.ctx.Err() != nil {
 		return err, false
 	}

@@ -1,14 +1,18 @@
-package interceptor
+// Package attempt is the bottom layer of the interceptors' engine: what one
+// attempt of a call tells once it ended (Failure, from the Facts grpc-go
+// writes into the attempt's call options), the attempt's own timeout
+// (Timer), and the watch that hears its response headers arrive
+// (HeaderWatch). It knows nothing of retries, budgets or calls: the layers
+// above (internal/target, internal/call, then the unary path, hedging and
+// the stream machine) decide from what it reports.
+package attempt
 
 import (
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -31,8 +35,8 @@ import (
 //     gRPC does not say whether the server had it, and the attempt counts
 //     as sent.
 //   - the call's context ended: ctx.Err() once the attempt returned; the
-//     attempt's own AttemptTimeout: its timer; the ClientConn closed: its
-//     state (connClosed).
+//     attempt's own AttemptTimeout: its Timer; the ClientConn closed: its
+//     state (internal/target's Conn.Closed).
 //
 // An attempt is taken as not sent only when gRPC says so: grpc-go ran the
 // attempt's grpc.OnFinish (it does for every call it was given, before a
@@ -44,79 +48,22 @@ import (
 //
 // Two things are read from a failure's status beside its code: the details
 // (RetryInfo: the server's hint) and, only to stop retrying, the message of
-// a size limit (futile). Neither can make a call be sent again.
+// a size limit (Futile). Neither can make a call be sent again.
 
-// failure is what the end of a failed attempt told.
-type failure struct {
-	err       error
-	trailer   metadata.MD // for pushback; nil if not read
-	committed bool        // response headers had arrived: the server has the call
-	sent      bool        // a transport stream was made: the request may have reached the server
-	cut       bool        // the attempt's own AttemptTimeout ended it
-	opening   bool        // a stream's first opening failed: its client's to retry, if it retries the opening
-	attempt   int         // its number, from 1; 0 for the call's last
+// Failure is what the end of a failed attempt told.
+type Failure struct {
+	Err       error
+	Trailer   metadata.MD // for pushback; nil if not read
+	Committed bool        // response headers had arrived: the server has the call
+	Sent      bool        // a transport stream was made: the request may have reached the server
+	Cut       bool        // the attempt's own AttemptTimeout ended it
+	Opening   bool        // a stream's first opening failed: its client's to retry, if it retries the opening
+	Number    int         // the attempt's number, from 1; 0 for the call's last
 }
 
-// attemptFacts are the targets of the call options by which grpc-go tells
-// what became of a unary attempt: its response headers (commit), its
-// trailer (pushback), its peer, written exactly when the attempt made a
-// transport stream (sent), and whether grpc-go had the attempt at all (its
-// grpc.OnFinish ran).
-type attemptFacts struct {
-	header  metadata.MD
-	trailer metadata.MD
-	peer    peer.Peer
-	reached bool
-}
-
-// notSentAddr is the peer address an attempt's grpc.Peer target holds until
-// grpc-go writes the attempt's real peer, which it does exactly when the
-// attempt made a transport stream, whatever that peer's fields are (a
-// net.Conn may have no address).
-type notSentAddr struct{}
-
-func (notSentAddr) Network() string { return "grpcbackoff" }
-func (notSentAddr) String() string  { return "not sent" }
-
-// reset readies f for an attempt: nothing heard, nothing sent.
-func (f *attemptFacts) reset() {
-	f.header, f.trailer, f.reached = nil, nil, false
-	f.peer = peer.Peer{Addr: notSentAddr{}}
-}
-
-// finished is the function of the attempt's grpc.OnFinish: grpc-go had the
-// attempt, with its call options.
-func (f *attemptFacts) finished(error) { f.reached = true }
-
-// peerWritten reports whether grpc-go wrote the attempt's peer: it made a
-// transport stream.
-func (f *attemptFacts) peerWritten() bool { return f.peer.Addr != notSentAddr{} }
-
-// sent reports whether the attempt's request may have reached the server:
-// unless grpc-go had the attempt and made no transport stream for it.
-func (f *attemptFacts) sent() bool { return !f.reached || f.peerWritten() }
-
-// read fills in what the attempt that failed as x.err told through f, the
-// trailer only with trailer.
-func (f *attemptFacts) read(x *failure, trailer bool) {
-	x.committed, x.sent = f.header != nil, f.sent()
-	if trailer {
-		x.trailer = f.trailer
-	}
-}
-
-// connClosed reports whether the ClientConn cc, or the state conn watches,
-// has shut down: a call whose attempt ended then ends, ReasonCanceled,
-// whatever the attempt's code. grpc-go moves cc to Shutdown before it ends
-// the attempts in flight and before it refuses new ones, so the state is
-// set by the time such an attempt returns.
-func connClosed(cc *grpc.ClientConn, conn *connState) bool {
-	return cc != nil && cc.GetState() == connectivity.Shutdown || conn.isClosed()
-}
-
-// hasRetryInfo reports whether st carries a RetryInfo detail: the server
+// HasRetryInfo reports whether st carries a RetryInfo detail: the server
 // said when to retry.
-func hasRetryInfo(st *status.Status) bool {
+func HasRetryInfo(st *status.Status) bool {
 	for _, d := range st.Details() {
 		if _, ok := d.(*errdetails.RetryInfo); ok {
 			return true
@@ -125,12 +72,12 @@ func hasRetryInfo(st *status.Status) bool {
 	return false
 }
 
-// mayHaveApplied reports whether an attempt that reached the server (its
+// MayHaveApplied reports whether an attempt that reached the server (its
 // request was sent) and failed with code may have been applied: the server,
 // or one behind it, may have acted before the failure. RESOURCE_EXHAUSTED
 // and ABORTED, among others, say it did not. An attempt that was not sent
 // was not applied, whatever its code.
-func mayHaveApplied(code codes.Code) bool {
+func MayHaveApplied(code codes.Code) bool {
 	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.DataLoss:
 		return true
@@ -159,7 +106,7 @@ var tooLargeMessages = [...]string{
 	"gRPC message exceeds maximum size",
 }
 
-// futile reports whether st is a failure no retry can mend, however
+// Futile reports whether st is a failure no retry can mend, however
 // retryable its code: a message larger than a size limit of the client or
 // the server. The same message is as large on every attempt, so such a call
 // returns at once, and costs the retry budget nothing.
@@ -171,7 +118,7 @@ var tooLargeMessages = [...]string{
 // QuotaFailure, ErrorInfo or RetryInfo detail) is never taken for one. It
 // only ever stops retries: a server whose message looks like one gets its
 // call's error at once, never a call sent again.
-func futile(st *status.Status) bool {
+func Futile(st *status.Status) bool {
 	if st.Code() != codes.ResourceExhausted || len(st.Details()) > 0 {
 		return false
 	}
