@@ -14,6 +14,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/decide"
 )
 
@@ -45,7 +46,7 @@ func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState, opts []
 // start: the ClientConn's state (and the Google API its calls serve), a bad
 // call option's error, adaptive throttling's admission, and, for a unary
 // call of a Google Cloud client (req, opts), the retries the Retrier made
-// in the client's earlier attempts of it (clients.go); the budget counts
+// in the client's earlier attempts of it (cloudclients.Memory); the budget counts
 // the call. It returns the error that ends the call before any attempt, if
 // one does: never the memory's.
 func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*connState, error) {
@@ -59,9 +60,11 @@ func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req an
 		}
 	}
 	if conn.api.Load() == nil {
-		noteAPI(ctx, conn, p.method)
+		if a := cloudclients.APIOf(ctx, p.method); a != nil {
+			conn.api.CompareAndSwap(nil, a) // once per ClientConn
+		}
 	}
-	if req != nil && r.logical.n.Load() > 0 {
+	if req != nil && r.logical.Len() > 0 {
 		r.recall(ctx, p, conn, cc, req, opts)
 	}
 	conn.started()
@@ -191,11 +194,11 @@ func (c *call) budget() decide.Budget {
 }
 
 // leftToClient reports whether a failure with code is the Google Cloud
-// client's to retry (clients.go); opening says it was a stream's first
+// client's to retry (internal/cloudclients); opening says it was a stream's first
 // opening.
 func (c *call) leftToClient(ctx context.Context, st *status.Status, opening bool) bool {
 	c.plan.learnClient(ctx, c.conn, c.opts, c.req)
-	return c.plan.client.leaves(st, opening)
+	return c.plan.client.Leaves(st, opening)
 }
 
 // observe tells every observer of the retry (or hedge) decision x, with the
@@ -241,4 +244,18 @@ func (p *plan) withTimeout(ctx context.Context) (context.Context, context.Cancel
 		return ctx, nil
 	}
 	return context.WithTimeout(ctx, p.timeout)
+}
+
+// learnClient learns, once, whether the call p plans, with ctx, opts and
+// req (nil for a stream) on the ClientConn of conn, is a Google Cloud
+// client's, and which codes its client retries (internal/cloudclients).
+func (p *plan) learnClient(ctx context.Context, conn *connState, opts []grpc.CallOption, req any) {
+	if p.client.Learnt {
+		return
+	}
+	var api *cloudclients.API
+	if conn != nil {
+		api = conn.api.Load()
+	}
+	p.client = cloudclients.Learn(ctx, p.method, opts, api, req)
 }

@@ -114,13 +114,13 @@ func (d Decision) writeTail(b *strings.Builder) {
 	}
 	for _, c := range d.Clients {
 		fmt.Fprintf(b, "; called by %s: ", c.Client)
-		var left codeSet
+		var left cloudclients.Codes
 		for _, code := range c.Codes {
 			left |= 1 << code
 		}
 		var theirs, ours []codes.Code
 		for _, code := range d.Codes {
-			if left.has(code) {
+			if left.Has(code) {
 				theirs = append(theirs, code)
 			} else {
 				ours = append(ours, code)
@@ -152,7 +152,7 @@ func (d Decision) writeTail(b *strings.Builder) {
 		}
 		var once []codes.Code
 		for _, code := range c.ExactlyOnce {
-			if !left.has(code) && slices.Contains(ours, code) {
+			if !left.Has(code) && slices.Contains(ours, code) {
 				once = append(once, code)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // plan is what one call will do: the Retrier's settings for its method and
@@ -12,22 +14,22 @@ import (
 // Explain puts the plan of a call without options into words.
 type plan struct {
 	method   string
-	policy   *compiled     // the retry Policy (for a hedged call, its failures'); nil: one attempt
-	hedge    *hedgePolicy  // non-nil: the call is hedged
-	timeout  time.Duration // bound on the whole call; 0: none
-	err      error         // a call option built from bad input
-	max      int           // the call's MaxAttempts (0 without a policy)
-	hedges   int           // attempts of a hedged round (0: not hedged)
-	from     level         // whose entry gave the policy or hedging
-	safety   Safety        // stated by a call option (see stated)
-	stated   stated        // which call option stated safety, if one did
-	critical bool          // Critical: exempt from adaptive throttling
-	static   bool          // grpc.StaticMethod: Method is a fixed name, for observers
-	through  bool          // an earlier Retrier on the connection takes the call: its attempts pass through (clients.go)
-	client   client        // what a Google Cloud client making the call retries by itself, once learnt
-	prior    int           // retries made in the client's earlier attempts of the call (clients.go)
-	taken    bool          // the call took the memory's entry of those attempts (clients.go)
-	onFinish bool          // the caller gave grpc.OnFinish: run once per call, not per attempt (finish.go)
+	policy   *compiled           // the retry Policy (for a hedged call, its failures'); nil: one attempt
+	hedge    *hedgePolicy        // non-nil: the call is hedged
+	timeout  time.Duration       // bound on the whole call; 0: none
+	err      error               // a call option built from bad input
+	max      int                 // the call's MaxAttempts (0 without a policy)
+	hedges   int                 // attempts of a hedged round (0: not hedged)
+	from     level               // whose entry gave the policy or hedging
+	safety   Safety              // stated by a call option (see stated)
+	stated   stated              // which call option stated safety, if one did
+	critical bool                // Critical: exempt from adaptive throttling
+	static   bool                // grpc.StaticMethod: Method is a fixed name, for observers
+	through  bool                // an earlier Retrier on the connection takes the call: its attempts pass through (clients.go)
+	client   cloudclients.Client // what a Google Cloud client making the call retries by itself, once learnt
+	prior    int                 // retries made in the client's earlier attempts of the call (cloudclients.Memory)
+	taken    bool                // the call took the memory's entry of those attempts (cloudclients.Memory)
+	onFinish bool                // the caller gave grpc.OnFinish: run once per call, not per attempt (finish.go)
 }
 
 // level is where a method's settings come from.

@@ -46,6 +46,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
@@ -77,7 +78,7 @@ type Retrier struct {
 
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
-	logical logicalCalls // Google Cloud clients' calls, across the clients' attempts (clients.go)
+	logical cloudclients.Memory // Google Cloud clients' calls, across the clients' attempts
 
 	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // errConnClosing is what a call on a closed ClientConn gets from grpc-go
@@ -61,7 +62,7 @@ type targetState struct {
 type connState struct {
 	t      *targetState
 	closed chan struct{}
-	api    atomic.Pointer[connAPI] // the Google API its calls serve, once a call told (clients.go)
+	api    atomic.Pointer[cloudclients.API] // the Google API its calls serve, once a call told
 }
 
 // targets is the Retrier's registry of ClientConns and their targets. A

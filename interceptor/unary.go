@@ -11,6 +11,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
 // Unary returns a unary client interceptor that retries calls as p says. It
@@ -190,7 +191,7 @@ func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *u
 	c.attempts = 1
 	err := r.retries(ctx, &c, u, f)
 	c.end(ctx, err)
-	if c.plan.client.google {
+	if c.plan.client.Google {
 		r.rememberCall(&c.plan, u, err, c.attempts)
 	}
 	return err
@@ -225,33 +226,33 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *attempt
 
 // rememberCall records, for the next attempt its Google Cloud client may
 // make of the unary call u, planned as p, that made attempts and ended with
-// err, the retries the Retrier made of it in all (clients.go): kept while
+// err, the retries the Retrier made of it in all (cloudclients.Memory): kept while
 // the client may send it again, after err, within its longest pause;
 // forgotten otherwise.
 func (r *Retrier) rememberCall(p *plan, u *unaryCall, err error, attempts int) {
-	k, ok := keyOf(u.origin, target(u.cc), u.method, u.req)
+	k, ok := cloudclients.KeyOf(u.origin, target(u.cc), u.method, u.req)
 	if !ok {
 		return
 	}
-	again := err != nil && u.origin.Err() == nil && p.client.resends.has(status.Code(err))
-	r.logical.end(u.origin, k, p.taken, again, p.prior+max(attempts-1, 0), time.Now(), p.client.pause+resendGrace)
+	again := err != nil && u.origin.Err() == nil && p.client.Resends.Has(status.Code(err))
+	r.logical.End(u.origin, k, p.taken, again, p.prior+max(attempts-1, 0), time.Now(), p.client.Pause+cloudclients.ResendGrace)
 }
 
 // recall looks up, for the unary call p plans with req on ctx and cc, a
 // Google Cloud client's, the retries the Retrier made in the client's
-// earlier attempts of it (clients.go), which count in this one's.
+// earlier attempts of it (cloudclients.Memory), which count in this one's.
 func (r *Retrier) recall(ctx context.Context, p *plan, conn *connState, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
 	if p.policy == nil || p.hedge != nil {
 		return
 	}
-	k, ok := keyOf(ctx, target(cc), p.method, req)
+	k, ok := cloudclients.KeyOf(ctx, target(cc), p.method, req)
 	if !ok {
 		return
 	}
-	if p.learnClient(ctx, conn, opts, req); !p.client.google {
+	if p.learnClient(ctx, conn, opts, req); !p.client.Google {
 		return
 	}
-	p.prior, p.taken = r.logical.take(k, time.Now())
+	p.prior, p.taken = r.logical.Take(k, time.Now())
 }
 
 // attemptUnary makes one attempt of the unary call u with plan p, with

@@ -10,6 +10,12 @@
 // retries.txt), what a hand-written retry loop does from its code
 // (handwritten.go), and where a pinned client differs from its file, from
 // the override that says why (overrides.go).
+//
+// Above the data, the rule the engine follows for a call (client.go: Learn,
+// at a call's first failure, and Leaves, for each failure), and its Memory
+// of a client's call across the client's own attempts (memory.go). In the
+// engine's layers it sits just above internal/attempt: it knows no call,
+// only what a call's context, options and request tell.
 package cloudclients
 
 import (

@@ -1,0 +1,155 @@
+package cloudclients
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff/internal/attempt"
+)
+
+// The rule the interceptors follow for a Google Cloud client's call: for a
+// code the client retries for the method (Lookup's Rule), the Retrier
+// makes one attempt and hands the error back (ReasonClientRetries); it
+// retries every other code of its Policy itself. Learn finds, at a call's
+// first failure, what its client leaves to itself; Leaves applies it to a
+// failure.
+
+// Codes is a set of codes, bit 1<<code.
+type Codes uint32
+
+// Has reports whether c is in s.
+func (s Codes) Has(c codes.Code) bool { return c < 32 && s&(1<<c) != 0 }
+
+// List returns the codes of s, in order.
+func (s Codes) List() []codes.Code {
+	var cs []codes.Code
+	for c := codes.Code(0); c < 32; c++ {
+		if s.Has(c) {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// Client is what a call's plan knows of the Google Cloud client that makes
+// it, learnt at the first failure (a call that succeeds never asks).
+type Client struct {
+	Learnt  bool
+	Google  bool  // the call is a Google Cloud client's (or an adopted one's)
+	Codes   Codes // the codes left to the client
+	Hinted  Codes // the codes left to the client when the error carries RetryInfo
+	Opening bool  // the client retries only a stream's opening
+	// Resends are the codes after which the client may send the call again
+	// (those it retries; every code when the data does not know the
+	// method), and Pause the longest it waits before it does: what the
+	// Memory of its call needs.
+	Resends Codes
+	Pause   time.Duration
+}
+
+// everyCode is every code but OK.
+const everyCode Codes = 1<<17 - 2
+
+// gaxMaxPause is gax.Backoff's default Max: the longest pause of a gax
+// Retryer whose backoff is not known.
+const gaxMaxPause = 30 * time.Second
+
+// Learn returns what is known of the Google Cloud client that makes a call
+// of method with ctx, opts and req (nil for a stream) on a ClientConn whose
+// calls serve api (nil: not known yet): whether it is a Google Cloud
+// client's, and which codes its client retries. A call marked by
+// gaxretry.Adopt (HandedOver) is the Retrier's for every code; one marked
+// by gaxretry.CallOption (ClientRetry) leaves to its gax Retryer the codes
+// it retries.
+func Learn(ctx context.Context, method string, opts []grpc.CallOption, api *API, req any) Client {
+	cl := Client{Learnt: true}
+	var handedOver bool
+	var marked *ClientRetry
+	for _, o := range opts {
+		switch o := o.(type) {
+		case HandedOver:
+			handedOver = true
+		case *ClientRetry:
+			marked = o
+		}
+	}
+	c := Call{Method: method, Stream: req == nil}
+	if vs := metadata.ValueFromOutgoingContext(ctx, Header); len(vs) > 0 {
+		c.Header = vs[0]
+	}
+	if api != nil {
+		c.API, c.APIGapic = api.Service, api.Gapic
+	}
+	rl := Lookup(c)
+	if rl.Client {
+		cl = Client{Learnt: true, Google: true, Codes: Codes(rl.Codes), Hinted: Codes(rl.Hinted), Opening: rl.Opening,
+			Resends: Codes(rl.Codes | rl.Hinted | rl.ExactlyOnce), Pause: rl.Pause}
+		if !rl.Known {
+			cl.Resends = everyCode
+		}
+		if rl.ExactlyOnce != 0 && ExactlyOnce(req) {
+			cl.Codes |= Codes(rl.ExactlyOnce)
+		}
+	}
+	if marked != nil {
+		cl.Google = true
+		cl.Codes |= Codes(marked.Codes)
+		cl.Resends |= Codes(marked.Codes)
+		cl.Pause = max(cl.Pause, marked.MaxPause)
+	}
+	if handedOver {
+		// The client's Retryer hands the call back after the Retrier gave
+		// up on it, but a per-call gax.WithRetry replaces that one and may
+		// resend it after any code, with gax's pauses (30 s at most by
+		// default).
+		cl.Google = true
+		cl.Codes, cl.Hinted, cl.Opening = 0, 0, false
+		cl.Resends, cl.Pause = everyCode, max(cl.Pause, gaxMaxPause)
+	}
+	return cl
+}
+
+// API is what the calls on one ClientConn tell of the Google API its
+// client serves: the service of its first call that was not a mixin's, and
+// that call's gapic/ version. A mixin's call (GetOperation, ListLocations,
+// GetIamPolicy) gets what that API's file says.
+type API struct {
+	Service string
+	Gapic   string
+}
+
+// APIOf returns the API that a call of method on ctx tells, or nil for a
+// mixin's call, which tells none. It allocates.
+func APIOf(ctx context.Context, method string) *API {
+	if IsMixin(method) {
+		return nil
+	}
+	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	a := &API{Service: service}
+	if vs := metadata.ValueFromOutgoingContext(ctx, Header); len(vs) > 0 {
+		for f := range strings.FieldsSeq(vs[0]) {
+			if v, ok := strings.CutPrefix(f, "gapic/"); ok {
+				a.Gapic = v
+				break
+			}
+		}
+	}
+	return a
+}
+
+// Leaves reports whether a failure with st is the client's to retry: its
+// code is one the client retries (or, with RetryInfo, one it retries then),
+// at a stream's opening (atOpening), or anywhere for a unary call or a
+// stream the client retries whole.
+func (c Client) Leaves(st *status.Status, atOpening bool) bool {
+	code := st.Code()
+	left := c.Codes.Has(code) || c.Hinted.Has(code) && attempt.HasRetryInfo(st)
+	return left && (atOpening || !c.Opening)
+}
+

@@ -1,0 +1,173 @@
+package cloudclients
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A Google Cloud client retries a call with one context and request, by
+// which the interceptors know its attempts: their own retries of one call
+// stay within MaxAttempts across them. That Memory never answers for the
+// wire: every call is sent, and an attempt of a call its client resends
+// only gets fewer retries of the Retrier's.
+
+// remembered is how many retries the Retrier made across its client's
+// attempts of one call, for the client's next attempt of it.
+type remembered struct {
+	retries int           // retries the Retrier made
+	ended   time.Time     // when the last attempt of it ended
+	within  time.Duration // how long after ended the client may send it again
+	busy    bool          // a resend of it is under way: a call that finds it then is another call
+	stop    func() bool   // stops the context.AfterFunc that forgets it; nil: none
+}
+
+// maxLogical bounds the calls remembered at once: past it, calls are not
+// remembered, and their client's attempts count afresh.
+const maxLogical = 10000
+
+// ResendGrace is added to the longest pause of a client's retry: the time
+// between the end of an attempt and the client's next, beside its pause
+// (its Retryer, a goroutine's scheduling).
+const ResendGrace = time.Second
+
+// Key tells a client's call from every other across the client's
+// attempts of it: its connection's target, its context, its method and
+// its request. gax.Invoke sends every attempt with the same request message
+// and a context with the same Done channel: the context itself is the
+// same, except with gax's tracing on, where each attempt's carries its
+// resend count over the call's.
+type Key struct {
+	target string          // cc.Target(); "" without a ClientConn
+	done   <-chan struct{} // the context's Done channel; nil for one that never ends
+	ctx    context.Context // a context that never ends, itself
+	method string
+	req    any
+}
+
+// KeyOf returns the key of the call of method with req on ctx, to target,
+// or false for a call no key can tell apart: its request is not a pointer
+// (a client sends one message in all its attempts), or its context never
+// ends and is not a pointer, as context.Background is not.
+func KeyOf(ctx context.Context, target, method string, req any) (Key, bool) {
+	if req == nil || reflect.TypeOf(req).Kind() != reflect.Pointer {
+		return Key{}, false
+	}
+	if d := ctx.Done(); d != nil {
+		return Key{target: target, done: d, method: method, req: req}, true
+	}
+	if reflect.TypeOf(ctx).Kind() == reflect.Pointer {
+		return Key{target: target, ctx: ctx, method: method, req: req}, true
+	}
+	return Key{}, false
+}
+
+// Memory is the Retrier's memory of the unary calls of Google Cloud
+// clients, by Key, so that its retries of one call, across its
+// client's attempts of it, stay within MaxAttempts: with the client's own,
+// at most the client's attempts + MaxAttempts − 1 reach the server.
+//
+// It cannot answer for the wire: every call is sent, and what it knows only
+// lowers the retries the Retrier makes of a call its client resends. A
+// call is remembered only when it ended with an error its client may send
+// it again after, and only as long as the client's retry may pause before
+// it does (checked at every lookup): it is forgotten at its success, at a
+// code its client does not retry, when the longest pause has passed, or
+// when its context ends. A call that finds its entry while another resend
+// holds it is another call, with the same request and context: it counts
+// afresh.
+type Memory struct {
+	n  atomic.Int32 // len(m), read by every call: 0 skips the lookup
+	mu sync.Mutex
+	m  map[Key]*remembered
+}
+
+// Len returns the number of calls remembered: a call finds nothing when it
+// is 0, without a lookup.
+func (l *Memory) Len() int { return int(l.n.Load()) }
+
+// Take returns the retries remembered of the call with key k at now, and
+// marks its entry as taken by this attempt of it; ok is false for a call
+// not remembered, past its time (forgotten then), or taken by another.
+func (l *Memory) Take(k Key, now time.Time) (retries int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[k]
+	switch {
+	case e == nil:
+		return 0, false
+	case now.Sub(e.ended) > e.within:
+		l.drop(k, e)
+		return 0, false
+	case e.busy:
+		return 0, false
+	}
+	e.busy = true
+	return e.retries, true
+}
+
+// End records the end at now, with retries made in all, of an attempt of
+// the call with key k, whose context is ctx: forgotten if !again (its
+// client does not send it again), kept for within otherwise. taken says
+// the attempt took the entry.
+func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int, now time.Time, within time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[k]
+	if e != nil && e.busy && !taken {
+		return // another call's resend holds it
+	}
+	if !again || retries == 0 && e == nil {
+		if e != nil {
+			l.drop(k, e)
+		}
+		return
+	}
+	if e == nil {
+		if len(l.m) >= maxLogical {
+			l.sweep(now)
+			if len(l.m) >= maxLogical {
+				return
+			}
+		}
+		if l.m == nil {
+			l.m = make(map[Key]*remembered)
+		}
+		e = &remembered{}
+		if k.done != nil {
+			e.stop = context.AfterFunc(ctx, func() { l.forget(k, e) })
+		}
+		l.m[k] = e
+		l.n.Store(int32(len(l.m)))
+	}
+	e.retries, e.ended, e.within, e.busy = max(e.retries, retries), now, within, false
+}
+
+// forget drops e, the entry of k, if it is still there.
+func (l *Memory) forget(k Key, e *remembered) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m[k] == e {
+		l.drop(k, e)
+	}
+}
+
+// drop removes e, the entry of k. l.mu is held.
+func (l *Memory) drop(k Key, e *remembered) {
+	if e.stop != nil {
+		e.stop()
+	}
+	delete(l.m, k)
+	l.n.Store(int32(len(l.m)))
+}
+
+// sweep drops the entries past their time. l.mu is held.
+func (l *Memory) sweep(now time.Time) {
+	for k, e := range l.m {
+		if now.Sub(e.ended) > e.within {
+			l.drop(k, e)
+		}
+	}
+}
