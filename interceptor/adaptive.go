@@ -11,6 +11,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
+	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
 // WithAdaptiveThrottle turns on adaptive client-side throttling
@@ -38,7 +39,7 @@ func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 		if err := a.Validate(); err != nil {
 			return err
 		}
-		r.adaptive = &a
+		r.targets.Adaptive = &a
 		return nil
 	}
 }
@@ -56,8 +57,8 @@ func Critical() grpc.CallOption { return critical }
 
 // adaptiveFor returns the adaptive state that a call on conn with plan p
 // is subject to, nil if none.
-func (r *Retrier) adaptiveFor(conn *connState, p *plan) *adaptive.State {
-	if a := conn.t.adaptive; a != nil && !p.critical {
+func (r *Retrier) adaptiveFor(conn *target.Conn, p *plan) *adaptive.State {
+	if a := conn.Adaptive(); a != nil && !p.critical {
 		return a
 	}
 	return nil
@@ -71,34 +72,11 @@ var errRejectedLocally = status.Error(codes.Unavailable, "grpcbackoff: call not 
 // the call p plans through; it returns the error for the caller if not, and
 // tells the observers of the call's end. Only calls to a target with
 // adaptive throttling need it.
-func (r *Retrier) admit(ctx context.Context, conn *connState, p *plan, cc *grpc.ClientConn) error {
+func (r *Retrier) admit(ctx context.Context, conn *target.Conn, p *plan, cc *grpc.ClientConn) error {
 	a := r.adaptiveFor(conn, p)
 	if a == nil || a.Allow(time.Now(), rand.Float64()) {
 		return nil
 	}
 	c := call{r: r, plan: *p, cc: cc, conn: conn}
 	return c.end(ctx, c.fail(errRejectedLocally, grpcbackoff.ReasonRejectedLocally))
-}
-
-// record counts, for the adaptive throttling of cs's target, an attempt of
-// a call with context ctx on cc that ended with err (see
-// WithAdaptiveThrottle). An attempt the caller canceled, or that the
-// closing of cc ended, is not counted: the backend refused nothing. A
-// deadline's end is counted as not accepted, whichever deadline it was.
-func (cs *connState) record(ctx context.Context, cc *grpc.ClientConn, err error) {
-	if cs.t.adaptive != nil {
-		cs.recordAdaptive(ctx, cc, err)
-	}
-}
-
-func (cs *connState) recordAdaptive(ctx context.Context, cc *grpc.ClientConn, err error) {
-	a := cs.t.adaptive
-	if ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && connClosed(cc, cs) {
-		return
-	}
-	code := status.Code(err)
-	if ctx.Err() == context.DeadlineExceeded {
-		code = codes.DeadlineExceeded // not the CANCELED of a context grpc-go saw end
-	}
-	a.Record(time.Now(), adaptive.Accepted(code))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/decide"
+	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
 // call follows one call across its attempts. A unary call makes one only
@@ -26,7 +27,7 @@ type call struct {
 	r        *Retrier
 	plan     plan
 	cc       *grpc.ClientConn
-	conn     *connState        // the ClientConn's state: its target's budget, its closing
+	conn     *target.Conn      // the ClientConn's state: its target's budget, its closing
 	opts     []grpc.CallOption // the caller's call options
 	req      any               // a unary call's request; nil for a stream
 	adaptive *adaptive.State   // the target's adaptive throttling; nil: none or Critical
@@ -38,7 +39,7 @@ type call struct {
 	reason   grpcbackoff.Reason // why retrying stopped, once it did (end.go)
 }
 
-func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState, opts []grpc.CallOption) call {
+func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *target.Conn, opts []grpc.CallOption) call {
 	return call{r: r, plan: *p, cc: cc, conn: conn, opts: opts, adaptive: r.adaptiveFor(conn, p)}
 }
 
@@ -49,25 +50,25 @@ func (r *Retrier) newCall(p *plan, cc *grpc.ClientConn, conn *connState, opts []
 // in the client's earlier attempts of it (cloudclients.Memory); the budget counts
 // the call. It returns the error that ends the call before any attempt, if
 // one does: never the memory's.
-func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*connState, error) {
-	conn := r.conn(cc)
+func (r *Retrier) open(ctx context.Context, p *plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*target.Conn, error) {
+	conn := r.targets.Conn(cc)
 	if p.err != nil {
 		return nil, status.Error(codes.InvalidArgument, p.err.Error())
 	}
-	if conn.t.adaptive != nil {
+	if conn.Adaptive() != nil {
 		if err := r.admit(ctx, conn, p, cc); err != nil {
 			return nil, err
 		}
 	}
-	if conn.api.Load() == nil {
+	if conn.API.Load() == nil {
 		if a := cloudclients.APIOf(ctx, p.method); a != nil {
-			conn.api.CompareAndSwap(nil, a) // once per ClientConn
+			conn.API.CompareAndSwap(nil, a) // once per ClientConn
 		}
 	}
 	if req != nil && r.logical.Len() > 0 {
 		r.recall(ctx, p, conn, cc, req, opts)
 	}
-	conn.started()
+	conn.Started()
 	return conn, nil
 }
 
@@ -87,7 +88,7 @@ func (c *call) decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 	if c.start.IsZero() {
 		c.start = now
 	}
-	if connClosed(c.cc, c.conn) {
+	if c.conn.Closed() {
 		// Whatever the attempt's code, the call ended because its
 		// ClientConn is closing, not because a retry could not help.
 		return 0, c.fail(errConnClosing, grpcbackoff.ReasonCanceled)
@@ -117,7 +118,7 @@ func (c *call) pay(ctx context.Context, f attempt.Failure, d time.Duration, hedg
 	if c.adaptive != nil {
 		a.U = rand.Float64()
 	}
-	why := decide.Pay(c.budget(), c.adaptive, a)
+	why := decide.Pay(c.conn.Budget(), c.adaptive, a)
 	c.tell(ctx, f, d, hedge, why)
 	return why
 }
@@ -149,7 +150,7 @@ func (c *call) tell(ctx context.Context, f attempt.Failure, d time.Duration, hed
 // and pays for it when it is due (payDue); any other budget pays now (pay).
 // It returns why the retry was refused, 0 if it may go.
 func (c *call) book(ctx context.Context, f attempt.Failure, d time.Duration) grpcbackoff.Reason {
-	b := c.deferred()
+	b := c.conn.Deferred()
 	if b == nil {
 		return c.pay(ctx, f, d, false)
 	}
@@ -165,32 +166,10 @@ func (c *call) book(ctx context.Context, f attempt.Failure, d time.Duration) grp
 // DeferredBudget of (pay); other budgets paid when it was decided. It
 // returns why the retry was refused, 0 if it may go.
 func (c *call) payDue(ctx context.Context, f attempt.Failure, d time.Duration) grpcbackoff.Reason {
-	if c.deferred() == nil {
+	if c.conn.Deferred() == nil {
 		return 0
 	}
 	return c.pay(ctx, f, d, false)
-}
-
-// deferred returns c's target's budget if it is a DeferredBudget.
-func (c *call) deferred() DeferredBudget {
-	if c.conn.t.budget == nil {
-		if b, ok := c.conn.t.shared.(DeferredBudget); ok {
-			return b
-		}
-	}
-	return nil
-}
-
-// budget returns the budget of c's target, nil (an interface) if it has
-// none.
-func (c *call) budget() decide.Budget {
-	if b := c.conn.t.budget; b != nil {
-		return b
-	}
-	if s := c.conn.t.shared; s != nil {
-		return s
-	}
-	return nil
 }
 
 // leftToClient reports whether a failure with code is the Google Cloud
@@ -204,7 +183,7 @@ func (c *call) leftToClient(ctx context.Context, st *status.Status, opening bool
 // observe tells every observer of the retry (or hedge) decision x, with the
 // call's method and ClientConn filled in.
 func (c *call) observe(ctx context.Context, x Retry) {
-	x.Method, x.StaticMethod, x.Target, x.Conn = c.plan.method, c.plan.static, target(c.cc), c.cc
+	x.Method, x.StaticMethod, x.Target, x.Conn = c.plan.method, c.plan.static, targetOf(c.cc), c.cc
 	for _, o := range c.r.observers {
 		o.OnRetry(ctx, x)
 	}
@@ -221,7 +200,7 @@ func (c *call) wait(ctx context.Context, d time.Duration, lastErr error) error {
 		c.delay += d
 		return nil
 	case <-ctx.Done():
-	case <-c.conn.closed:
+	case <-c.conn.Done():
 	}
 	c.delay += time.Since(start)
 	return c.interrupted(ctx, lastErr)
@@ -249,13 +228,13 @@ func (p *plan) withTimeout(ctx context.Context) (context.Context, context.Cancel
 // learnClient learns, once, whether the call p plans, with ctx, opts and
 // req (nil for a stream) on the ClientConn of conn, is a Google Cloud
 // client's, and which codes its client retries (internal/cloudclients).
-func (p *plan) learnClient(ctx context.Context, conn *connState, opts []grpc.CallOption, req any) {
+func (p *plan) learnClient(ctx context.Context, conn *target.Conn, opts []grpc.CallOption, req any) {
 	if p.client.Learnt {
 		return
 	}
 	var api *cloudclients.API
 	if conn != nil {
-		api = conn.api.Load()
+		api = conn.API.Load()
 	}
 	p.client = cloudclients.Learn(ctx, p.method, opts, api, req)
 }

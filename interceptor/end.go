@@ -5,10 +5,16 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 )
+
+// errConnClosing is what a call on a closed ClientConn gets from grpc-go
+// (grpc.ErrClientConnClosing), and what a call waiting to retry gets when
+// its ClientConn is closed.
+var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection is closing")
 
 // One way out: every call, unary, hedged or stream, ends through fail
 // (its final error and Reason) and end (what the observers are told).
@@ -52,7 +58,7 @@ func (c *call) end(ctx context.Context, err error) error {
 	if len(c.r.observers) == 0 {
 		return err
 	}
-	e := End{Method: c.plan.method, StaticMethod: c.plan.static, Target: target(c.cc), Conn: c.cc, Err: err,
+	e := End{Method: c.plan.method, StaticMethod: c.plan.static, Target: targetOf(c.cc), Conn: c.cc, Err: err,
 		Attempts: c.attempts, Hedged: c.plan.hedge != nil, Hedges: c.hedges, Delay: c.delay, Reason: c.reason}
 	e.Code = status.Code(err)
 	c.r.tellEnd(ctx, e)
@@ -62,7 +68,7 @@ func (c *call) end(ctx context.Context, err error) error {
 // endFirst tells the observers of a call whose first attempt succeeded,
 // without a call of its own.
 func (r *Retrier) endFirst(ctx context.Context, p *plan, cc *grpc.ClientConn) {
-	r.tellEnd(ctx, End{Method: p.method, StaticMethod: p.static, Target: target(cc), Conn: cc, Attempts: 1, Hedged: p.hedge != nil})
+	r.tellEnd(ctx, End{Method: p.method, StaticMethod: p.static, Target: targetOf(cc), Conn: cc, Attempts: 1, Hedged: p.hedge != nil})
 }
 
 // tellEnd tells every observer of the end e of a call.
@@ -70,4 +76,12 @@ func (r *Retrier) tellEnd(ctx context.Context, e End) {
 	for _, o := range r.observers {
 		o.OnEnd(ctx, e)
 	}
+}
+
+// targetOf returns cc's target, or "" for a call made without a ClientConn.
+func targetOf(cc *grpc.ClientConn) string {
+	if cc == nil {
+		return ""
+	}
+	return cc.Target()
 }

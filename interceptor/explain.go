@@ -194,7 +194,7 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	var p plan
 	r.plan(&p, context.Background(), fullMethod, nil)
 	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, PolicySource: r.policySource(&p),
-		SharedBudget: r.shared != nil && r.throttle != nil, Budget: r.throttle != nil, Pushback: !r.noPushback}
+		SharedBudget: r.targets.Shared != nil && r.targets.Throttle != nil, Budget: r.targets.Throttle != nil, Pushback: !r.noPushback}
 	if p.hedge != nil && isStream(fullMethod) {
 		// Hedging is for unary calls: a stream is retried by the Policy its
 		// failures answer to, as a call that is not hedged.

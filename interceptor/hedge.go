@@ -12,6 +12,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
 // hedgeAttempt is one attempt of a hedged call, with its own outputs.
@@ -102,7 +103,7 @@ type hedgeCall struct {
 
 // newHedgeCall returns the hedged call of u with plan p, or nil when u's
 // reply cannot be copied between attempts (then it is not hedged).
-func (r *Retrier) newHedgeCall(ctx context.Context, p *plan, conn *connState, u *unaryCall) *hedgeCall {
+func (r *Retrier) newHedgeCall(ctx context.Context, p *plan, conn *target.Conn, u *unaryCall) *hedgeCall {
 	rt, ok := replyTypeOf(u.reply)
 	if !ok {
 		return nil
@@ -139,7 +140,7 @@ func (h *hedgeCall) run() error {
 	}
 	now := time.Now()
 	if end != nil && end.err == nil {
-		h.c.conn.succeeded() // a success feeds the budget's reserve
+		h.c.conn.Succeeded() // a success feeds the budget's reserve
 		if h.hp.Adaptive() {
 			h.hp.tracker(h.c.plan.method).record(now, now.Sub(h.c.start))
 		}
@@ -185,7 +186,7 @@ func (h *hedgeCall) loop() (end *hedgeAttempt) {
 		}
 		var ctxDone, closed <-chan struct{}
 		if len(h.flight) == 0 { // waiting for a backoff or a pushback
-			ctxDone, closed = h.ctx.Done(), h.c.conn.closed
+			ctxDone, closed = h.ctx.Done(), h.c.conn.Done()
 		}
 		select {
 		case <-h.timerC:
@@ -201,7 +202,7 @@ func (h *hedgeCall) loop() (end *hedgeAttempt) {
 			if end, done := h.result(a); done {
 				return end
 			}
-			if len(h.flight) == 0 && h.c.deferred() == nil {
+			if len(h.flight) == 0 && h.c.conn.Deferred() == nil {
 				h.payUnpaid() // nothing can answer before the retry now
 			}
 		case a := <-h.headersIn:
@@ -316,7 +317,7 @@ func (h *hedgeCall) take(a *hedgeAttempt) {
 		h.idleSince = time.Now()
 	}
 	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
-		h.c.conn.record(h.ctx, h.c.cc, a.err)
+		h.c.conn.Record(h.ctx, a.err)
 	}
 }
 
@@ -428,7 +429,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if connClosed(c.cc, c.conn) {
+	if c.conn.Closed() {
 		h.final, h.why = c.fail(errConnClosing, grpcbackoff.ReasonCanceled), grpcbackoff.ReasonCanceled
 		return a, true
 	}
@@ -470,12 +471,12 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	d, final := c.decide(h.ctx, f)
 	switch {
 	case final != nil:
-	case len(h.flight) > 0 || c.deferred() != nil:
+	case len(h.flight) > 0 || c.conn.Deferred() != nil:
 		// An attempt in flight may answer before the retry is due (or the
 		// budget is a DeferredBudget, told of it now): the retry is paid
 		// for, and told to observers, when it is.
 		h.unpaid = &unpaidRetry{f: f, delay: d}
-		if b := c.deferred(); b != nil {
+		if b := c.conn.Deferred(); b != nil {
 			if now := time.Now(); !b.Want(now, now.Add(d), f.Cut) {
 				h.unpaid = nil
 				c.tell(h.ctx, f, 0, false, grpcbackoff.ReasonThrottled)

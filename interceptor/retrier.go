@@ -47,6 +47,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
@@ -63,14 +64,13 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // call until it is closed; a call waiting to retry returns as soon as its
 // ClientConn is closed.
 type Retrier struct {
-	base          entry                 // the default entry: the Policy given to New
-	entries       map[string]*entry     // per-method and per-service entries (methods.go)
-	throttle      *grpcbackoff.Throttle // each target's budget; nil: no throttle
-	targets       targets               // per-ClientConn and per-target state
-	safety        map[string]Safety     // WithSafety, by method or service name
-	known         sync.Map              // method -> knowledge, learnt on its first need
-	unsafe        func(string) bool     // reports names known not to be idempotent (safety.go)
-	unsafeRetries bool                  // WithNonIdempotentRetries
+	base          entry             // the default entry: the Policy given to New
+	entries       map[string]*entry // per-method and per-service entries (methods.go)
+	targets       target.Registry   // per-ClientConn and per-target state: budgets (WithThrottle, WithSharedBudget), adaptive throttling
+	safety        map[string]Safety // WithSafety, by method or service name
+	known         sync.Map          // method -> knowledge, learnt on its first need
+	unsafe        func(string) bool // reports names known not to be idempotent (safety.go)
+	unsafeRetries bool              // WithNonIdempotentRetries
 	observers     []Observer
 	bufLimit      int
 	hedged        bool // some entry hedges: DialOptions watches response headers
@@ -79,10 +79,6 @@ type Retrier struct {
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
 	logical cloudclients.Memory // Google Cloud clients' calls, across the clients' attempts
-
-	adaptive *grpcbackoff.AdaptiveThrottle // adaptive throttling of each target; nil: off (adaptive.go)
-
-	shared func(string, grpcbackoff.Throttle) SharedBudget // WithSharedBudget; nil: budgets of the process's own (shared.go)
 }
 
 // compiled is a validated Policy with its own copy of Codes.
@@ -136,7 +132,7 @@ func WithThrottle(t grpcbackoff.Throttle) Option {
 		if err := t.Validate(); err != nil {
 			return err
 		}
-		r.throttle = &t
+		r.targets.Throttle = &t
 		return nil
 	}
 }
@@ -144,7 +140,7 @@ func WithThrottle(t grpcbackoff.Throttle) Option {
 // WithoutThrottle turns the retry throttle off: every call may retry up to
 // its Policy whatever the others do. Use it only where a storm is impossible.
 func WithoutThrottle() Option {
-	return func(r *Retrier) error { r.throttle = nil; return nil }
+	return func(r *Retrier) error { r.targets.Throttle = nil; return nil }
 }
 
 // WithOnRetry sets a function called before each retry wait, and when the
@@ -210,7 +206,8 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	c, err := compile(p)
 	errs := []error{err}
 	throttle := grpcbackoff.DefaultThrottle()
-	r := &Retrier{throttle: &throttle, bufLimit: DefaultBufferLimit}
+	r := &Retrier{bufLimit: DefaultBufferLimit}
+	r.targets.Throttle, r.targets.Max = &throttle, maxTargets
 	r.base.setPolicy(&c)
 	for i, o := range opts {
 		if o == nil {
@@ -232,6 +229,10 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	}
 	return r, nil
 }
+
+// maxTargets is the number of targets past which a Retrier drops the idle
+// ones (see target.Registry).
+var maxTargets = 1024
 
 // optionError is the error of the option opts[i] given to New.
 type optionError struct {

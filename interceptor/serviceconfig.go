@@ -106,7 +106,7 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 		}
 		if sc.Throttle != nil {
 			t := *sc.Throttle
-			r.throttle = &t
+			r.targets.Throttle = &t
 		}
 		return nil
 	}

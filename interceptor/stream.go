@@ -279,7 +279,7 @@ func (s *retryStream) retryLocked(a *streamAttempt, err error) error {
 	for {
 		var cut bool
 		err, cut = s.failureLocked(a, err)
-		s.c.conn.record(s.ctx, s.c.cc, err)
+		s.c.conn.Record(s.ctx, err)
 		cs := a.cs
 		a.release()
 		a.cs = nil
@@ -519,7 +519,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			// error, with the call's attempts and why retrying stopped.
 			why := grpcbackoff.ReasonNotRetryable
 			switch {
-			case s.ctx.Err() == context.Canceled || connClosed(s.c.cc, s.c.conn):
+			case s.ctx.Err() == context.Canceled || s.c.conn.Closed():
 				why = grpcbackoff.ReasonCanceled
 			case s.ctx.Err() == context.DeadlineExceeded:
 				why = grpcbackoff.ReasonDeadline
@@ -550,8 +550,8 @@ func (s *retryStream) countLocked(a *streamAttempt) bool {
 func (s *retryStream) count(count bool) {
 	if count {
 		s.guard(true, func() {
-			s.c.conn.succeeded()
-			s.c.conn.record(s.ctx, s.c.cc, nil)
+			s.c.conn.Succeeded()
+			s.c.conn.Record(s.ctx, nil)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
 // Unary returns a unary client interceptor that retries calls as p says. It
@@ -174,18 +175,18 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 }
 
 // invokeOnce makes the single attempt of a call that is not retried.
-func (r *Retrier) invokeOnce(ctx context.Context, conn *connState, u *unaryCall) error {
+func (r *Retrier) invokeOnce(ctx context.Context, conn *target.Conn, u *unaryCall) error {
 	s := getUnaryState(u.opts, false, false)
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, s.opts...)
 	s.release()
-	conn.record(ctx, u.cc, err)
+	conn.Record(ctx, err)
 	return err
 }
 
 // retryUnary goes on with a unary call whose first attempt failed as f: it
 // decides, pays for, waits for and makes its retries, and ends the call.
 // The trailer of an attempt is not held through the wait that follows it.
-func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *connState, u *unaryCall, f *attempt.Failure) error {
+func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *target.Conn, u *unaryCall, f *attempt.Failure) error {
 	c := r.newCall(p, u.cc, conn, u.opts)
 	c.req = u.req
 	c.attempts = 1
@@ -206,7 +207,7 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *attempt
 		if why := c.book(ctx, *f, d); why != 0 {
 			return c.fail(f.Err, why)
 		}
-		if c.deferred() == nil {
+		if c.conn.Deferred() == nil {
 			f.Trailer = nil // read: not held through the wait (payDue tells observers its hint)
 		}
 		if final := c.wait(ctx, d, f.Err); final != nil {
@@ -230,7 +231,7 @@ func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *attempt
 // the client may send it again, after err, within its longest pause;
 // forgotten otherwise.
 func (r *Retrier) rememberCall(p *plan, u *unaryCall, err error, attempts int) {
-	k, ok := cloudclients.KeyOf(u.origin, target(u.cc), u.method, u.req)
+	k, ok := cloudclients.KeyOf(u.origin, targetOf(u.cc), u.method, u.req)
 	if !ok {
 		return
 	}
@@ -241,11 +242,11 @@ func (r *Retrier) rememberCall(p *plan, u *unaryCall, err error, attempts int) {
 // recall looks up, for the unary call p plans with req on ctx and cc, a
 // Google Cloud client's, the retries the Retrier made in the client's
 // earlier attempts of it (cloudclients.Memory), which count in this one's.
-func (r *Retrier) recall(ctx context.Context, p *plan, conn *connState, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
+func (r *Retrier) recall(ctx context.Context, p *plan, conn *target.Conn, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
 	if p.policy == nil || p.hedge != nil {
 		return
 	}
-	k, ok := cloudclients.KeyOf(ctx, target(cc), p.method, req)
+	k, ok := cloudclients.KeyOf(ctx, targetOf(cc), p.method, req)
 	if !ok {
 		return
 	}
@@ -261,7 +262,7 @@ func (r *Retrier) recall(ctx context.Context, p *plan, conn *connState, cc *grpc
 // failed, f tells how. An attempt cut after its headers arrived (seen by
 // the stats handler as they came, or by grpc.Header once it ended) is
 // committed: it is not resent.
-func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connState, u *unaryCall, f *attempt.Failure) error {
+func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *target.Conn, u *unaryCall, f *attempt.Failure) error {
 	t := p.policy.AttemptTimeout
 	if t <= 0 {
 		return r.invokeUnary(ctx, actx, conn, u, f)
@@ -279,24 +280,16 @@ func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *connSta
 // invokeUnary sends one attempt of u on actx and returns its error; if it
 // failed, f tells how, from what grpc-go wrote into the attempt's call
 // options (internal/attempt).
-func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *connState, u *unaryCall, f *attempt.Failure) error {
+func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *target.Conn, u *unaryCall, f *attempt.Failure) error {
 	s := getUnaryState(u.opts, true, !r.noPushback)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
-	conn.record(ctx, u.cc, err)
+	conn.Record(ctx, err)
 	if err != nil {
 		f.Err = err
 		s.facts.Read(f, !r.noPushback)
 	} else {
-		conn.succeededOn(s.stripe) // a success feeds the budget's reserve
+		conn.SucceededOn(s.stripe) // a success feeds the budget's reserve
 	}
 	s.release()
 	return err
-}
-
-// target returns cc's target, or "" for a call made without a ClientConn.
-func target(cc *grpc.ClientConn) string {
-	if cc == nil {
-		return ""
-	}
-	return cc.Target()
 }
