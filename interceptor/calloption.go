@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
 // callOption changes the Policy of one call. gRPC itself ignores it
@@ -15,9 +16,9 @@ import (
 type callOption struct {
 	grpc.EmptyCallOption
 	noRetry     bool
-	maxAttempts int       // > 0: replaces Policy.MaxAttempts
-	policy      *compiled // replaces the Policy
-	err         error     // the option was built from bad input
+	maxAttempts int              // > 0: replaces Policy.MaxAttempts
+	policy      *settings.Policy // replaces the Policy
+	err         error            // the option was built from bad input
 }
 
 // NoRetry makes one call a single attempt, whatever its Policy says: for
@@ -45,7 +46,7 @@ func CallMaxAttempts(n int) grpc.CallOption {
 // that). An invalid p makes the call fail at once with INVALID_ARGUMENT and
 // Validate's message, without reaching the server.
 func CallPolicy(p grpcbackoff.Policy) grpc.CallOption {
-	c, err := compile(p)
+	c, err := settings.Compile(p)
 	if err != nil {
 		return &callOption{err: fmt.Errorf("interceptor: CallPolicy: %w", err)}
 	}

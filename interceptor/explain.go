@@ -14,6 +14,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
 // Decision is what the calls of one method do, as Explain gives it.
@@ -246,9 +247,9 @@ func isStream(method string) bool {
 
 // policySource says where the Policy of p comes from.
 func (r *Retrier) policySource(p *plan) string {
-	name := [...]string{fromDefault: "", fromService: serviceOf(p.method), fromMethod: p.method}[p.from]
+	name := [...]string{settings.FromDefault: "", settings.FromService: settings.ServiceOf(p.method), settings.FromMethod: p.method}[p.from]
 	if p.hedge != nil {
-		name = r.retryFrom(p.method)
+		name = r.settings.RetryFrom(p.method)
 	}
 	switch {
 	case p.policy == nil && name == "":
@@ -259,15 +260,4 @@ func (r *Retrier) policySource(p *plan) string {
 		return "the Retrier's Policy"
 	}
 	return "WithMethod or WithServiceConfig for " + name
-}
-
-// retryFrom returns the name whose entry gives a hedged method the Policy
-// its failures answer to: its service, or "" for the default.
-func (r *Retrier) retryFrom(method string) string {
-	for _, name := range [...]string{method, serviceOf(method)} {
-		if e := r.entries[name]; name != "" && e != nil && e.set && e.hedge == nil {
-			return name
-		}
-	}
-	return ""
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
@@ -73,7 +74,7 @@ const (
 // meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
 type hedgeCall struct {
 	c        call
-	hp       *hedgePolicy
+	hp       *settings.Hedging
 	ctx      context.Context // the caller's, bounded by the plan's timeout
 	actx     context.Context // the attempts' parent, canceled when the call ends
 	cancel   context.CancelFunc
@@ -130,7 +131,7 @@ func (h *hedgeCall) run() error {
 		}
 	}()
 	h.c.start = time.Now()
-	h.delay = h.hp.delayFor(h.c.plan.method, h.c.start)
+	h.delay = h.hp.DelayFor(h.c.plan.method, h.c.start)
 	h.send(false)
 	end := h.loop()
 	h.settle()
@@ -142,7 +143,7 @@ func (h *hedgeCall) run() error {
 	if end != nil && end.err == nil {
 		h.c.conn.Succeeded() // a success feeds the budget's reserve
 		if h.hp.Adaptive() {
-			h.hp.tracker(h.c.plan.method).record(now, now.Sub(h.c.start))
+			h.hp.Record(h.c.plan.method, now, now.Sub(h.c.start))
 		}
 		h.caller.deliver(h.u.reply, &end.outputs, true)
 		return h.c.end(h.ctx, nil)
@@ -450,7 +451,7 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	retryable := c.plan.policy != nil && (c.plan.policy.Retryable(code) || a.cut)
-	nonFatal := h.hp.isNonFatal(code)
+	nonFatal := h.hp.NonFatal(code)
 	switch {
 	case !retryable && !nonFatal:
 		// A definitive answer: it ends the call, and the others are

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
 // withKnownUnsafe installs f as the idempotency classifier that New
@@ -77,11 +78,11 @@ func TestDefaultHedgingSkipsUnsafeMethods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hp, err := compileHedging(grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Millisecond})
+		hp, err := settings.CompileHedging(grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.entry("").setHedge(hp) // as WithServiceConfig does for a default entry
+		r.settings.Entry("").SetHedge(hp) // as WithServiceConfig does for a default entry
 		for method, want := range map[string]int32{"/pkg.Svc/Get": 2, "/pkg.Svc/Put": 1} {
 			var attempts atomic.Int32
 			invoker := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {

@@ -3,23 +3,12 @@ package interceptor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 )
-
-// entry is what the Retrier's options say of one name: a method
-// "/pkg.Service/Method", a service "/pkg.Service/", or the default ("").
-// A name has a retry Policy, a Hedging, or no retry; a service config entry
-// may also bound its calls with a timeout.
-type entry struct {
-	set     bool          // a retry setting was given: policy, hedge, or no retry
-	policy  *compiled     // with set and hedge nil: the Policy; nil: no retry
-	hedge   *hedgePolicy  // with set: hedged instead
-	timeout time.Duration // bound on each call of the name; 0: none
-	config  bool          // from WithServiceConfig: a Policy of its states the name safe to retry
-}
 
 // WithMethod gives the methods that name matches their own Policy. name is
 // matched as in a gRPC service config: "/pkg.Service/Method" names one
@@ -30,14 +19,14 @@ type entry struct {
 // states that (see Safety).
 func WithMethod(name string, p grpcbackoff.Policy) Option {
 	return func(r *Retrier) error {
-		c, err := compile(p)
+		c, err := settings.Compile(p)
 		if err != nil {
 			err = fmt.Errorf("interceptor: WithMethod(%q): %w", name, err)
 		}
 		if err := errors.Join(checkMethodName(name), err); err != nil {
 			return err
 		}
-		r.entry(name).setPolicy(&c)
+		r.settings.Entry(name).SetPolicy(&c)
 		return nil
 	}
 }
@@ -49,7 +38,7 @@ func WithoutRetryFor(name string) Option {
 		if err := checkMethodName(name); err != nil {
 			return err
 		}
-		r.entry(name).setPolicy(nil)
+		r.settings.Entry(name).SetPolicy(nil)
 		return nil
 	}
 }
@@ -77,38 +66,17 @@ func WithoutRetryFor(name string) Option {
 // method is. A reply must be a proto.Message or a pointer to be hedged.
 func WithHedging(name string, h grpcbackoff.Hedging) Option {
 	return func(r *Retrier) error {
-		hp, err := compileHedging(h)
+		hp, err := settings.CompileHedging(h)
 		if err != nil {
 			err = fmt.Errorf("interceptor: WithHedging(%q): %w", name, err)
 		}
 		if err := errors.Join(checkMethodName(name), err); err != nil {
 			return err
 		}
-		r.entry(name).setHedge(hp)
+		r.settings.Entry(name).SetHedge(hp)
 		return nil
 	}
 }
-
-// entry returns the entry of name, made on first use. Only options call it,
-// before New returns.
-func (r *Retrier) entry(name string) *entry {
-	if name == "" {
-		return &r.base
-	}
-	if r.entries == nil {
-		r.entries = make(map[string]*entry)
-	}
-	e := r.entries[name]
-	if e == nil {
-		e = &entry{}
-		r.entries[name] = e
-	}
-	return e
-}
-
-func (e *entry) setPolicy(p *compiled) { e.set, e.policy, e.hedge, e.config = true, p, nil, false }
-
-func (e *entry) setHedge(h *hedgePolicy) { e.set, e.policy, e.hedge, e.config = true, nil, h, false }
 
 // checkMethodName accepts "/pkg.Service/Method" and "/pkg.Service/".
 func checkMethodName(name string) error {
@@ -119,46 +87,22 @@ func checkMethodName(name string) error {
 	return nil
 }
 
-// serviceOf returns the service name "/pkg.Service/" of a method
-// "/pkg.Service/Method", or "" if method has no service part.
-func serviceOf(method string) string {
-	if i := strings.LastIndexByte(method, '/'); i > 0 {
-		return method[:i+1]
-	}
-	return ""
-}
-
-// resolve fills in the settings of p.method from the entries that apply:
-// its own, its service's, then the default, the first that has a setting
-// deciding; a hedged method's failures answer to the Policy of the next
-// entry that has one. It allocates nothing; without per-method options it
-// reads no map.
-func (r *Retrier) resolve(p *plan) {
-	if r.entries == nil {
-		p.policy, p.hedge, p.timeout, p.from = r.base.policy, r.base.hedge, r.base.timeout, fromDefault
-		return
-	}
-	decided := false
-	take := func(e *entry, l level) (done bool) {
-		if e == nil || !e.set {
-			return false
+// checkHedging returns an error naming every hedged name known not to be
+// safe to send twice. New calls it once every option has been applied.
+func (r *Retrier) checkHedging() error {
+	var bad []string
+	r.settings.All(func(name string, e *settings.Entry) {
+		if e.Hedge != nil {
+			r.hedged = true
+			if name != "" && r.unsafe(name) {
+				bad = append(bad, fmt.Sprintf("%q", name))
+			}
 		}
-		if !decided {
-			decided = true
-			p.policy, p.hedge, p.timeout, p.from = e.policy, e.hedge, e.timeout, l
-			return e.hedge == nil
-		}
-		if e.hedge == nil { // the Policy a hedged method's failures answer to
-			p.policy = e.policy
-			return true
-		}
-		return false
+	})
+	if len(bad) == 0 {
+		return nil
 	}
-	if take(r.entries[p.method], fromMethod) {
-		return
-	}
-	if svc := serviceOf(p.method); svc != "" && take(r.entries[svc], fromService) {
-		return
-	}
-	take(&r.base, fromDefault)
+	slices.Sort(bad)
+	return fmt.Errorf("interceptor: hedging is configured for %s, known not to be safe to send twice (not idempotent): use a retry policy there",
+		strings.Join(bad, ", "))
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
 // plan is what one call will do: the Retrier's settings for its method and
@@ -14,13 +15,13 @@ import (
 // Explain puts the plan of a call without options into words.
 type plan struct {
 	method   string
-	policy   *compiled           // the retry Policy (for a hedged call, its failures'); nil: one attempt
-	hedge    *hedgePolicy        // non-nil: the call is hedged
+	policy   *settings.Policy    // the retry Policy (for a hedged call, its failures'); nil: one attempt
+	hedge    *settings.Hedging   // non-nil: the call is hedged
 	timeout  time.Duration       // bound on the whole call; 0: none
 	err      error               // a call option built from bad input
 	max      int                 // the call's MaxAttempts (0 without a policy)
 	hedges   int                 // attempts of a hedged round (0: not hedged)
-	from     level               // whose entry gave the policy or hedging
+	from     settings.Level      // whose entry gave the policy or hedging
 	safety   Safety              // stated by a call option (see stated)
 	stated   stated              // which call option stated safety, if one did
 	critical bool                // Critical: exempt from adaptive throttling
@@ -31,15 +32,6 @@ type plan struct {
 	taken    bool                // the call took the memory's entry of those attempts (cloudclients.Memory)
 	onFinish bool                // the caller gave grpc.OnFinish: run once per call, not per attempt (finish.go)
 }
-
-// level is where a method's settings come from.
-type level int8
-
-const (
-	fromDefault level = iota // the Policy given to New, or a default service config entry
-	fromService              // an entry for "/pkg.Service/"
-	fromMethod               // an entry for the method itself
-)
 
 // stated says which call option stated a call's Safety.
 type stated int8
@@ -58,13 +50,10 @@ func (s stated) String() string {
 // and opts. It allocates nothing.
 func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.CallOption) {
 	p.method = method
-	if r.entries == nil { // the Retrier's own settings for every method
-		p.policy, p.hedge, p.timeout = r.base.policy, r.base.hedge, r.base.timeout
-	} else {
-		r.resolve(p)
-	}
+	s := r.settings.Resolve(method)
+	p.policy, p.hedge, p.timeout, p.from = s.Policy, s.Hedge, s.Timeout, s.From
 	noRetry, maxAttempts := false, 0
-	var callPolicy *compiled
+	var callPolicy *settings.Policy
 	for _, o := range opts {
 		switch o := o.(type) {
 		case *layerMark:
@@ -100,7 +89,7 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 	case callPolicy != nil:
 		p.policy, p.hedge = callPolicy, nil
 	}
-	if p.hedge != nil && (p.safety == NotIdempotent || p.from != fromMethod && r.unsafe(method)) {
+	if p.hedge != nil && (p.safety == NotIdempotent || p.from != settings.FromMethod && r.unsafe(method)) {
 		p.hedge = nil // never sent twice: its failures follow its Policy
 	}
 	if p.policy != nil {
@@ -114,7 +103,7 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 		switch {
 		case maxAttempts > 0: // CallMaxAttempts: the hedges and the whole call
 			p.hedges, p.max = maxAttempts, maxAttempts
-		case p.policy == nil || p.hedge.config: // the hedges are every attempt (a service config's: as grpc-go)
+		case p.policy == nil || p.hedge.Config: // the hedges are every attempt (a service config's: as grpc-go)
 			p.max = min(p.max, p.hedges)
 			if p.policy == nil {
 				p.max = p.hedges

@@ -47,6 +47,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
@@ -64,8 +65,7 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // call until it is closed; a call waiting to retry returns as soon as its
 // ClientConn is closed.
 type Retrier struct {
-	base          entry             // the default entry: the Policy given to New
-	entries       map[string]*entry // per-method and per-service entries (methods.go)
+	settings      settings.Table    // the Policy given to New, and per-method and per-service entries (methods.go)
 	targets       target.Registry   // per-ClientConn and per-target state: budgets (WithThrottle, WithSharedBudget), adaptive throttling
 	safety        map[string]Safety // WithSafety, by method or service name
 	known         sync.Map          // method -> knowledge, learnt on its first need
@@ -79,20 +79,6 @@ type Retrier struct {
 	noPushback bool // do not ask gRPC for unary calls' trailers
 
 	logical cloudclients.Memory // Google Cloud clients' calls, across the clients' attempts
-}
-
-// compiled is a validated Policy with its own copy of Codes.
-type compiled struct {
-	grpcbackoff.Policy
-}
-
-func compile(p grpcbackoff.Policy) (compiled, error) {
-	if err := p.Validate(); err != nil {
-		return compiled{}, err
-	}
-	c := compiled{Policy: p}
-	c.Codes = append([]codes.Code(nil), p.Codes...) // the caller keeps its slice
-	return c, nil
 }
 
 // Retry describes one retry decision, as passed to the hook set with
@@ -203,12 +189,12 @@ func WithBufferLimit(n int) Option {
 // opts, all at once. Use it for configuration read at run time; Unary,
 // Stream and DialOptions panic instead.
 func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
-	c, err := compile(p)
+	c, err := settings.Compile(p)
 	errs := []error{err}
 	throttle := grpcbackoff.DefaultThrottle()
 	r := &Retrier{bufLimit: DefaultBufferLimit}
 	r.targets.Throttle, r.targets.Max = &throttle, maxTargets
-	r.base.setPolicy(&c)
+	r.settings.Base.SetPolicy(&c)
 	for i, o := range opts {
 		if o == nil {
 			errs = append(errs, &optionError{i: i, err: errors.New("interceptor: the option is nil")})
@@ -220,10 +206,9 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 		r.unsafe = r.notIdempotent
 	}
 	errs = append(errs, r.checkHedging())
-	r.timed = r.base.policy != nil && r.base.policy.AttemptTimeout > 0
-	for _, e := range r.entries {
-		r.timed = r.timed || e.policy != nil && e.policy.AttemptTimeout > 0
-	}
+	r.settings.All(func(_ string, e *settings.Entry) {
+		r.timed = r.timed || e.Policy != nil && e.Policy.AttemptTimeout > 0
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

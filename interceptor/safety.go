@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
 // Safety says whether a method may be sent again after a failure that the
@@ -150,10 +151,10 @@ func (r *Retrier) learn(method string) knowledge {
 	if s, ok := r.safety[method]; ok {
 		return knowledge{s, "WithSafety(" + method + ")"}
 	}
-	if e := r.entries[method]; e != nil && e.config && e.policy != nil {
+	if e := r.settings.Named(method); e != nil && e.Config && e.Policy != nil {
 		return knowledge{Idempotent, "a service config's retryPolicy for it (WithServiceConfig)"}
 	}
-	if svc := serviceOf(method); svc != "" {
+	if svc := settings.ServiceOf(method); svc != "" {
 		if s, ok := r.safety[svc]; ok {
 			return knowledge{s, "WithSafety(" + svc + ")"}
 		}

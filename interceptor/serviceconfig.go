@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
@@ -35,8 +36,8 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 	return func(r *Retrier) error {
 		type named struct {
 			name    string
-			p       *compiled    // nil: no retry
-			h       *hedgePolicy // non-nil: hedged instead
+			p       *settings.Policy  // nil: no retry
+			h       *settings.Hedging // non-nil: hedged instead
 			timeout time.Duration
 		}
 		var (
@@ -48,27 +49,27 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 			errs = append(errs, fmt.Errorf("interceptor: WithServiceConfig: "+format, args...))
 		}
 		for i, m := range sc.Methods {
-			var c *compiled
+			var c *settings.Policy
 			if m.Policy != nil {
-				cp, err := compile(*m.Policy)
+				cp, err := settings.Compile(*m.Policy)
 				if err != nil {
 					bad("Methods[%d] %q: %w", i, m.Names, err)
 					continue
 				}
 				c = &cp
 			}
-			var h *hedgePolicy
+			var h *settings.Hedging
 			if m.Hedging != nil {
 				if m.Policy != nil {
 					bad("Methods[%d] %q has both a Policy and a Hedging", i, m.Names)
 					continue
 				}
-				hp, err := compileHedging(*m.Hedging)
+				hp, err := settings.CompileHedging(*m.Hedging)
 				if err != nil {
 					bad("Methods[%d] %q: %w", i, m.Names, err)
 					continue
 				}
-				hp.config = true
+				hp.Config = true
 				h = hp
 			}
 			for j, name := range m.Names {
@@ -96,13 +97,13 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 		}
 
 		for _, e := range entries {
-			en := r.entry(e.name)
+			en := r.settings.Entry(e.name)
 			if e.h != nil {
-				en.setHedge(e.h)
+				en.SetHedge(e.h)
 			} else {
-				en.setPolicy(e.p)
+				en.SetPolicy(e.p)
 			}
-			en.timeout, en.config = e.timeout, true
+			en.Timeout, en.Config = e.timeout, true
 		}
 		if sc.Throttle != nil {
 			t := *sc.Throttle
