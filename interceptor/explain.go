@@ -14,6 +14,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
@@ -181,7 +182,7 @@ func codeList(cs []codes.Code) string {
 	}
 	names := make([]string, len(cs))
 	for i, c := range cs {
-		names[i] = strings.ToUpper(snake(c.String()))
+		names[i] = strings.ToUpper(safety.Snake(c.String()))
 	}
 	return strings.Join(names, ", ")
 }
@@ -217,14 +218,14 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	pol.Codes = slices.Clone(p.policy.Codes)
 	d.Policy = &pol
 	k := r.safetyOf(&p)
-	d.Safety, d.Source = k.s, k.source
+	d.Safety, d.Source = Safety(k.Level), k.Source
 	for _, c := range pol.Codes {
-		if k.s == NotIdempotent && !r.unsafeRetries && attempt.MayHaveApplied(c) {
+		if k.Level == safety.NotIdempotent && !r.unsafeRetries && attempt.MayHaveApplied(c) {
 			continue
 		}
 		d.Codes = append(d.Codes, c)
 	}
-	if r.unsafeRetries && k.s == NotIdempotent {
+	if r.unsafeRetries && k.Level == safety.NotIdempotent {
 		d.Source += " (retried anyway: WithNonIdempotentRetries)"
 	}
 	d.Clients = clientRetries(fullMethod, isStream(fullMethod))

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
@@ -22,7 +23,7 @@ type plan struct {
 	max      int                 // the call's MaxAttempts (0 without a policy)
 	hedges   int                 // attempts of a hedged round (0: not hedged)
 	from     settings.Level      // whose entry gave the policy or hedging
-	safety   Safety              // stated by a call option (see stated)
+	safety   safety.Level        // stated by a call option (see stated)
 	stated   stated              // which call option stated safety, if one did
 	critical bool                // Critical: exempt from adaptive throttling
 	static   bool                // grpc.StaticMethod: Method is a fixed name, for observers
@@ -67,7 +68,7 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 			p.critical = true
 		case *safetyOption:
 			p.safety, p.stated = o.s, byCallIdempotent
-			if o.s == NotIdempotent {
+			if o.s == safety.NotIdempotent {
 				p.stated = byCallNotIdempotent
 			}
 		case *callOption:
@@ -89,7 +90,7 @@ func (r *Retrier) plan(p *plan, ctx context.Context, method string, opts []grpc.
 	case callPolicy != nil:
 		p.policy, p.hedge = callPolicy, nil
 	}
-	if p.hedge != nil && (p.safety == NotIdempotent || p.from != settings.FromMethod && r.unsafe(method)) {
+	if p.hedge != nil && (p.safety == safety.NotIdempotent || p.from != settings.FromMethod && r.unsafe(method)) {
 		p.hedge = nil // never sent twice: its failures follow its Policy
 	}
 	if p.policy != nil {

@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,6 +46,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/target"
 )
@@ -67,9 +67,8 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 type Retrier struct {
 	settings      settings.Table    // the Policy given to New, and per-method and per-service entries (methods.go)
 	targets       target.Registry   // per-ClientConn and per-target state: budgets (WithThrottle, WithSharedBudget), adaptive throttling
-	safety        map[string]Safety // WithSafety, by method or service name
-	known         sync.Map          // method -> knowledge, learnt on its first need
-	unsafe        func(string) bool // reports names known not to be idempotent (safety.go)
+	safety        safety.Book       // WithSafety, and what is learnt of each method (internal/safety)
+	unsafe        func(string) bool // reports names known not to be idempotent (internal/safety)
 	unsafeRetries bool              // WithNonIdempotentRetries
 	observers     []Observer
 	bufLimit      int
@@ -193,6 +192,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	errs := []error{err}
 	throttle := grpcbackoff.DefaultThrottle()
 	r := &Retrier{bufLimit: DefaultBufferLimit}
+	r.safety.Settings = &r.settings
 	r.targets.Throttle, r.targets.Max = &throttle, maxTargets
 	r.settings.Base.SetPolicy(&c)
 	for i, o := range opts {
@@ -203,7 +203,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 		}
 	}
 	if r.unsafe == nil {
-		r.unsafe = r.notIdempotent
+		r.unsafe = r.safety.NotIdempotent
 	}
 	errs = append(errs, r.checkHedging())
 	r.settings.All(func(_ string, e *settings.Entry) {

@@ -2,15 +2,12 @@ package interceptor
 
 import (
 	"fmt"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/settings"
+	"github.com/platformkit/grpcbackoff/internal/safety"
 )
 
 // Safety says whether a method may be sent again after a failure that the
@@ -69,12 +66,12 @@ func (s Safety) String() string {
 // gRPC ignores it (grpc.EmptyCallOption).
 type safetyOption struct {
 	grpc.EmptyCallOption
-	s Safety
+	s safety.Level
 }
 
 var (
-	idempotentOption    = &safetyOption{s: Idempotent}
-	notIdempotentOption = &safetyOption{s: NotIdempotent}
+	idempotentOption    = &safetyOption{s: safety.Idempotent}
+	notIdempotentOption = &safetyOption{s: safety.NotIdempotent}
 )
 
 // CallIdempotent states that one call may be sent again after any failure
@@ -99,10 +96,7 @@ func WithSafety(name string, s Safety) Option {
 		if s < SafetyUnknown || s > NotIdempotent {
 			return fmt.Errorf("interceptor: WithSafety(%q, %d): unknown Safety", name, int(s))
 		}
-		if r.safety == nil {
-			r.safety = make(map[string]Safety)
-		}
-		r.safety[name] = s
+		r.safety.State(name, safety.Level(s))
 		return nil
 	}
 }
@@ -116,24 +110,14 @@ func WithNonIdempotentRetries() Option {
 	return func(r *Retrier) error { r.unsafeRetries = true; return nil }
 }
 
-// knowledge is what is known of a method's Safety, and from where.
-type knowledge struct {
-	s      Safety
-	source string
-}
-
 // safetyOf returns what is known of the Safety of the call p plans, first
-// to last as Safety says. The descriptor's part is learnt once per method.
-func (r *Retrier) safetyOf(p *plan) knowledge {
+// to last as Safety says: what its call options state, then what the
+// Retrier's book says of its method (internal/safety).
+func (r *Retrier) safetyOf(p *plan) safety.Knowledge {
 	if p.stated != byNone {
-		return knowledge{p.safety, "call option " + p.stated.String()}
+		return safety.Knowledge{Level: p.safety, Source: "call option " + p.stated.String()}
 	}
-	if k, ok := r.known.Load(p.method); ok {
-		return k.(knowledge)
-	}
-	k := r.learn(p.method)
-	r.known.Store(p.method, k)
-	return k
+	return r.safety.Of(p.method)
 }
 
 // safeToRetry reports whether the call p plans may be sent again after an
@@ -142,47 +126,5 @@ func (r *Retrier) safeToRetry(p *plan, f attempt.Failure) bool {
 	if r.unsafeRetries || !f.Sent || !attempt.MayHaveApplied(status.Code(f.Err)) {
 		return true
 	}
-	return r.safetyOf(p).s != NotIdempotent
-}
-
-// learn finds what the Retrier's options and the method's descriptor say of
-// method.
-func (r *Retrier) learn(method string) knowledge {
-	if s, ok := r.safety[method]; ok {
-		return knowledge{s, "WithSafety(" + method + ")"}
-	}
-	if e := r.settings.Named(method); e != nil && e.Config && e.Policy != nil {
-		return knowledge{Idempotent, "a service config's retryPolicy for it (WithServiceConfig)"}
-	}
-	if svc := settings.ServiceOf(method); svc != "" {
-		if s, ok := r.safety[svc]; ok {
-			return knowledge{s, "WithSafety(" + svc + ")"}
-		}
-	}
-	return describe(method)
-}
-
-func (r *Retrier) notIdempotent(name string) bool {
-	if !strings.HasSuffix(name, "/") {
-		return r.learnt(name).s == NotIdempotent
-	}
-	if s, ok := r.safety[name]; ok {
-		return s == NotIdempotent
-	}
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(strings.Trim(name, "/")))
-	sd, ok := d.(protoreflect.ServiceDescriptor)
-	if err != nil || !ok {
-		return false
-	}
-	for i := range sd.Methods().Len() {
-		if r.notIdempotent(name + string(sd.Methods().Get(i).Name())) {
-			return true
-		}
-	}
-	return false
-}
-
-// learnt is safetyOf for a call of method without call options.
-func (r *Retrier) learnt(method string) knowledge {
-	return r.safetyOf(&plan{method: method})
+	return r.safetyOf(p).Level != safety.NotIdempotent
 }

@@ -1,4 +1,4 @@
-package interceptor
+package safety
 
 import (
 	"strings"
@@ -12,61 +12,61 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
-// describe learns what method's descriptor says of its safety; for a method
-// of a pinned Google Cloud client whose generated package the binary does
-// not link, what the data says its descriptor tells.
-func describe(method string) knowledge {
+// Describe returns what method's descriptor says of its safety; for a
+// method of a pinned Google Cloud client whose generated package the binary
+// does not link, what the data says its descriptor tells.
+func Describe(method string) Knowledge {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
 		if s, source, _, ok := cloudclients.Safety(method); ok {
-			return knowledge{Safety(s), source + " (the descriptor of the pinned client's, not linked in)"}
+			return Knowledge{Level(s), source + " (the descriptor of the pinned client's, not linked in)"}
 		}
-		return knowledge{SafetyUnknown, "no descriptor registered for " + service}
+		return Knowledge{Unknown, "no descriptor registered for " + service}
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {
-		return knowledge{SafetyUnknown, service + " is not a service"}
+		return Knowledge{Unknown, service + " is not a service"}
 	}
 	md := sd.Methods().ByName(protoreflect.Name(name))
 	if md == nil {
-		return knowledge{SafetyUnknown, "no method " + name + " in service " + service}
+		return Knowledge{Unknown, "no method " + name + " in service " + service}
 	}
 	opts, _ := md.Options().(*descriptorpb.MethodOptions)
 	switch lvl := opts.GetIdempotencyLevel(); lvl {
 	case descriptorpb.MethodOptions_NO_SIDE_EFFECTS, descriptorpb.MethodOptions_IDEMPOTENT:
-		return knowledge{Idempotent, "idempotency_level " + lvl.String()}
+		return Knowledge{Idempotent, "idempotency_level " + lvl.String()}
 	}
 	verb, path, ok := httpBinding(opts)
 	if !ok {
-		return knowledge{SafetyUnknown, "neither idempotency_level nor google.api.http"}
+		return Knowledge{Unknown, "neither idempotency_level nor google.api.http"}
 	}
 	binding := "google.api.http " + strings.ToUpper(verb) + " " + path
 	switch verb {
 	case "get", "put", "patch", "delete":
-		return knowledge{Idempotent, binding}
+		return Knowledge{Idempotent, binding}
 	case "post":
 	default:
-		return knowledge{SafetyUnknown, binding}
+		return Knowledge{Unknown, binding}
 	}
 	in := md.Input().Fields()
 	if f := in.ByName("request_id"); f != nil && f.Kind() == protoreflect.StringKind {
-		return knowledge{Idempotent, binding + " with a request_id (AIP-155)"}
+		return Knowledge{Idempotent, binding + " with a request_id (AIP-155)"}
 	}
 	if resource, ok := strings.CutPrefix(name, "Create"); ok && resource != "" {
-		id := snake(resource) + "_id"
+		id := Snake(resource) + "_id"
 		if f := in.ByName(protoreflect.Name(id)); f != nil && f.Kind() == protoreflect.StringKind {
-			return knowledge{Idempotent, binding + ": Create with a user-specified " + id + " (AIP-133)"}
+			return Knowledge{Idempotent, binding + ": Create with a user-specified " + id + " (AIP-133)"}
 		}
 	}
 	words := camelWords(name)
 	if setsState[words[0]] {
-		return knowledge{Idempotent, binding + ": " + name + " sets a state (" + words[0] + ")"}
+		return Knowledge{Idempotent, binding + ": " + name + " sets a state (" + words[0] + ")"}
 	}
 	if read, change := wordOf(words, reads), wordOf(words, changes); read != "" && change == "" {
-		return knowledge{Idempotent, binding + ": " + name + " reads (" + read + ")"}
+		return Knowledge{Idempotent, binding + ": " + name + " reads (" + read + ")"}
 	}
-	return knowledge{NotIdempotent, binding + ": " + name + " neither reads nor sets a state"}
+	return Knowledge{NotIdempotent, binding + ": " + name + " neither reads nor sets a state"}
 }
 
 // The words of a POST method's name (AIP-136 names custom methods verb
@@ -154,8 +154,8 @@ func httpBinding(opts *descriptorpb.MethodOptions) (verb, path string, ok bool) 
 	return "", "", false
 }
 
-// snake turns "InstanceConfig" into "instance_config".
-func snake(s string) string {
+// Snake turns "InstanceConfig" into "instance_config".
+func Snake(s string) string {
 	var b strings.Builder
 	for i, c := range s {
 		if unicode.IsUpper(c) {
