@@ -1,17 +1,10 @@
 package interceptor
 
 import (
-	"context"
-	"math/rand/v2"
-	"time"
-
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/adaptive"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/call"
 )
 
 // WithAdaptiveThrottle turns on adaptive client-side throttling
@@ -39,44 +32,16 @@ func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 		if err := a.Validate(); err != nil {
 			return err
 		}
-		r.targets.Adaptive = &a
+		r.e.Targets.Adaptive = &a
 		return nil
 	}
 }
 
-// criticalOption is the call option of Critical; gRPC ignores it.
-type criticalOption struct{ grpc.EmptyCallOption }
-
-var critical grpc.CallOption = &criticalOption{}
+// critical is the call option of Critical; gRPC ignores it.
+var critical grpc.CallOption = &call.CriticalOption{}
 
 // Critical exempts one call, its retries included, from adaptive
 // client-side throttling (WithAdaptiveThrottle): for calls that must reach
 // the backend even while it is overloaded, such as health checks or the
 // call that ends an outage. The retry budget still applies.
 func Critical() grpc.CallOption { return critical }
-
-// adaptiveFor returns the adaptive state that a call on conn with plan p
-// is subject to, nil if none.
-func (r *Retrier) adaptiveFor(conn *target.Conn, p *plan) *adaptive.State {
-	if a := conn.Adaptive(); a != nil && !p.critical {
-		return a
-	}
-	return nil
-}
-
-// errRejectedLocally is the status of a call that adaptive throttling did
-// not send.
-var errRejectedLocally = status.Error(codes.Unavailable, "grpcbackoff: call not sent: the backend has been refusing most requests")
-
-// admit decides, before the first attempt, whether adaptive throttling lets
-// the call p plans through; it returns the error for the caller if not, and
-// tells the observers of the call's end. Only calls to a target with
-// adaptive throttling need it.
-func (r *Retrier) admit(ctx context.Context, conn *target.Conn, p *plan, cc *grpc.ClientConn) error {
-	a := r.adaptiveFor(conn, p)
-	if a == nil || a.Allow(time.Now(), rand.Float64()) {
-		return nil
-	}
-	c := call{r: r, plan: *p, cc: cc, conn: conn}
-	return c.end(ctx, c.fail(errRejectedLocally, grpcbackoff.ReasonRejectedLocally))
-}

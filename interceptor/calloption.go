@@ -6,20 +6,13 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
-// callOption changes the Policy of one call. gRPC itself ignores it
-// (grpc.EmptyCallOption), so a call carrying it works the same without our
-// interceptors. It is used by pointer, so that finding it among a call's
-// options copies nothing.
-type callOption struct {
-	grpc.EmptyCallOption
-	noRetry     bool
-	maxAttempts int              // > 0: replaces Policy.MaxAttempts
-	policy      *settings.Policy // replaces the Policy
-	err         error            // the option was built from bad input
-}
+// NoRetry, CallMaxAttempts and CallPolicy change the Policy of one call
+// by a call.Option. gRPC itself ignores it (grpc.EmptyCallOption), so a
+// call carrying it works the same without the interceptors.
 
 // NoRetry makes one call a single attempt, whatever its Policy says: for
 // example a mutation that is not idempotent.
@@ -28,7 +21,7 @@ type callOption struct {
 //
 // For cloud.google.com/go clients, pass it with gax.WithGRPCOptions.
 func NoRetry() grpc.CallOption {
-	return &callOption{noRetry: true}
+	return &call.Option{NoRetry: true}
 }
 
 // CallMaxAttempts replaces, for one call, the MaxAttempts of the Policy that
@@ -36,9 +29,9 @@ func NoRetry() grpc.CallOption {
 // INVALID_ARGUMENT naming n, without reaching the server.
 func CallMaxAttempts(n int) grpc.CallOption {
 	if n < 1 {
-		return &callOption{err: fmt.Errorf("interceptor: CallMaxAttempts(%d): MaxAttempts must be at least 1", n)}
+		return &call.Option{Err: fmt.Errorf("interceptor: CallMaxAttempts(%d): MaxAttempts must be at least 1", n)}
 	}
-	return &callOption{maxAttempts: n}
+	return &call.Option{MaxAttempts: n}
 }
 
 // CallPolicy replaces, for one call, the Policy that applies to it: its
@@ -48,7 +41,7 @@ func CallMaxAttempts(n int) grpc.CallOption {
 func CallPolicy(p grpcbackoff.Policy) grpc.CallOption {
 	c, err := settings.Compile(p)
 	if err != nil {
-		return &callOption{err: fmt.Errorf("interceptor: CallPolicy: %w", err)}
+		return &call.Option{Err: fmt.Errorf("interceptor: CallPolicy: %w", err)}
 	}
-	return &callOption{policy: &c}
+	return &call.Option{Policy: &c}
 }

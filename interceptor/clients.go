@@ -3,7 +3,6 @@ package interceptor
 import (
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
@@ -13,8 +12,7 @@ import (
 // CallOptions (per method and code) or in their own code. One retry layer
 // per method and code, never two, never none: internal/cloudclients holds
 // what each client retries and the rule the engine follows. This file holds
-// what Explain tells of it, and the mark that keeps a Retrier installed
-// twice on one connection to one layer.
+// what Explain tells of it.
 
 // ClientRetries is what a Google Cloud client retries by itself for a
 // method, as Explain tells it.
@@ -54,12 +52,3 @@ func clientRetries(method string, stream bool) []ClientRetries {
 	}
 	return out
 }
-
-// layerMark is the call option by which the Retrier that takes a call tells
-// the Retriers installed after it on the same connection (the same dial
-// options given twice, two slices, ClientOptions beside DialOptions) that it
-// does: they pass every attempt of it through, so that attempts never
-// multiply. gRPC ignores it.
-type layerMark struct{ grpc.EmptyCallOption }
-
-var mark grpc.CallOption = &layerMark{}

@@ -1,7 +1,6 @@
 package interceptor
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
@@ -193,39 +193,39 @@ func codeList(cs []codes.Code) string {
 // from, what is known of the method's Safety and where from, and so which
 // codes are retried.
 func (r *Retrier) Explain(fullMethod string) Decision {
-	var p plan
-	r.plan(&p, context.Background(), fullMethod, nil)
-	d := Decision{Method: fullMethod, Timeout: p.timeout, MaxAttempts: p.max, PolicySource: r.policySource(&p),
-		SharedBudget: r.targets.Shared != nil && r.targets.Throttle != nil, Budget: r.targets.Throttle != nil, Pushback: !r.noPushback}
-	if p.hedge != nil && isStream(fullMethod) {
+	var p call.Plan
+	r.e.Plan(&p, fullMethod, nil)
+	d := Decision{Method: fullMethod, Timeout: p.Timeout, MaxAttempts: p.Max, PolicySource: r.policySource(&p),
+		SharedBudget: r.e.Targets.Shared != nil && r.e.Targets.Throttle != nil, Budget: r.e.Targets.Throttle != nil, Pushback: !r.e.NoPushback}
+	if p.Hedge != nil && isStream(fullMethod) {
 		// Hedging is for unary calls: a stream is retried by the Policy its
 		// failures answer to, as a call that is not hedged.
-		p.hedge, p.hedges = nil, 0
-		if p.policy != nil {
-			d.MaxAttempts = p.policy.MaxAttempts
+		p.Hedge, p.Hedges = nil, 0
+		if p.Policy != nil {
+			d.MaxAttempts = p.Policy.MaxAttempts
 		}
 	}
-	if p.hedge != nil {
-		h := p.hedge.Hedging
+	if p.Hedge != nil {
+		h := p.Hedge.Hedging
 		h.NonFatalCodes = slices.Clone(h.NonFatalCodes)
-		h.MaxAttempts = p.hedges
+		h.MaxAttempts = p.Hedges
 		d.Hedging = &h
 	}
-	if p.policy == nil {
+	if p.Policy == nil {
 		return d
 	}
-	pol := p.policy.Policy
-	pol.Codes = slices.Clone(p.policy.Codes)
+	pol := p.Policy.Policy
+	pol.Codes = slices.Clone(p.Policy.Codes)
 	d.Policy = &pol
-	k := r.safetyOf(&p)
+	k := r.e.SafetyOf(&p)
 	d.Safety, d.Source = Safety(k.Level), k.Source
 	for _, c := range pol.Codes {
-		if k.Level == safety.NotIdempotent && !r.unsafeRetries && attempt.MayHaveApplied(c) {
+		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && attempt.MayHaveApplied(c) {
 			continue
 		}
 		d.Codes = append(d.Codes, c)
 	}
-	if r.unsafeRetries && k.Level == safety.NotIdempotent {
+	if r.e.UnsafeRetries && k.Level == safety.NotIdempotent {
 		d.Source += " (retried anyway: WithNonIdempotentRetries)"
 	}
 	d.Clients = clientRetries(fullMethod, isStream(fullMethod))
@@ -247,15 +247,15 @@ func isStream(method string) bool {
 }
 
 // policySource says where the Policy of p comes from.
-func (r *Retrier) policySource(p *plan) string {
-	name := [...]string{settings.FromDefault: "", settings.FromService: settings.ServiceOf(p.method), settings.FromMethod: p.method}[p.from]
-	if p.hedge != nil {
-		name = r.settings.RetryFrom(p.method)
+func (r *Retrier) policySource(p *call.Plan) string {
+	name := [...]string{settings.FromDefault: "", settings.FromService: settings.ServiceOf(p.Method), settings.FromMethod: p.Method}[p.From]
+	if p.Hedge != nil {
+		name = r.e.Settings.RetryFrom(p.Method)
 	}
 	switch {
-	case p.policy == nil && name == "":
+	case p.Policy == nil && name == "":
 		return "no default Policy: WithServiceConfig's default entry has no retryPolicy"
-	case p.policy == nil:
+	case p.Policy == nil:
 		return "WithoutRetryFor, or a service config entry without a retryPolicy, for " + name
 	case name == "":
 		return "the Retrier's Policy"

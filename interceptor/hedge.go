@@ -12,6 +12,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/target"
 )
@@ -46,7 +47,7 @@ func (a *hedgeAttempt) HeadersArrived() {
 	}
 }
 
-// unpaidRetry is a retry decided on without paying for it yet (call.pay),
+// unpaidRetry is a retry decided on without paying for it yet (Call.Pay),
 // after the attempt that failed as f, due after delay.
 type unpaidRetry struct {
 	f     attempt.Failure
@@ -73,12 +74,12 @@ const (
 // and the next round starts after its backoff, no hedge going out
 // meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
 type hedgeCall struct {
-	c        call
+	c        call.Call
 	hp       *settings.Hedging
 	ctx      context.Context // the caller's, bounded by the plan's timeout
 	actx     context.Context // the attempts' parent, canceled when the call ends
 	cancel   context.CancelFunc
-	u        unaryCall
+	u        call.Unary
 	rt       replyType
 	caller   callerOutputs
 	delay    time.Duration // between hedges
@@ -104,14 +105,14 @@ type hedgeCall struct {
 
 // newHedgeCall returns the hedged call of u with plan p, or nil when u's
 // reply cannot be copied between attempts (then it is not hedged).
-func (r *Retrier) newHedgeCall(ctx context.Context, p *plan, conn *target.Conn, u *unaryCall) *hedgeCall {
-	rt, ok := replyTypeOf(u.reply)
+func (r *Retrier) newHedgeCall(ctx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary) *hedgeCall {
+	rt, ok := replyTypeOf(u.Reply)
 	if !ok {
 		return nil
 	}
-	h := &hedgeCall{c: r.newCall(p, u.cc, conn, u.opts), hp: p.hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.opts),
+	h := &hedgeCall{c: r.e.NewCall(p, u.CC, conn, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
 		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
-	h.c.req = u.req
+	h.c.Req = u.Req
 	h.deadline, _ = ctx.Deadline()
 	return h
 }
@@ -130,8 +131,8 @@ func (h *hedgeCall) run() error {
 			h.settle() // the loop panicked: its attempts end before the panic goes on
 		}
 	}()
-	h.c.start = time.Now()
-	h.delay = h.hp.DelayFor(h.c.plan.method, h.c.start)
+	h.c.Start = time.Now()
+	h.delay = h.hp.DelayFor(h.c.Plan.Method, h.c.Start)
 	h.send(false)
 	end := h.loop()
 	h.settle()
@@ -141,21 +142,21 @@ func (h *hedgeCall) run() error {
 	}
 	now := time.Now()
 	if end != nil && end.err == nil {
-		h.c.conn.Succeeded() // a success feeds the budget's reserve
+		h.c.Conn.Succeeded() // a success feeds the budget's reserve
 		if h.hp.Adaptive() {
-			h.hp.Record(h.c.plan.method, now, now.Sub(h.c.start))
+			h.hp.Record(h.c.Plan.Method, now, now.Sub(h.c.Start))
 		}
-		h.caller.deliver(h.u.reply, &end.outputs, true)
-		return h.c.end(h.ctx, nil)
+		h.caller.deliver(h.u.Reply, &end.outputs, true)
+		return h.c.End(h.ctx, nil)
 	}
 	if end != nil {
-		h.caller.deliver(h.u.reply, &end.outputs, false)
+		h.caller.deliver(h.u.Reply, &end.outputs, false)
 	}
 	err := h.final
 	if err == nil {
-		err = h.c.fail(end.err, h.why)
+		err = h.c.Fail(end.err, h.why)
 	}
-	return h.c.end(h.ctx, err)
+	return h.c.End(h.ctx, err)
 }
 
 // settle cancels the attempts in flight and waits for each to return, then
@@ -187,7 +188,7 @@ func (h *hedgeCall) loop() (end *hedgeAttempt) {
 		}
 		var ctxDone, closed <-chan struct{}
 		if len(h.flight) == 0 { // waiting for a backoff or a pushback
-			ctxDone, closed = h.ctx.Done(), h.c.conn.Done()
+			ctxDone, closed = h.ctx.Done(), h.c.Conn.Done()
 		}
 		select {
 		case <-h.timerC:
@@ -203,7 +204,7 @@ func (h *hedgeCall) loop() (end *hedgeAttempt) {
 			if end, done := h.result(a); done {
 				return end
 			}
-			if len(h.flight) == 0 && h.c.conn.Deferred() == nil {
+			if len(h.flight) == 0 && h.c.Conn.Deferred() == nil {
 				h.payUnpaid() // nothing can answer before the retry now
 			}
 		case a := <-h.headersIn:
@@ -224,9 +225,9 @@ func (h *hedgeCall) loop() (end *hedgeAttempt) {
 // interrupted ends the call, which its context or its ClientConn's closing
 // ended while it waited for a retry's backoff or a pushback.
 func (h *hedgeCall) interrupted() *hedgeAttempt {
-	h.c.delay += time.Since(h.idleSince)
-	h.final = h.c.interrupted(h.ctx, h.last.err)
-	h.why = h.c.reason
+	h.c.Delay += time.Since(h.idleSince)
+	h.final = h.c.Interrupted(h.ctx, h.last.err)
+	h.why = h.c.Reason()
 	return h.last
 }
 
@@ -236,27 +237,27 @@ func (h *hedgeCall) send(hedge bool) {
 	if h.last != nil {
 		h.last.outputs = outputs{} // nothing of a failed attempt outlives the next one's start but its error
 	}
-	a := &hedgeAttempt{n: c.attempts + 1, hedge: hedge, h: h}
-	a.reply = h.u.reply
+	a := &hedgeAttempt{n: c.Attempts + 1, hedge: hedge, h: h}
+	a.reply = h.u.Reply
 	actx := h.actx
 	if a.n > 1 {
 		a.reply = h.rt.new()
-		actx = c.retryContext(actx) // c.attempts attempts came before
+		actx = c.RetryContext(actx) // c.Attempts attempts came before
 	}
-	opts := a.attemptOptions(h.u.opts, mark)
-	if c.plan.policy != nil && c.plan.policy.AttemptTimeout > 0 {
-		actx, a.timer = attempt.StartTimer(actx, c.plan.policy.AttemptTimeout)
+	opts := a.attemptOptions(h.u.Opts)
+	if c.Plan.Policy != nil && c.Plan.Policy.AttemptTimeout > 0 {
+		actx, a.timer = attempt.StartTimer(actx, c.Plan.Policy.AttemptTimeout)
 		a.cancel = a.timer.Stop
 	} else {
 		actx, a.cancel = context.WithCancel(actx)
 	}
 	actx = attempt.WithListener(actx, a)
 	if len(h.flight) == 0 && !h.idleSince.IsZero() {
-		c.delay += time.Since(h.idleSince)
+		c.Delay += time.Since(h.idleSince)
 	}
-	c.attempts++
+	c.Attempts++
 	if hedge {
-		c.hedges++
+		c.Hedges++
 	} else {
 		h.round = 0
 	}
@@ -266,7 +267,7 @@ func (h *hedgeCall) send(hedge bool) {
 	go func() {
 		h.invoke(a, actx, opts)
 		if a.cut = a.timer != nil && a.timer.Cut(h.ctx, a.err); a.cut {
-			a.err = attempt.CutError(c.plan.policy.AttemptTimeout)
+			a.err = attempt.CutError(c.Plan.Policy.AttemptTimeout)
 		}
 		a.cancel()
 		h.results <- a
@@ -287,7 +288,7 @@ func (h *hedgeCall) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.Ca
 			a.err = status.Error(codes.Internal, "interceptor: the attempt panicked")
 		}
 	}()
-	a.err = h.u.invoker(actx, h.u.method, h.u.req, a.reply, h.u.cc, opts...)
+	a.err = h.u.Invoker(actx, h.u.Method, h.u.Req, a.reply, h.u.CC, opts...)
 	returned = true
 }
 
@@ -300,10 +301,10 @@ func (h *hedgeCall) payUnpaid() bool {
 		return true
 	}
 	h.unpaid = nil
-	if why := h.c.pay(h.ctx, u.f, u.delay, false); why != 0 {
+	if why := h.c.Pay(h.ctx, u.f, u.delay, false); why != 0 {
 		h.stop(why)
 		if len(h.flight) == 0 {
-			h.final = h.c.fail(h.last.err, why)
+			h.final = h.c.Fail(h.last.err, why)
 		}
 		return false
 	}
@@ -318,7 +319,7 @@ func (h *hedgeCall) take(a *hedgeAttempt) {
 		h.idleSince = time.Now()
 	}
 	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
-		h.c.conn.Record(h.ctx, a.err)
+		h.c.Conn.Record(h.ctx, a.err)
 	}
 }
 
@@ -328,7 +329,7 @@ func (h *hedgeCall) arm(d time.Duration, k timerKind) {
 	if h.stopped || h.committed != nil || h.next == retryNext && k == hedgeNext {
 		return // a retry's backoff is not cut short by a hedge
 	}
-	if k == hedgeNext && (h.round >= h.c.plan.hedges || h.c.attempts >= h.c.plan.max) {
+	if k == hedgeNext && (h.round >= h.c.Plan.Hedges || h.c.Attempts >= h.c.Plan.Max) {
 		h.timerC, h.next = nil, noTimer
 		return
 	}
@@ -381,8 +382,8 @@ func (h *hedgeCall) pay() bool {
 	if h.last != nil {
 		last.Err = h.last.err
 	}
-	if h.c.pay(h.ctx, last, time.Since(h.sent), true) != 0 {
-		h.round = h.c.plan.hedges
+	if h.c.Pay(h.ctx, last, time.Since(h.sent), true) != 0 {
+		h.round = h.c.Plan.Hedges
 		return false
 	}
 	return true
@@ -430,13 +431,13 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if c.conn.Closed() {
-		h.final, h.why = c.fail(errConnClosing, grpcbackoff.ReasonCanceled), grpcbackoff.ReasonCanceled
+	if c.Conn.Closed() {
+		h.final, h.why = c.Closing(), grpcbackoff.ReasonCanceled
 		return a, true
 	}
 	if cerr := h.ctx.Err(); cerr != nil || !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
 		switch {
-		case c.attempts == 1: // its only attempt ended with the caller's context: its error is the call's
+		case c.Attempts == 1: // its only attempt ended with the caller's context: its error is the call's
 			h.why = grpcbackoff.ReasonNone
 		case cerr == context.Canceled:
 			h.why = grpcbackoff.ReasonCanceled
@@ -446,11 +447,11 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	code := status.Code(a.err)
-	if c.leftToClient(h.ctx, status.Convert(a.err), false) {
+	if c.LeftToClient(h.ctx, status.Convert(a.err), false) {
 		h.why = grpcbackoff.ReasonClientRetries // the client retries it: the call ends
 		return a, true
 	}
-	retryable := c.plan.policy != nil && (c.plan.policy.Retryable(code) || a.cut)
+	retryable := c.Plan.Policy != nil && (c.Plan.Policy.Retryable(code) || a.cut)
 	nonFatal := h.hp.NonFatal(code)
 	switch {
 	case !retryable && !nonFatal:
@@ -465,33 +466,30 @@ func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return nil, false // a retry is due, or nothing more will be sent
 	}
 	trailer := a.Trailer
-	if c.r.noPushback {
+	if c.Engine().NoPushback {
 		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
 	f := attempt.Failure{Err: a.err, Trailer: trailer, Sent: a.Sent(), Cut: a.cut, Number: a.n}
-	d, final := c.decide(h.ctx, f)
+	d, final := c.Decide(h.ctx, f)
 	switch {
 	case final != nil:
-	case len(h.flight) > 0 || c.conn.Deferred() != nil:
+	case len(h.flight) > 0 || c.Conn.Deferred() != nil:
 		// An attempt in flight may answer before the retry is due (or the
 		// budget is a DeferredBudget, told of it now): the retry is paid
 		// for, and told to observers, when it is.
 		h.unpaid = &unpaidRetry{f: f, delay: d}
-		if b := c.conn.Deferred(); b != nil {
-			if now := time.Now(); !b.Want(now, now.Add(d), f.Cut) {
-				h.unpaid = nil
-				c.tell(h.ctx, f, 0, false, grpcbackoff.ReasonThrottled)
-				final = c.fail(f.Err, grpcbackoff.ReasonThrottled)
-			}
+		if why := c.Want(h.ctx, f, d); why != 0 {
+			h.unpaid = nil
+			final = c.Fail(f.Err, why)
 		}
 	default:
-		if why := c.pay(h.ctx, f, d, false); why != 0 {
-			final = c.fail(f.Err, why)
+		if why := c.Pay(h.ctx, f, d, false); why != 0 {
+			final = c.Fail(f.Err, why)
 		}
 	}
 	if final != nil {
 		h.unpaid = nil
-		h.stop(c.reason)
+		h.stop(c.Reason())
 		if len(h.flight) == 0 {
 			h.final = final
 			return a, true

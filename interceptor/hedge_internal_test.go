@@ -22,7 +22,7 @@ import (
 // consults, as the classifier's own option will.
 func withKnownUnsafe(f func(name string) bool) Option {
 	return func(r *Retrier) error {
-		r.unsafe = f
+		r.e.Unsafe = f
 		return nil
 	}
 }
@@ -82,7 +82,7 @@ func TestDefaultHedgingSkipsUnsafeMethods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.settings.Entry("").SetHedge(hp) // as WithServiceConfig does for a default entry
+		r.e.Settings.Entry("").SetHedge(hp) // as WithServiceConfig does for a default entry
 		for method, want := range map[string]int32{"/pkg.Svc/Get": 2, "/pkg.Svc/Put": 1} {
 			var attempts atomic.Int32
 			invoker := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {

@@ -26,7 +26,7 @@ func WithMethod(name string, p grpcbackoff.Policy) Option {
 		if err := errors.Join(checkMethodName(name), err); err != nil {
 			return err
 		}
-		r.settings.Entry(name).SetPolicy(&c)
+		r.e.Settings.Entry(name).SetPolicy(&c)
 		return nil
 	}
 }
@@ -38,7 +38,7 @@ func WithoutRetryFor(name string) Option {
 		if err := checkMethodName(name); err != nil {
 			return err
 		}
-		r.settings.Entry(name).SetPolicy(nil)
+		r.e.Settings.Entry(name).SetPolicy(nil)
 		return nil
 	}
 }
@@ -73,7 +73,7 @@ func WithHedging(name string, h grpcbackoff.Hedging) Option {
 		if err := errors.Join(checkMethodName(name), err); err != nil {
 			return err
 		}
-		r.settings.Entry(name).SetHedge(hp)
+		r.e.Settings.Entry(name).SetHedge(hp)
 		return nil
 	}
 }
@@ -91,10 +91,10 @@ func checkMethodName(name string) error {
 // safe to send twice. New calls it once every option has been applied.
 func (r *Retrier) checkHedging() error {
 	var bad []string
-	r.settings.All(func(name string, e *settings.Entry) {
+	r.e.Settings.All(func(name string, e *settings.Entry) {
 		if e.Hedge != nil {
 			r.hedged = true
-			if name != "" && r.unsafe(name) {
+			if name != "" && r.e.Unsafe(name) {
 				bad = append(bad, fmt.Sprintf("%q", name))
 			}
 		}

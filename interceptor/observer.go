@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/call"
 )
 
 // An Observer is told how each call went: of every retry decision, and once
@@ -89,6 +90,25 @@ func WithObserver(o Observer) Option {
 		}
 		r.observers = append(r.observers, o)
 		return nil
+	}
+}
+
+// observers are a Retrier's Observers, as the engine's call.Observer: each
+// event is turned into its public form, only for a Retrier that has
+// observers, and told to each of them, in the order they were added.
+type observers []Observer
+
+func (os observers) OnRetry(ctx context.Context, x call.Retry) {
+	r := Retry(x)
+	for _, o := range os {
+		o.OnRetry(ctx, r)
+	}
+}
+
+func (os observers) OnEnd(ctx context.Context, x call.End) {
+	e := End(x)
+	for _, o := range os {
+		o.OnEnd(ctx, e)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+
+	"github.com/platformkit/grpcbackoff/internal/call"
 )
 
 // A stream that is not retried (no Policy applies to its method) goes to
@@ -11,8 +13,8 @@ import (
 
 // plainStream opens a stream that is not retried, bounded by the plan's
 // timeout if it has one.
-func plainStream(ctx context.Context, p *plan, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, cancel := p.withTimeout(ctx)
+func plainStream(ctx context.Context, p *call.Plan, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	ctx, cancel := p.WithTimeout(ctx)
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if cancel == nil {
 		return cs, err

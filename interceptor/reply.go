@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/call"
 )
 
 // A hedged call's attempts run at once, so each has its own reply, header,
@@ -36,7 +37,7 @@ type callerOutputs struct {
 // them all (headers commit the call, the trailer carries pushback, the peer
 // and OnFinish say whether the request was sent), and the caller gets those
 // of the attempt that ends the call.
-func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption) []grpc.CallOption {
+func (out *outputs) attemptOptions(opts []grpc.CallOption) []grpc.CallOption {
 	out.Reset()
 	ao := make([]grpc.CallOption, 0, len(opts)+5)
 	for _, o := range opts {
@@ -46,7 +47,7 @@ func (out *outputs) attemptOptions(opts []grpc.CallOption, mark grpc.CallOption)
 			ao = append(ao, o)
 		}
 	}
-	return append(ao, mark, grpc.Header(&out.Header), grpc.Trailer(&out.Trailer), grpc.Peer(&out.Peer), grpc.OnFinish(out.Finished))
+	return append(ao, call.Mark, grpc.Header(&out.Header), grpc.Trailer(&out.Trailer), grpc.Peer(&out.Peer), grpc.OnFinish(out.Finished))
 }
 
 // callerOutputsOf returns the caller's targets in opts.

@@ -45,10 +45,8 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
-	"github.com/platformkit/grpcbackoff/internal/safety"
+	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/settings"
-	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
@@ -65,19 +63,10 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // call until it is closed; a call waiting to retry returns as soon as its
 // ClientConn is closed.
 type Retrier struct {
-	settings      settings.Table    // the Policy given to New, and per-method and per-service entries (methods.go)
-	targets       target.Registry   // per-ClientConn and per-target state: budgets (WithThrottle, WithSharedBudget), adaptive throttling
-	safety        safety.Book       // WithSafety, and what is learnt of each method (internal/safety)
-	unsafe        func(string) bool // reports names known not to be idempotent (internal/safety)
-	unsafeRetries bool              // WithNonIdempotentRetries
-	observers     []Observer
-	bufLimit      int
-	hedged        bool // some entry hedges: DialOptions watches response headers
-	timed         bool // some Policy has an AttemptTimeout: so does it
-
-	noPushback bool // do not ask gRPC for unary calls' trailers
-
-	logical cloudclients.Memory // Google Cloud clients' calls, across the clients' attempts
+	e         call.Engine // what every call through r shares; its options set it (internal/call)
+	observers []Observer  // WithObserver, WithOnRetry, WithLogger: the engine's Observer
+	hedged    bool        // some entry hedges: DialOptions watches response headers
+	timed     bool        // some Policy has an AttemptTimeout: so does it
 }
 
 // Retry describes one retry decision, as passed to the hook set with
@@ -117,7 +106,7 @@ func WithThrottle(t grpcbackoff.Throttle) Option {
 		if err := t.Validate(); err != nil {
 			return err
 		}
-		r.targets.Throttle = &t
+		r.e.Targets.Throttle = &t
 		return nil
 	}
 }
@@ -125,7 +114,7 @@ func WithThrottle(t grpcbackoff.Throttle) Option {
 // WithoutThrottle turns the retry throttle off: every call may retry up to
 // its Policy whatever the others do. Use it only where a storm is impossible.
 func WithoutThrottle() Option {
-	return func(r *Retrier) error { r.targets.Throttle = nil; return nil }
+	return func(r *Retrier) error { r.e.Targets.Throttle = nil; return nil }
 }
 
 // WithOnRetry sets a function called before each retry wait, and when the
@@ -150,7 +139,7 @@ func WithOnRetry(f func(Retry)) Option {
 // sends pushback and every allocation counts: unary calls then ignore a
 // server's retry guard (package guard), whose refusal is pushback.
 func WithoutPushback() Option {
-	return func(r *Retrier) error { r.noPushback = true; return nil }
+	return func(r *Retrier) error { r.e.NoPushback = true; return nil }
 }
 
 // WithLogger logs, with l, each retry decision at level Info (Warn when
@@ -178,7 +167,7 @@ func WithBufferLimit(n int) Option {
 		if n < 0 {
 			return fmt.Errorf("interceptor: WithBufferLimit(%d): the limit must not be negative", n)
 		}
-		r.bufLimit = n
+		r.e.BufLimit = n
 		return nil
 	}
 }
@@ -191,10 +180,11 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	c, err := settings.Compile(p)
 	errs := []error{err}
 	throttle := grpcbackoff.DefaultThrottle()
-	r := &Retrier{bufLimit: DefaultBufferLimit}
-	r.safety.Settings = &r.settings
-	r.targets.Throttle, r.targets.Max = &throttle, maxTargets
-	r.settings.Base.SetPolicy(&c)
+	r := &Retrier{}
+	r.e.BufLimit = DefaultBufferLimit
+	r.e.Safety.Settings = &r.e.Settings
+	r.e.Targets.Throttle, r.e.Targets.Max = &throttle, maxTargets
+	r.e.Settings.Base.SetPolicy(&c)
 	for i, o := range opts {
 		if o == nil {
 			errs = append(errs, &optionError{i: i, err: errors.New("interceptor: the option is nil")})
@@ -202,15 +192,18 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 			errs = append(errs, &optionError{i: i, err: err})
 		}
 	}
-	if r.unsafe == nil {
-		r.unsafe = r.safety.NotIdempotent
+	if r.e.Unsafe == nil {
+		r.e.Unsafe = r.e.Safety.NotIdempotent
 	}
 	errs = append(errs, r.checkHedging())
-	r.settings.All(func(_ string, e *settings.Entry) {
+	r.e.Settings.All(func(_ string, e *settings.Entry) {
 		r.timed = r.timed || e.Policy != nil && e.Policy.AttemptTimeout > 0
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if len(r.observers) > 0 {
+		r.e.Observer = observers(r.observers)
 	}
 	return r, nil
 }

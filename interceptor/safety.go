@@ -4,9 +4,8 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 )
 
@@ -62,16 +61,11 @@ func (s Safety) String() string {
 	return fmt.Sprintf("Safety(%d)", int(s))
 }
 
-// safetyOption is the call option of CallIdempotent and CallNotIdempotent.
-// gRPC ignores it (grpc.EmptyCallOption).
-type safetyOption struct {
-	grpc.EmptyCallOption
-	s safety.Level
-}
-
+// The call options of CallIdempotent and CallNotIdempotent; gRPC ignores
+// them (grpc.EmptyCallOption).
 var (
-	idempotentOption    = &safetyOption{s: safety.Idempotent}
-	notIdempotentOption = &safetyOption{s: safety.NotIdempotent}
+	idempotentOption    = &call.SafetyOption{Level: safety.Idempotent}
+	notIdempotentOption = &call.SafetyOption{Level: safety.NotIdempotent}
 )
 
 // CallIdempotent states that one call may be sent again after any failure
@@ -96,7 +90,7 @@ func WithSafety(name string, s Safety) Option {
 		if s < SafetyUnknown || s > NotIdempotent {
 			return fmt.Errorf("interceptor: WithSafety(%q, %d): unknown Safety", name, int(s))
 		}
-		r.safety.State(name, safety.Level(s))
+		r.e.Safety.State(name, safety.Level(s))
 		return nil
 	}
 }
@@ -107,24 +101,5 @@ func WithSafety(name string, s Safety) Option {
 // of versions before Safety; use it only for services whose writes are all
 // idempotent in fact.
 func WithNonIdempotentRetries() Option {
-	return func(r *Retrier) error { r.unsafeRetries = true; return nil }
-}
-
-// safetyOf returns what is known of the Safety of the call p plans, first
-// to last as Safety says: what its call options state, then what the
-// Retrier's book says of its method (internal/safety).
-func (r *Retrier) safetyOf(p *plan) safety.Knowledge {
-	if p.stated != byNone {
-		return safety.Knowledge{Level: p.safety, Source: "call option " + p.stated.String()}
-	}
-	return r.safety.Of(p.method)
-}
-
-// safeToRetry reports whether the call p plans may be sent again after an
-// attempt failed as f, with a code its Policy retries.
-func (r *Retrier) safeToRetry(p *plan, f attempt.Failure) bool {
-	if r.unsafeRetries || !f.Sent || !attempt.MayHaveApplied(status.Code(f.Err)) {
-		return true
-	}
-	return r.safetyOf(p).Level != safety.NotIdempotent
+	return func(r *Retrier) error { r.e.UnsafeRetries = true; return nil }
 }

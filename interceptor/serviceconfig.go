@@ -97,7 +97,7 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 		}
 
 		for _, e := range entries {
-			en := r.settings.Entry(e.name)
+			en := r.e.Settings.Entry(e.name)
 			if e.h != nil {
 				en.SetHedge(e.h)
 			} else {
@@ -107,7 +107,7 @@ func WithServiceConfig(sc serviceconfig.Config) Option {
 		}
 		if sc.Throttle != nil {
 			t := *sc.Throttle
-			r.targets.Throttle = &t
+			r.e.Targets.Throttle = &t
 		}
 		return nil
 	}

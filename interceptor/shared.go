@@ -81,7 +81,7 @@ func WithSharedBudget(budget func(target string, t grpcbackoff.Throttle) SharedB
 		if budget == nil {
 			return errors.New("interceptor: WithSharedBudget(nil): the function is nil")
 		}
-		r.targets.Shared = func(target string, t grpcbackoff.Throttle) target.Shared {
+		r.e.Targets.Shared = func(target string, t grpcbackoff.Throttle) target.Shared {
 			if b := budget(target, t); !isNil(b) {
 				return b
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
@@ -55,31 +56,31 @@ func Stream(p grpcbackoff.Policy, opts ...Option) grpc.StreamClientInterceptor {
 func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	var p plan
-	r.plan(&p, ctx, method, opts)
-	if p.through {
+	var p call.Plan
+	r.e.Plan(&p, method, opts)
+	if p.Through {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	if method == cloudclients.StreamingPull {
 		streamer = cloudclients.WatchPull(streamer) // which subscriptions have exactly-once delivery
 	}
-	if p.onFinish && p.policy != nil {
+	if p.OnFinish && p.Policy != nil {
 		return r.streamFinishing(ctx, desc, cc, method, streamer, opts)
 	}
-	conn, err := r.open(ctx, &p, cc, nil, nil)
+	conn, err := r.e.Open(ctx, &p, cc, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	if p.policy == nil {
-		return plainStream(ctx, &p, desc, cc, method, streamer, append(opts[:len(opts):len(opts)], mark))
+	if p.Policy == nil {
+		return plainStream(ctx, &p, desc, cc, method, streamer, append(opts[:len(opts):len(opts)], call.Mark))
 	}
-	p.hedge = nil // streams are not hedged: their Policy applies
-	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.policy.AttemptTimeout, c: r.newCall(&p, cc, conn, opts)}
-	s.c.attempts = 1
+	p.Hedge = nil // streams are not hedged: their Policy applies
+	s := &retryStream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.Policy.AttemptTimeout, c: r.e.NewCall(&p, cc, conn, opts)}
+	s.c.Attempts = 1
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
 	s.cur = &s.first
-	if ctx, cancel := p.withTimeout(ctx); cancel != nil {
+	if ctx, cancel := p.WithTimeout(ctx); cancel != nil {
 		s.ctx, s.stopTimeout = ctx, cancel
 	}
 	if err := s.open(s.ctx, s.cur); err != nil {
@@ -172,7 +173,7 @@ type retryStream struct {
 
 	// c follows the attempts. The goroutine that retries, in state
 	// streamRetrying, is the only one to change it.
-	c call
+	c call.Call
 }
 
 // streamAttempt is one attempt of a stream. cs and cancel are set before the
@@ -200,7 +201,7 @@ type streamAttempt struct {
 
 // open opens attempt a on ctx. a runs under a context of its own, which
 // ending it cancels (a cut, a panic that broke the stream, its
-// replacement), with the caller's options, the layer mark (clients.go) and
+// replacement), with the caller's options, the layer mark (call.Mark) and
 // a grpc.OnFinish of its own, by which grpc-go tells that it had the
 // opening. It is called without mu.
 func (s *retryStream) open(ctx context.Context, a *streamAttempt) error {
@@ -210,10 +211,10 @@ func (s *retryStream) open(ctx context.Context, a *streamAttempt) error {
 		s.waitLocked(a, opOpen)
 		s.mu.Unlock()
 	}
-	opts := append(s.opts[:len(s.opts):len(s.opts)], mark, grpc.OnFinish(a.finished))
+	opts := append(s.opts[:len(s.opts):len(s.opts)], call.Mark, grpc.OnFinish(a.finished))
 	var cs grpc.ClientStream
 	var err error
-	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.cc, s.c.plan.method, opts...) })
+	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.CC, s.c.Plan.Method, opts...) })
 	a.cs = cs
 	if s.timeout > 0 {
 		s.mu.Lock()
@@ -279,7 +280,7 @@ func (s *retryStream) retryLocked(a *streamAttempt, err error) error {
 	for {
 		var cut bool
 		err, cut = s.failureLocked(a, err)
-		s.c.conn.Record(s.ctx, err)
+		s.c.Conn.Record(s.ctx, err)
 		cs := a.cs
 		a.release()
 		a.cs = nil
@@ -310,24 +311,24 @@ func (s *retryStream) retryLocked(a *streamAttempt, err error) error {
 			s.mu.Unlock()
 			f := attempt.Failure{Err: err, Trailer: trailer, Sent: sent, Cut: cut, Opening: s.opening}
 			var d time.Duration
-			d, final = s.c.decide(s.ctx, f)
+			d, final = s.c.Decide(s.ctx, f)
 			s.opening = false
 			if final == nil {
-				if why := s.c.book(s.ctx, f, d); why != 0 {
-					final = s.c.fail(err, why)
+				if why := s.c.Book(s.ctx, f, d); why != 0 {
+					final = s.c.Fail(err, why)
 				}
 			}
 			if final == nil {
-				final = s.c.wait(s.ctx, d, err)
+				final = s.c.Wait(s.ctx, d, err)
 			}
 			if final == nil {
-				if why := s.c.payDue(s.ctx, f, d); why != 0 {
-					final = s.c.fail(err, why)
+				if why := s.c.PayDue(s.ctx, f, d); why != 0 {
+					final = s.c.Fail(err, why)
 				}
 			}
 			if final == nil {
-				ctx := s.c.retryContext(s.ctx)
-				s.c.attempts++
+				ctx := s.c.RetryContext(s.ctx)
+				s.c.Attempts++
 				next = new(streamAttempt)
 				err = s.open(ctx, next)
 			}
@@ -386,11 +387,11 @@ func (s *retryStream) SendMsg(m any) error {
 			return errSendAfterClose
 		}
 		s.commitLocked()
-	case s.state == streamRetrying || s.state == streamOpen && keepable && s.size+n <= s.c.r.bufLimit:
+	case s.state == streamRetrying || s.state == streamOpen && keepable && s.size+n <= s.c.Engine().BufLimit:
 		// Kept for a replay. During a retry's backoff m is kept whatever the
 		// limit, and SendMsg returns at once; past the limit, the stream
 		// commits to the next attempt once the kept messages reached it.
-		s.commitNext = s.commitNext || s.size+n > s.c.r.bufLimit
+		s.commitNext = s.commitNext || s.size+n > s.c.Engine().BufLimit
 		s.sent = append(s.sent, m)
 		s.size += n
 		s.sends++
@@ -514,17 +515,17 @@ func (s *retryStream) RecvMsg(m any) error {
 		count := err == io.EOF && s.state == streamOpen && s.countLocked(a) // the stream ended well
 		s.commitLocked()
 		err, _ = s.failureLocked(a, err)
-		if err != io.EOF && s.c.attempts > 1 {
+		if err != io.EOF && s.c.Attempts > 1 {
 			// After retries, as a unary call's: the committed attempt's
 			// error, with the call's attempts and why retrying stopped.
 			why := grpcbackoff.ReasonNotRetryable
 			switch {
-			case s.ctx.Err() == context.Canceled || s.c.conn.Closed():
+			case s.ctx.Err() == context.Canceled || s.c.Conn.Closed():
 				why = grpcbackoff.ReasonCanceled
 			case s.ctx.Err() == context.DeadlineExceeded:
 				why = grpcbackoff.ReasonDeadline
 			}
-			err = s.c.fail(err, why)
+			err = s.c.Fail(err, why)
 		}
 		a.release()
 		s.mu.Unlock()
@@ -550,8 +551,8 @@ func (s *retryStream) countLocked(a *streamAttempt) bool {
 func (s *retryStream) count(count bool) {
 	if count {
 		s.guard(true, func() {
-			s.c.conn.Succeeded()
-			s.c.conn.Record(s.ctx, nil)
+			s.c.Conn.Succeeded()
+			s.c.Conn.Record(s.ctx, nil)
 		})
 	}
 }
@@ -573,12 +574,12 @@ func (s *retryStream) ended(err error) error {
 		s.stopFinish()
 		s.finished(err)
 	}
-	if len(s.c.r.observers) > 0 {
+	if s.c.Engine().Observer != nil {
 		end := err
 		if end == io.EOF {
 			end = nil
 		}
-		s.c.end(s.ctx, end)
+		s.c.End(s.ctx, end)
 	}
 	return err
 }

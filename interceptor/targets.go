@@ -33,7 +33,7 @@ type TargetState struct {
 // budget once.
 func (r *Retrier) States() []TargetState {
 	now := time.Now()
-	all := r.targets.All()
+	all := r.e.Targets.All()
 	states := make([]TargetState, len(all))
 	for i, t := range all {
 		states[i] = TargetState{Target: t.Name(), Retries: math.Inf(1)}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
@@ -56,16 +54,6 @@ func Unary(p grpcbackoff.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 // Unary returns r's unary client interceptor.
 func (r *Retrier) Unary() grpc.UnaryClientInterceptor { return r.unary }
 
-// unaryCall is what every attempt of one unary call sends.
-type unaryCall struct {
-	method     string
-	req, reply any
-	cc         *grpc.ClientConn
-	invoker    grpc.UnaryInvoker
-	opts       []grpc.CallOption // the caller's
-	origin     context.Context   // the caller's context, before the plan's timeout
-}
-
 // unaryState holds what an attempt needs besides the caller's arguments:
 // the call options with the Retrier's mark and, for an attempt that may be
 // retried, those by which grpc-go tells what became of it (unaryFacts). It
@@ -96,7 +84,7 @@ var unaryStates = sync.Pool{New: func() any {
 }}
 
 // getUnaryState returns a state whose options are opts, then the layer mark
-// (clients.go), then, with facts, grpc.Header, grpc.Peer and grpc.OnFinish
+// (call.Mark), then, with facts, grpc.Header, grpc.Peer and grpc.OnFinish
 // of its facts, and grpc.Trailer too with trailer (pushback).
 func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
@@ -108,7 +96,7 @@ func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	if n > 0 {
 		copy(s.opts, opts)
 	}
-	s.opts[n] = mark
+	s.opts[n] = call.Mark
 	if facts {
 		s.facts.Reset()
 		s.opts = append(s.opts, s.readHeader, s.readPeer, s.readFinish)
@@ -131,53 +119,53 @@ func (s *unaryState) release() {
 // with streams), then one of a single attempt, a hedged call, or attempts
 // retried as the plan's Policy says.
 func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	var p plan
-	r.plan(&p, ctx, method, opts)
+	var p call.Plan
+	r.e.Plan(&p, method, opts)
 	switch {
-	case p.through:
+	case p.Through:
 		return invoker(ctx, method, req, reply, cc, opts...)
-	case p.onFinish && (p.policy != nil || p.hedge != nil):
+	case p.OnFinish && (p.Policy != nil || p.Hedge != nil):
 		return r.unaryFinishing(ctx, method, req, reply, cc, invoker, opts)
 	}
-	conn, err := r.open(ctx, &p, cc, req, opts)
+	conn, err := r.e.Open(ctx, &p, cc, req, opts)
 	if err != nil {
 		return err
 	}
 	origin := ctx
-	if p.timeout > 0 {
-		if tctx, cancel := p.withTimeout(ctx); cancel != nil {
+	if p.Timeout > 0 {
+		if tctx, cancel := p.WithTimeout(ctx); cancel != nil {
 			defer cancel()
 			ctx = tctx
 		}
 	}
 	// Field by field: a composite literal would be built aside and copied.
-	var u unaryCall
-	u.method, u.req, u.reply, u.cc, u.invoker, u.opts, u.origin = method, req, reply, cc, invoker, opts, origin
-	if p.hedge != nil {
+	var u call.Unary
+	u.Method, u.Req, u.Reply, u.CC, u.Invoker, u.Opts, u.Origin = method, req, reply, cc, invoker, opts, origin
+	if p.Hedge != nil {
 		if h := r.newHedgeCall(ctx, &p, conn, &u); h != nil {
 			return h.run()
 		}
 	}
-	if p.policy == nil { // not retried (or a reply hedging cannot copy): one attempt
+	if p.Policy == nil { // not retried (or a reply hedging cannot copy): one attempt
 		return r.invokeOnce(ctx, conn, &u)
 	}
 	var f attempt.Failure
 	if err := r.attemptUnary(ctx, ctx, &p, conn, &u, &f); err != nil {
 		return r.retryUnary(ctx, &p, conn, &u, &f)
 	}
-	if p.taken {
-		r.rememberCall(&p, &u, nil, 0) // a success: the client's call is over
+	if p.Taken {
+		r.e.Remember(&p, &u, nil, 0) // a success: the client's call is over
 	}
-	if len(r.observers) > 0 {
-		r.endFirst(ctx, &p, cc)
+	if r.e.Observer != nil {
+		r.e.EndFirst(ctx, &p, cc)
 	}
 	return nil
 }
 
 // invokeOnce makes the single attempt of a call that is not retried.
-func (r *Retrier) invokeOnce(ctx context.Context, conn *target.Conn, u *unaryCall) error {
-	s := getUnaryState(u.opts, false, false)
-	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, s.opts...)
+func (r *Retrier) invokeOnce(ctx context.Context, conn *target.Conn, u *call.Unary) error {
+	s := getUnaryState(u.Opts, false, false)
+	err := u.Invoker(ctx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	s.release()
 	conn.Record(ctx, err)
 	return err
@@ -186,74 +174,43 @@ func (r *Retrier) invokeOnce(ctx context.Context, conn *target.Conn, u *unaryCal
 // retryUnary goes on with a unary call whose first attempt failed as f: it
 // decides, pays for, waits for and makes its retries, and ends the call.
 // The trailer of an attempt is not held through the wait that follows it.
-func (r *Retrier) retryUnary(ctx context.Context, p *plan, conn *target.Conn, u *unaryCall, f *attempt.Failure) error {
-	c := r.newCall(p, u.cc, conn, u.opts)
-	c.req = u.req
-	c.attempts = 1
+func (r *Retrier) retryUnary(ctx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+	c := r.e.NewCall(p, u.CC, conn, u.Opts)
+	c.Req = u.Req
+	c.Attempts = 1
 	err := r.retries(ctx, &c, u, f)
-	c.end(ctx, err)
-	if c.plan.client.Google {
-		r.rememberCall(&c.plan, u, err, c.attempts)
+	c.End(ctx, err)
+	if c.Plan.Client.Google {
+		r.e.Remember(&c.Plan, u, err, c.Attempts)
 	}
 	return err
 }
 
-func (r *Retrier) retries(ctx context.Context, c *call, u *unaryCall, f *attempt.Failure) error {
+func (r *Retrier) retries(ctx context.Context, c *call.Call, u *call.Unary, f *attempt.Failure) error {
 	for {
-		d, final := c.decide(ctx, *f)
+		d, final := c.Decide(ctx, *f)
 		if final != nil {
 			return final
 		}
-		if why := c.book(ctx, *f, d); why != 0 {
-			return c.fail(f.Err, why)
+		if why := c.Book(ctx, *f, d); why != 0 {
+			return c.Fail(f.Err, why)
 		}
-		if c.conn.Deferred() == nil {
+		if c.Conn.Deferred() == nil {
 			f.Trailer = nil // read: not held through the wait (payDue tells observers its hint)
 		}
-		if final := c.wait(ctx, d, f.Err); final != nil {
+		if final := c.Wait(ctx, d, f.Err); final != nil {
 			return final
 		}
-		if why := c.payDue(ctx, *f, d); why != 0 {
-			return c.fail(f.Err, why)
+		if why := c.PayDue(ctx, *f, d); why != 0 {
+			return c.Fail(f.Err, why)
 		}
 		*f = attempt.Failure{}
-		err := r.attemptUnary(ctx, c.retryContext(ctx), &c.plan, c.conn, u, f)
-		c.attempts++
+		err := r.attemptUnary(ctx, c.RetryContext(ctx), &c.Plan, c.Conn, u, f)
+		c.Attempts++
 		if err == nil {
 			return nil
 		}
 	}
-}
-
-// rememberCall records, for the next attempt its Google Cloud client may
-// make of the unary call u, planned as p, that made attempts and ended with
-// err, the retries the Retrier made of it in all (cloudclients.Memory): kept while
-// the client may send it again, after err, within its longest pause;
-// forgotten otherwise.
-func (r *Retrier) rememberCall(p *plan, u *unaryCall, err error, attempts int) {
-	k, ok := cloudclients.KeyOf(u.origin, targetOf(u.cc), u.method, u.req)
-	if !ok {
-		return
-	}
-	again := err != nil && u.origin.Err() == nil && p.client.Resends.Has(status.Code(err))
-	r.logical.End(u.origin, k, p.taken, again, p.prior+max(attempts-1, 0), time.Now(), p.client.Pause+cloudclients.ResendGrace)
-}
-
-// recall looks up, for the unary call p plans with req on ctx and cc, a
-// Google Cloud client's, the retries the Retrier made in the client's
-// earlier attempts of it (cloudclients.Memory), which count in this one's.
-func (r *Retrier) recall(ctx context.Context, p *plan, conn *target.Conn, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
-	if p.policy == nil || p.hedge != nil {
-		return
-	}
-	k, ok := cloudclients.KeyOf(ctx, targetOf(cc), p.method, req)
-	if !ok {
-		return
-	}
-	if p.learnClient(ctx, conn, opts, req); !p.client.Google {
-		return
-	}
-	p.prior, p.taken = r.logical.Take(k, time.Now())
 }
 
 // attemptUnary makes one attempt of the unary call u with plan p, with
@@ -262,8 +219,8 @@ func (r *Retrier) recall(ctx context.Context, p *plan, conn *target.Conn, cc *gr
 // failed, f tells how. An attempt cut after its headers arrived (seen by
 // the stats handler as they came, or by grpc.Header once it ended) is
 // committed: it is not resent.
-func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *target.Conn, u *unaryCall, f *attempt.Failure) error {
-	t := p.policy.AttemptTimeout
+func (r *Retrier) attemptUnary(ctx, actx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+	t := p.Policy.AttemptTimeout
 	if t <= 0 {
 		return r.invokeUnary(ctx, actx, conn, u, f)
 	}
@@ -280,13 +237,13 @@ func (r *Retrier) attemptUnary(ctx, actx context.Context, p *plan, conn *target.
 // invokeUnary sends one attempt of u on actx and returns its error; if it
 // failed, f tells how, from what grpc-go wrote into the attempt's call
 // options (internal/attempt).
-func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *target.Conn, u *unaryCall, f *attempt.Failure) error {
-	s := getUnaryState(u.opts, true, !r.noPushback)
-	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, s.opts...)
+func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+	s := getUnaryState(u.Opts, true, !r.e.NoPushback)
+	err := u.Invoker(actx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	conn.Record(ctx, err)
 	if err != nil {
 		f.Err = err
-		s.facts.Read(f, !r.noPushback)
+		s.facts.Read(f, !r.e.NoPushback)
 	} else {
 		conn.SucceededOn(s.stripe) // a success feeds the budget's reserve
 	}

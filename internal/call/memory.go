@@ -1,0 +1,47 @@
+package call
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/target"
+)
+
+// A Google Cloud client retries a unary call with one context and request:
+// the Retrier's retries of it, across the client's attempts of it, stay
+// within MaxAttempts (cloudclients.Memory). Open recalls them, Remember
+// records them.
+
+// recall looks up, for the unary call p plans with req on ctx and cc, a
+// Google Cloud client's, the retries the Retrier made in the client's
+// earlier attempts of it, which count in this one's.
+func (e *Engine) recall(ctx context.Context, p *Plan, conn *target.Conn, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
+	if p.Policy == nil || p.Hedge != nil {
+		return
+	}
+	k, ok := cloudclients.KeyOf(ctx, targetOf(cc), p.Method, req)
+	if !ok {
+		return
+	}
+	if p.learnClient(ctx, conn, opts, req); !p.Client.Google {
+		return
+	}
+	p.Prior, p.Taken = e.Memory.Take(k, time.Now())
+}
+
+// Remember records, for the next attempt its Google Cloud client may make
+// of the unary call u, planned as p, that made attempts and ended with err,
+// the retries the Retrier made of it in all: kept while the client may send
+// it again, after err, within its longest pause; forgotten otherwise.
+func (e *Engine) Remember(p *Plan, u *Unary, err error, attempts int) {
+	k, ok := cloudclients.KeyOf(u.Origin, targetOf(u.CC), u.Method, u.Req)
+	if !ok {
+		return
+	}
+	again := err != nil && u.Origin.Err() == nil && p.Client.Resends.Has(status.Code(err))
+	e.Memory.End(u.Origin, k, p.Taken, again, p.Prior+max(attempts-1, 0), time.Now(), p.Client.Pause+cloudclients.ResendGrace)
+}
