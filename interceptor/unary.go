@@ -10,6 +10,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/hedge"
 	"github.com/platformkit/grpcbackoff/internal/target"
 )
 
@@ -142,8 +143,8 @@ func (r *Retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	var u call.Unary
 	u.Method, u.Req, u.Reply, u.CC, u.Invoker, u.Opts, u.Origin = method, req, reply, cc, invoker, opts, origin
 	if p.Hedge != nil {
-		if h := r.newHedgeCall(ctx, &p, conn, &u); h != nil {
-			return h.run()
+		if h := hedge.New(&r.e, ctx, &p, conn, &u); h != nil {
+			return h.Run()
 		}
 	}
 	if p.Policy == nil { // not retried (or a reply hedging cannot copy): one attempt

@@ -1,4 +1,11 @@
-package interceptor
+// Package hedge is a hedged unary call (interceptor.WithHedging): its
+// attempts, sent every delay while none has answered, each with outputs of
+// its own; the first that answers wins and the caller gets its reply,
+// header, trailer and peer. Its failures are decided on, paid for and ended
+// by the call they belong to (internal/call), as any other call's. In the
+// engine's layers it sits above internal/call and below the unary path
+// (internal/unary), which hands it the calls of a hedged method.
+package hedge
 
 import (
 	"context"
@@ -30,7 +37,7 @@ type hedgeAttempt struct {
 	panicked bool        // the invoker panicked: the call raises panicV on the caller's goroutine
 	dropped  bool        // the call canceled it: another attempt ended the call
 	headers  atomic.Bool // its response headers arrived
-	h        *hedgeCall
+	h        *Call
 }
 
 // HeadersArrived is called, once or more, when a's response headers arrive:
@@ -63,17 +70,17 @@ const (
 	retryNext           // a retry: the backoff after a failure has passed
 )
 
-// hedgeCall is one hedged call. Its state is the caller's goroutine's
-// alone; the attempts run on goroutines of their own and hand back their
-// results (and the arrival of their headers) on channels.
+// Call is one hedged call. Its state is the caller's goroutine's alone;
+// the attempts run on goroutines of their own and hand back their results
+// (and the arrival of their headers) on channels.
 //
 // Hedges answer slowness: while no attempt has answered, one is sent every
 // delay, up to the plan's hedges per round. Failures answer to the retry
-// rules: a failed attempt is decided on as a retry would be (call.decide:
+// rules: a failed attempt is decided on as a retry would be (Call.Decide:
 // its code, the budget's reserve, the deadline, the Policy's MaxAttempts),
 // and the next round starts after its backoff, no hedge going out
 // meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
-type hedgeCall struct {
+type Call struct {
 	c        call.Call
 	hp       *settings.Hedging
 	ctx      context.Context // the caller's, bounded by the plan's timeout
@@ -103,26 +110,28 @@ type hedgeCall struct {
 	panicked  *hedgeAttempt // the first attempt whose invoker panicked
 }
 
-// newHedgeCall returns the hedged call of u with plan p, or nil when u's
-// reply cannot be copied between attempts (then it is not hedged).
-func (r *Retrier) newHedgeCall(ctx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary) *hedgeCall {
+// New returns the hedged call of u with plan p, in engine e, on the
+// ClientConn whose state is conn, or nil when u's reply cannot be copied
+// between attempts (then it is not hedged). ctx is the caller's context,
+// bounded by the plan's timeout.
+func New(e *call.Engine, ctx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary) *Call {
 	rt, ok := replyTypeOf(u.Reply)
 	if !ok {
 		return nil
 	}
-	h := &hedgeCall{c: r.e.NewCall(p, u.CC, conn, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
+	h := &Call{c: e.NewCall(p, u.CC, conn, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
 		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
 	h.c.Req = u.Req
 	h.deadline, _ = ctx.Deadline()
 	return h
 }
 
-// run sends the attempts, waits for the one that ends the call, cancels the
+// Run sends the attempts, waits for the one that ends the call, cancels the
 // others and waits for them, and hands the winner's outputs to the caller.
 // A panic on the caller's goroutine while attempts are in flight (an
 // observer's, the budget's) goes on up only once every attempt returned:
 // the call leaves no goroutine behind.
-func (h *hedgeCall) run() error {
+func (h *Call) Run() error {
 	h.actx, h.cancel = context.WithCancel(h.ctx)
 	defer h.cancel()
 	settled := false
@@ -161,7 +170,7 @@ func (h *hedgeCall) run() error {
 
 // settle cancels the attempts in flight and waits for each to return, then
 // stops the timer: nothing of the call runs on afterwards.
-func (h *hedgeCall) settle() {
+func (h *Call) settle() {
 	h.cancel()
 	for len(h.flight) > 0 {
 		a := <-h.results
@@ -178,7 +187,7 @@ func (h *hedgeCall) settle() {
 // loop waits for the attempt that ends the call and returns it (nil if the
 // call ended without one), with h.final set if the call's error is made
 // already.
-func (h *hedgeCall) loop() (end *hedgeAttempt) {
+func (h *Call) loop() (end *hedgeAttempt) {
 	for {
 		if len(h.flight) == 0 && h.timerC == nil {
 			if h.why == 0 {
@@ -224,7 +233,7 @@ func (h *hedgeCall) loop() (end *hedgeAttempt) {
 
 // interrupted ends the call, which its context or its ClientConn's closing
 // ended while it waited for a retry's backoff or a pushback.
-func (h *hedgeCall) interrupted() *hedgeAttempt {
+func (h *Call) interrupted() *hedgeAttempt {
 	h.c.Delay += time.Since(h.idleSince)
 	h.final = h.c.Interrupted(h.ctx, h.last.err)
 	h.why = h.c.Reason()
@@ -232,7 +241,7 @@ func (h *hedgeCall) interrupted() *hedgeAttempt {
 }
 
 // send sends the next attempt: a hedge, or the first of a round.
-func (h *hedgeCall) send(hedge bool) {
+func (h *Call) send(hedge bool) {
 	c := &h.c
 	if h.last != nil {
 		h.last.outputs = outputs{} // nothing of a failed attempt outlives the next one's start but its error
@@ -280,7 +289,7 @@ func (h *hedgeCall) send(hedge bool) {
 // again, with the same value, on the caller's goroutine once the call's
 // other attempts ended (see run), as it would reach the caller without
 // hedging.
-func (h *hedgeCall) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOption) {
+func (h *Call) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOption) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -295,7 +304,7 @@ func (h *hedgeCall) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.Ca
 // payUnpaid pays for the retry due next if it was decided on unpaid, and
 // reports whether it may be sent. If it is refused, no attempt follows: the
 // call ends with the last attempt's error once none is in flight.
-func (h *hedgeCall) payUnpaid() bool {
+func (h *Call) payUnpaid() bool {
 	u := h.unpaid
 	if u == nil {
 		return true
@@ -313,7 +322,7 @@ func (h *hedgeCall) payUnpaid() bool {
 
 // take removes a, which returned, from the attempts in flight, and counts
 // it for adaptive throttling unless the call itself canceled it.
-func (h *hedgeCall) take(a *hedgeAttempt) {
+func (h *Call) take(a *hedgeAttempt) {
 	h.flight = slices.DeleteFunc(h.flight, func(b *hedgeAttempt) bool { return b == a })
 	if len(h.flight) == 0 {
 		h.idleSince = time.Now()
@@ -325,7 +334,7 @@ func (h *hedgeCall) take(a *hedgeAttempt) {
 
 // arm sets the timer to send the next attempt of kind k after d, if one
 // could start before the deadline. A retry replaces a hedge that was due.
-func (h *hedgeCall) arm(d time.Duration, k timerKind) {
+func (h *Call) arm(d time.Duration, k timerKind) {
 	if h.stopped || h.committed != nil || h.next == retryNext && k == hedgeNext {
 		return // a retry's backoff is not cut short by a hedge
 	}
@@ -348,7 +357,7 @@ func (h *hedgeCall) arm(d time.Duration, k timerKind) {
 	h.timerC, h.next = h.timer.C, k
 }
 
-func (h *hedgeCall) stop(why grpcbackoff.Reason) {
+func (h *Call) stop(why grpcbackoff.Reason) {
 	h.stopped, h.timerC, h.next = true, nil, noTimer
 	if h.why == 0 {
 		h.why = why
@@ -356,7 +365,7 @@ func (h *hedgeCall) stop(why grpcbackoff.Reason) {
 }
 
 // fire sends what the timer was armed for.
-func (h *hedgeCall) fire() {
+func (h *Call) fire() {
 	k := h.next
 	h.next = noTimer
 	switch k {
@@ -377,7 +386,7 @@ func (h *hedgeCall) fire() {
 // not sent, nor is any other of its round; the attempts in flight go on,
 // and a failure of theirs is decided on as any other (the reserve may pay
 // for its retry).
-func (h *hedgeCall) pay() bool {
+func (h *Call) pay() bool {
 	var last attempt.Failure
 	if h.last != nil {
 		last.Err = h.last.err
@@ -390,7 +399,7 @@ func (h *hedgeCall) pay() bool {
 }
 
 // answered returns an attempt in flight whose headers arrived, or nil.
-func (h *hedgeCall) answered() *hedgeAttempt {
+func (h *Call) answered() *hedgeAttempt {
 	for _, a := range h.flight {
 		if a.headers.Load() {
 			return a
@@ -401,7 +410,7 @@ func (h *hedgeCall) answered() *hedgeAttempt {
 
 // commit commits the call to a, whose response headers arrived: no
 // further attempt is sent, and the others are canceled.
-func (h *hedgeCall) commit(a *hedgeAttempt) {
+func (h *Call) commit(a *hedgeAttempt) {
 	if h.committed != nil || !slices.Contains(h.flight, a) {
 		return
 	}
@@ -417,7 +426,7 @@ func (h *hedgeCall) commit(a *hedgeAttempt) {
 
 // result takes in a, an attempt that returned, and returns the attempt that
 // ends the call and true if the call ends.
-func (h *hedgeCall) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
+func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	c := &h.c
 	if a.err == nil {
 		h.why = 0
