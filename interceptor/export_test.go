@@ -8,15 +8,18 @@ import (
 
 	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/metadata"
+
+	"github.com/platformkit/grpcbackoff/internal/stream"
 )
 
 // MsgPrefix is the size of the prefix gRPC puts before every message; a
 // message weighs its proto.Size plus MsgPrefix in the replay buffer.
-const MsgPrefix = msgPrefix
+const MsgPrefix = stream.MsgPrefix
 
-// RetryStream is the stream the stream interceptor returns.
-type RetryStream = retryStream
+// RetryStream is the stream the stream interceptor returns: it tells the
+// state of its replay buffer (Buffer) and the trailer it keeps of its first
+// attempt (FirstTrailer).
+type RetryStream = stream.Stream
 
 // RetryStreamOf digs the interceptor's stream out of a generated client
 // stream of the TestService, for the tests that look at its buffer. It fails
@@ -32,20 +35,11 @@ func RetryStreamOf(tb testing.TB, cs any) *RetryStream {
 	default:
 		panic(fmt.Sprintf("RetryStreamOf(%T)", cs))
 	}
-	rs, ok := inner.(*retryStream)
+	rs, ok := inner.(*stream.Stream)
 	if !ok {
 		tb.Fatalf("the stream is a %T, not the interceptor's", inner)
 	}
 	return rs
-}
-
-// Buffer returns the state of s's replay buffer: its size in bytes, the
-// number of kept messages, whether the first slot still holds a message and
-// whether the stream committed.
-func (s *retryStream) Buffer() (size, kept int, firstHeld, committed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.size, len(s.sent), s.sent0[0] != nil, s.state == streamCommitted
 }
 
 // SetMaxTargets sets the number of targets past which the idle ones are
@@ -54,11 +48,4 @@ func SetMaxTargets(n int) (restore func()) {
 	old := maxTargets
 	maxTargets = n
 	return func() { maxTargets = old }
-}
-
-// FirstTrailer returns the trailer s keeps of its first attempt.
-func (s *retryStream) FirstTrailer() metadata.MD {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.first.trailer
 }

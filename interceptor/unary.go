@@ -251,3 +251,13 @@ func (r *Retrier) invokeUnary(ctx, actx context.Context, conn *target.Conn, u *c
 	s.release()
 	return err
 }
+
+// unaryFinishing carries out a unary call whose options carry grpc.OnFinish
+// and which may make more than one attempt: its attempts go without the
+// OnFinish options, which run once with the call's final error.
+func (r *Retrier) unaryFinishing(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	fs, rest := call.SplitOnFinish(opts)
+	err := r.unary(ctx, method, req, reply, cc, invoker, rest...)
+	call.Finish(fs, err)
+	return err
+}

@@ -152,4 +152,3 @@ func (c Client) Leaves(st *status.Status, atOpening bool) bool {
 	left := c.Codes.Has(code) || c.Hinted.Has(code) && attempt.HasRetryInfo(st)
 	return left && (atOpening || !c.Opening)
 }
-

@@ -33,6 +33,16 @@ var exactlyOnce struct {
 	n    atomic.Int32
 }
 
+// Watch returns the streamer of a stream of method: streamer itself, or,
+// for Pub/Sub's StreamingPull, WatchPull(streamer), which learns which
+// subscriptions have exactly-once delivery.
+func Watch(method string, streamer grpc.Streamer) grpc.Streamer {
+	if method == StreamingPull {
+		return WatchPull(streamer)
+	}
+	return streamer
+}
+
 // ExactlyOnce reports whether req, an Acknowledge or ModifyAckDeadline
 // request, is for a subscription a StreamingPull seen by WatchPull said has
 // exactly-once delivery.

@@ -1,4 +1,4 @@
-package interceptor
+package stream
 
 // A panic in the code under a stream (the interceptors chained after this
 // one, the transport), on the caller's goroutine or on one of the stream's
@@ -13,7 +13,7 @@ package interceptor
 // without the library; with rethrow (f runs on the caller's goroutine) it
 // goes on up at once. On a goroutine of the stream's own (rethrow false),
 // guard reports whether f returned.
-func (s *retryStream) guard(rethrow bool, f func()) (returned bool) {
+func (s *Stream) guard(rethrow bool, f func()) (returned bool) {
 	defer func() {
 		if returned {
 			return
@@ -34,7 +34,7 @@ func (s *retryStream) guard(rethrow bool, f func()) (returned bool) {
 // released, its plan's timeout stopped, and every operation waiting wakes
 // up to raise v. The caller's grpc.OnFinish functions run once its context
 // ends, as grpc-go runs them for a stream it made. mu is held.
-func (s *retryStream) breakLocked(v any) {
+func (s *Stream) breakLocked(v any) {
 	if !s.broken {
 		s.broken, s.panicV = true, v
 	}
@@ -49,7 +49,7 @@ func (s *retryStream) breakLocked(v any) {
 
 // raiseLocked raises, with mu released, the panic that broke the stream, if
 // one did. mu is held.
-func (s *retryStream) raiseLocked() {
+func (s *Stream) raiseLocked() {
 	if s.broken {
 		v := s.panicV
 		s.mu.Unlock()

@@ -1,4 +1,4 @@
-package interceptor
+package stream
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // A stream's attempt is cut once the caller has waited AttemptTimeout in
-// one operation while the server has not answered (see Stream).
+// one operation while the server has not answered (see interceptor.Stream).
 
 // op is a kind of caller operation that AttemptTimeout watches.
 type op int8
@@ -27,7 +27,7 @@ const (
 
 // watch starts, with an AttemptTimeout, the goroutine that waits for the
 // response headers of a, which has just become the current attempt.
-func (s *retryStream) watch(a *streamAttempt) {
+func (s *Stream) watch(a *streamAttempt) {
 	if s.timeout > 0 {
 		go s.watchHeaders(a, a.cs)
 	}
@@ -35,7 +35,7 @@ func (s *retryStream) watch(a *streamAttempt) {
 
 // watchHeaders waits for the response headers of attempt a, whose stream is
 // cs, and commits the stream when they arrive: from then on a is never cut.
-func (s *retryStream) watchHeaders(a *streamAttempt, cs grpc.ClientStream) {
+func (s *Stream) watchHeaders(a *streamAttempt, cs grpc.ClientStream) {
 	var md metadata.MD
 	var err error
 	if !s.guard(false, func() { md, err = cs.Header() }) || md == nil || err != nil {
@@ -50,7 +50,7 @@ func (s *retryStream) watchHeaders(a *streamAttempt, cs grpc.ClientStream) {
 
 // waitLocked notes that the caller started waiting in an operation of kind
 // o on attempt a, and arms a's timer if the server has not answered.
-func (s *retryStream) waitLocked(a *streamAttempt, o op) {
+func (s *Stream) waitLocked(a *streamAttempt, o op) {
 	if s.timeout <= 0 || a.answered || a.done {
 		return
 	}
@@ -62,7 +62,7 @@ func (s *retryStream) waitLocked(a *streamAttempt, o op) {
 // ended. A message sent means the caller is still making its request,
 // which the server may rightly wait for in full before it answers: a
 // receive or Header under way waits from then on.
-func (s *retryStream) doneWaitingLocked(a *streamAttempt, o op) {
+func (s *Stream) doneWaitingLocked(a *streamAttempt, o op) {
 	if s.timeout <= 0 {
 		return
 	}
@@ -80,7 +80,7 @@ func (s *retryStream) doneWaitingLocked(a *streamAttempt, o op) {
 
 // armLocked sets a's timer to fire AttemptTimeout after the earliest wait
 // under way, or stops it if none is.
-func (s *retryStream) armLocked(a *streamAttempt) {
+func (s *Stream) armLocked(a *streamAttempt) {
 	var earliest time.Time
 	for _, t := range a.waiting {
 		if !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
@@ -103,7 +103,7 @@ func (s *retryStream) armLocked(a *streamAttempt) {
 
 // cutAttempt is attempt a's AttemptTimeout: it ends a if the caller has
 // waited that long in one operation and the server has not answered.
-func (s *retryStream) cutAttempt(a *streamAttempt) {
+func (s *Stream) cutAttempt(a *streamAttempt) {
 	s.mu.Lock()
 	cut := false
 	if !a.done && !a.answered {
@@ -130,7 +130,7 @@ func (s *retryStream) cutAttempt(a *streamAttempt) {
 // failureLocked returns how attempt a failed, given the error err it
 // returned: an attempt cut by its AttemptTimeout, the caller's context being
 // live, fails with DEADLINE_EXCEEDED, and cut says so.
-func (s *retryStream) failureLocked(a *streamAttempt, err error) (_ error, cut bool) {
+func (s *Stream) failureLocked(a *streamAttempt, err error) (_ error, cut bool) {
 	if !a.cut || err == io.EOF || s.ctx.Err() != nil {
 		return err, false
 	}

@@ -1,4 +1,4 @@
-package interceptor
+package stream
 
 import (
 	"io"
@@ -7,14 +7,14 @@ import (
 )
 
 // Until it commits, a stream keeps the messages the caller sends, to replay
-// them to a new attempt (see Stream): what it keeps, and the replay.
+// them to a new attempt (see interceptor.Stream): what it keeps, and the replay.
 
-// msgPrefix is the size of the prefix gRPC puts before every message on the
+// MsgPrefix is the size of the prefix gRPC puts before every message on the
 // wire (a compressed flag and a 4-byte length).
-const msgPrefix = 5
+const MsgPrefix = 5
 
 // releaseSent drops the kept messages.
-func (s *retryStream) releaseSent() {
+func (s *Stream) releaseSent() {
 	clear(s.sent0[:])
 	s.sent, s.size = nil, 0
 }
@@ -23,7 +23,7 @@ func (s *retryStream) releaseSent() {
 // unless a retry or a replay is under way, or the attempt ended: the next
 // attempt, or the replay, sends it then. mu is held on entry and released
 // on return.
-func (s *retryStream) sendKeptLocked(m any) error {
+func (s *Stream) sendKeptLocked(m any) error {
 	a := s.cur
 	if s.state == streamRetrying || a.broken || a.replaying {
 		s.mu.Unlock()
@@ -69,15 +69,15 @@ func (s *retryStream) sendKeptLocked(m any) error {
 }
 
 // sizeOf returns the weight of m in the replay buffer, if m is a
-// proto.Message: its encoded size plus msgPrefix. The prefix makes every
+// proto.Message: its encoded size plus MsgPrefix. The prefix makes every
 // message weigh something: with a weight of 0, a stream of empty messages
-// would be kept without bound and WithBufferLimit(0) would keep them too.
+// would be kept without bound and interceptor.WithBufferLimit(0) would keep them too.
 func sizeOf(m any) (int, bool) {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return 0, false
 	}
-	return proto.Size(pm) + msgPrefix, true
+	return proto.Size(pm) + MsgPrefix, true
 }
 
 // replay sends the kept messages to attempt a, which has just opened, then
@@ -94,7 +94,7 @@ func sizeOf(m any) (int, bool) {
 // towards the caller, stop reading, and so stall the replay and the receiver
 // with it, for good. The goroutine lives no longer than a: it ends when every
 // kept message is sent or when a refuses one, which a does once it ended.
-func (s *retryStream) replay(a *streamAttempt) {
+func (s *Stream) replay(a *streamAttempt) {
 	s.mu.Lock()
 	cs := a.cs
 	for i := 0; !s.broken; i++ {
