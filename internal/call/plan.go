@@ -54,8 +54,12 @@ func (s Stated) String() string {
 // call options opts. It allocates nothing.
 func (e *Engine) Plan(p *Plan, method string, opts []grpc.CallOption) {
 	p.Method = method
-	s := e.Settings.Resolve(method)
-	p.Policy, p.Hedge, p.Timeout, p.From = s.Policy, s.Hedge, s.Timeout, s.From
+	if s := &e.Settings; s.Plain() { // the Retrier's own settings for every method
+		p.Policy, p.Hedge, p.Timeout = s.Base.Policy, s.Base.Hedge, s.Base.Timeout
+	} else {
+		r := s.Resolve(method)
+		p.Policy, p.Hedge, p.Timeout, p.From = r.Policy, r.Hedge, r.Timeout, r.From
+	}
 	noRetry, maxAttempts := false, 0
 	var callPolicy *settings.Policy
 	for _, o := range opts {

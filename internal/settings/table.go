@@ -57,6 +57,10 @@ func (t *Table) Entry(name string) *Entry {
 	return e
 }
 
+// Plain reports whether t has the default entry alone: every method gets
+// Base, without a lookup.
+func (t *Table) Plain() bool { return t.entries == nil }
+
 // Named returns the entry of name, nil if no option named it.
 func (t *Table) Named(name string) *Entry { return t.entries[name] }
 

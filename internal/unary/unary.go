@@ -1,0 +1,168 @@
+// Package unary is the unary path of the interceptors' engine: a unary
+// call's plan, its opening, then one attempt, a hedged call
+// (internal/hedge), or attempts retried as its Policy says, each with the
+// call options by which grpc-go tells what became of it, pooled so that a
+// call that succeeds allocates nothing (state.go). Its retries are decided,
+// paid for and ended by internal/call. It is the top of the engine's
+// layers, below interceptor's Unary.
+package unary
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/hedge"
+	"github.com/platformkit/grpcbackoff/internal/target"
+)
+
+// Invoke is the unary interceptor of engine e: the one way through a unary
+// call. Its plan first; a call an earlier Retrier on the connection took
+// passes through; then its opening (shared with streams), then one of a
+// hedged call, a single attempt, or attempts retried as the plan's Policy
+// says.
+func Invoke(e *call.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var p call.Plan
+	e.Plan(&p, method, opts)
+	switch {
+	case p.Through:
+		return invoker(ctx, method, req, reply, cc, opts...)
+	case p.OnFinish && (p.Policy != nil || p.Hedge != nil):
+		return finishing(e, ctx, method, req, reply, cc, invoker, opts)
+	}
+	conn, err := e.Open(ctx, &p, cc, req, opts)
+	if err != nil {
+		return err
+	}
+	origin := ctx
+	if p.Timeout > 0 {
+		if tctx, cancel := p.WithTimeout(ctx); cancel != nil {
+			defer cancel()
+			ctx = tctx
+		}
+	}
+	// Field by field: a composite literal would be built aside and copied.
+	var u call.Unary
+	u.Method, u.Req, u.Reply, u.CC, u.Invoker, u.Opts, u.Origin = method, req, reply, cc, invoker, opts, origin
+	if p.Hedge != nil {
+		if h := hedge.New(e, ctx, &p, conn, &u); h != nil {
+			return h.Run()
+		}
+	}
+	if p.Policy == nil { // not retried (or a reply hedging cannot copy): one attempt
+		return invokeOnce(ctx, conn, &u)
+	}
+	var f attempt.Failure
+	if err := attemptUnary(e, ctx, ctx, &p, conn, &u, &f); err != nil {
+		return retry(e, ctx, &p, conn, &u, &f)
+	}
+	if p.Taken {
+		e.Remember(&p, &u, nil, 0) // a success: the client's call is over
+	}
+	if e.Observer != nil {
+		e.EndFirst(ctx, &p, cc)
+	}
+	return nil
+}
+
+// finishing carries out a unary call whose options carry grpc.OnFinish and
+// which may make more than one attempt: the call without its OnFinish
+// options, which run once, with the call's final error.
+func finishing(e *call.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	fs, rest := call.SplitOnFinish(opts)
+	err := Invoke(e, ctx, method, req, reply, cc, invoker, rest...)
+	call.Finish(fs, err)
+	return err
+}
+
+// invokeOnce makes the single attempt of a call that is not retried.
+func invokeOnce(ctx context.Context, conn *target.Conn, u *call.Unary) error {
+	s := getUnaryState(u.Opts, false, false)
+	err := u.Invoker(ctx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
+	s.release()
+	conn.Record(ctx, err)
+	return err
+}
+
+// retry goes on with a unary call whose first attempt failed as f: it
+// decides, pays for, waits for and makes its retries (retries), and ends the
+// call. The trailer of an attempt is not held through the wait that follows
+// it.
+func retry(e *call.Engine, ctx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+	c := e.NewCall(p, u.CC, conn, u.Opts)
+	c.Req = u.Req
+	c.Attempts = 1
+	err := retries(ctx, &c, u, f)
+	c.End(ctx, err)
+	if c.Plan.Client.Google {
+		e.Remember(&c.Plan, u, err, c.Attempts)
+	}
+	return err
+}
+
+func retries(ctx context.Context, c *call.Call, u *call.Unary, f *attempt.Failure) error {
+	for {
+		d, final := c.Decide(ctx, *f)
+		if final != nil {
+			return final
+		}
+		if why := c.Book(ctx, *f, d); why != 0 {
+			return c.Fail(f.Err, why)
+		}
+		if c.Conn.Deferred() == nil {
+			f.Trailer = nil // read: not held through the wait (PayDue tells observers its hint)
+		}
+		if final := c.Wait(ctx, d, f.Err); final != nil {
+			return final
+		}
+		if why := c.PayDue(ctx, *f, d); why != 0 {
+			return c.Fail(f.Err, why)
+		}
+		*f = attempt.Failure{}
+		err := attemptUnary(c.Engine(), ctx, c.RetryContext(ctx), &c.Plan, c.Conn, u, f)
+		c.Attempts++
+		if err == nil {
+			return nil
+		}
+	}
+}
+
+// attemptUnary makes one attempt of the unary call u with plan p, with
+// context actx (ctx itself, or ctx with the retry metadata), under the
+// Policy's AttemptTimeout if it has one, and returns its error; if it
+// failed, f tells how. An attempt cut after its headers arrived (seen by
+// the stats handler as they came, or by grpc.Header once it ended) is
+// committed: it is not resent.
+func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+	t := p.Policy.AttemptTimeout
+	if t <= 0 {
+		return invokeUnary(e, ctx, actx, conn, u, f)
+	}
+	actx, at := attempt.StartTimer(actx, t)
+	defer at.Stop()
+	err := invokeUnary(e, ctx, attempt.WithListener(actx, at), conn, u, f)
+	if at.Cut(ctx, err) {
+		f.Err, f.Cut, f.Committed = attempt.CutError(t), true, f.Committed || at.Answered()
+		return f.Err
+	}
+	return err
+}
+
+// invokeUnary sends one attempt of u on actx and returns its error; if it
+// failed, f tells how, from what grpc-go wrote into the attempt's call
+// options (internal/attempt).
+func invokeUnary(e *call.Engine, ctx, actx context.Context, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+	s := getUnaryState(u.Opts, true, !e.NoPushback)
+	err := u.Invoker(actx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
+	conn.Record(ctx, err)
+	if err != nil {
+		f.Err = err
+		s.facts.Read(f, !e.NoPushback)
+	} else {
+		conn.SucceededOn(s.stripe) // a success feeds the budget's reserve
+	}
+	s.release()
+	return err
+}
