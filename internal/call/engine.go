@@ -1,9 +1,14 @@
 // Package call is one call of the interceptors' engine across its
 // attempts: its Plan (the Retrier's settings for its method and the call's
 // options, resolved once, before the first attempt), its opening (Open),
-// its decisions after each failed attempt (Call: Decide, Pay, Wait), and
-// its one way out (Fail, End), which every kind of call reaches: the unary
-// path, a hedged call, a stream.
+// its decisions after each failed attempt (Call: Decide, Book, Pay, Wait),
+// and its one way out (Fail, End), which every kind of call reaches: the
+// unary path, a hedged call, a stream.
+//
+// Its files, each on those before it: options.go (the call options a Plan
+// reads), engine.go (what the calls of one Retrier share, and what its
+// Observer is told), plan.go, call.go (a Call, its decisions and its end),
+// memory.go (a Google Cloud client's earlier attempts of a call), open.go.
 //
 // In the engine's layers it sits above what it reads (internal/attempt,
 // internal/cloudclients, internal/target, internal/settings,
@@ -14,15 +19,12 @@ package call
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
@@ -46,63 +48,47 @@ type Engine struct {
 	BufLimit      int                 // bytes of sent messages a stream keeps for replay before it commits
 }
 
-// Open starts the call p plans, on cc, as unary calls and streams alike
-// start: the ClientConn's state (and the Google API its calls serve), a bad
-// call option's error, adaptive throttling's admission, and, for a unary
-// call of a Google Cloud client (req, opts), the retries the Retrier made
-// in the client's earlier attempts of it (Recall); the budget counts the
-// call. It returns the error that ends the call before any attempt, if one
-// does: never the memory's.
-func (e *Engine) Open(ctx context.Context, p *Plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*target.Conn, error) {
-	conn := e.Targets.Conn(cc)
-	if p.Err != nil {
-		return nil, status.Error(codes.InvalidArgument, p.Err.Error())
-	}
-	if conn.Adaptive() != nil {
-		if err := e.admit(ctx, conn, p, cc); err != nil {
-			return nil, err
-		}
-	}
-	if conn.API.Load() == nil {
-		if a := cloudclients.APIOf(ctx, p.Method); a != nil {
-			conn.API.CompareAndSwap(nil, a) // once per ClientConn
-		}
-	}
-	if req != nil && e.Memory.Len() > 0 {
-		e.recall(ctx, p, conn, cc, req, opts)
-	}
-	conn.Started()
-	return conn, nil
+// Observer is told of every retry decision and of every call's end, as
+// interceptor's Observers are: the interceptor package adapts its own.
+type Observer interface {
+	OnRetry(ctx context.Context, r Retry)
+	OnEnd(ctx context.Context, e End)
 }
 
-// NewCall returns the call p plans on cc, whose state is conn, with the
-// caller's options opts.
-func (e *Engine) NewCall(p *Plan, cc *grpc.ClientConn, conn *target.Conn, opts []grpc.CallOption) Call {
-	return Call{e: e, Plan: *p, CC: cc, Conn: conn, opts: opts, adaptive: adaptiveFor(conn, p)}
+// Retry is a retry decision, field for field interceptor.Retry.
+type Retry struct {
+	Method       string
+	StaticMethod bool
+	Target       string
+	Conn         *grpc.ClientConn
+	Attempt      int
+	Code         codes.Code
+	Err          error
+	Hint         grpcbackoff.Hint
+	Delay        time.Duration
+	Throttled    bool
+	Hedge        bool
 }
 
-// adaptiveFor returns the adaptive state that a call on conn with plan p
-// is subject to, nil if none (or if the call is Critical).
-func adaptiveFor(conn *target.Conn, p *Plan) *adaptive.State {
-	if a := conn.Adaptive(); a != nil && !p.Critical {
-		return a
-	}
-	return nil
+// End is how a call ended, field for field interceptor.End.
+type End struct {
+	Method       string
+	StaticMethod bool
+	Target       string
+	Conn         *grpc.ClientConn
+	Code         codes.Code
+	Err          error
+	Attempts     int
+	Delay        time.Duration
+	Hedged       bool
+	Hedges       int
+	Reason       grpcbackoff.Reason
 }
 
-// errRejectedLocally is the status of a call that adaptive throttling did
-// not send.
-var errRejectedLocally = status.Error(codes.Unavailable, "grpcbackoff: call not sent: the backend has been refusing most requests")
-
-// admit decides, before the first attempt, whether adaptive throttling lets
-// the call p plans through; it returns the error for the caller if not, and
-// tells the observers of the call's end. Only calls to a target with
-// adaptive throttling need it.
-func (e *Engine) admit(ctx context.Context, conn *target.Conn, p *Plan, cc *grpc.ClientConn) error {
-	a := adaptiveFor(conn, p)
-	if a == nil || a.Allow(time.Now(), rand.Float64()) {
-		return nil
+// targetOf returns cc's target, or "" for a call made without a ClientConn.
+func targetOf(cc *grpc.ClientConn) string {
+	if cc == nil {
+		return ""
 	}
-	c := Call{e: e, Plan: *p, CC: cc, Conn: conn}
-	return c.End(ctx, c.Fail(errRejectedLocally, grpcbackoff.ReasonRejectedLocally))
+	return cc.Target()
 }
