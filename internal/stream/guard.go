@@ -46,13 +46,3 @@ func (s *Stream) breakLocked(v any) {
 	}
 	s.changed.Broadcast()
 }
-
-// raiseLocked raises, with mu released, the panic that broke the stream, if
-// one did. mu is held.
-func (s *Stream) raiseLocked() {
-	if s.broken {
-		v := s.panicV
-		s.mu.Unlock()
-		panic(v)
-	}
-}

@@ -13,10 +13,17 @@ import (
 // wire (a compressed flag and a 4-byte length).
 const MsgPrefix = 5
 
-// releaseSent drops the kept messages.
-func (s *Stream) releaseSent() {
-	clear(s.sent0[:])
-	s.sent, s.size = nil, 0
+// sizeOf returns the weight of m in the replay buffer, if m is a
+// proto.Message: its encoded size plus MsgPrefix. The prefix makes every
+// message weigh something: with a weight of 0, a stream of empty messages
+// would be kept without bound, and interceptor.WithBufferLimit(0) would
+// keep them too.
+func sizeOf(m any) (int, bool) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return 0, false
+	}
+	return proto.Size(pm) + MsgPrefix, true
 }
 
 // sendKeptLocked sends m, just kept for a replay, to the current attempt,
@@ -66,18 +73,6 @@ func (s *Stream) sendKeptLocked(m any) error {
 	// The stream committed, or ended: m is lost with a, as it would be with
 	// a plain stream that ended under it, and io.EOF says so.
 	return io.EOF
-}
-
-// sizeOf returns the weight of m in the replay buffer, if m is a
-// proto.Message: its encoded size plus MsgPrefix. The prefix makes every
-// message weigh something: with a weight of 0, a stream of empty messages
-// would be kept without bound and interceptor.WithBufferLimit(0) would keep them too.
-func sizeOf(m any) (int, bool) {
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return 0, false
-	}
-	return proto.Size(pm) + MsgPrefix, true
 }
 
 // replay sends the kept messages to attempt a, which has just opened, then

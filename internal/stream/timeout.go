@@ -14,17 +14,6 @@ import (
 // A stream's attempt is cut once the caller has waited AttemptTimeout in
 // one operation while the server has not answered (see interceptor.Stream).
 
-// op is a kind of caller operation that AttemptTimeout watches.
-type op int8
-
-const (
-	opOpen op = iota
-	opSend
-	opRecv
-	opHeader
-	numOps
-)
-
 // watch starts, with an AttemptTimeout, the goroutine that waits for the
 // response headers of a, which has just become the current attempt.
 func (s *Stream) watch(a *streamAttempt) {

@@ -1,0 +1,316 @@
+package stream
+
+import (
+	"context"
+	"io"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/platformkit/grpcbackoff"
+)
+
+// The caller's operations, each under mu: it looks at the state and the
+// current attempt, decides, then acts without mu (see Stream).
+
+// SendMsg keeps m for a replay until the stream commits, and sends it to
+// the current attempt unless a retry or a replay is under way.
+func (s *Stream) SendMsg(m any) error {
+	n, keepable := sizeOf(m)
+	s.mu.Lock()
+	// A message that cannot be kept waits out a retry under way: the stream
+	// commits to the next attempt, which must get the kept ones first.
+	s.awaitLocked(func() bool { return s.state != streamRetrying || keepable || s.sendsClosedLocked() })
+	switch {
+	case s.state == streamEnded:
+		s.mu.Unlock()
+		return io.EOF // the stream is over: RecvMsg says how
+	case s.sendsClosedLocked():
+		// As grpc-go: INTERNAL ("SendMsg called after CloseSend"), and the
+		// stream ends with it; nothing reaches the server. During a retry,
+		// at once: the retry ends the stream when it resumes.
+		if s.state == streamRetrying {
+			s.sentAfterClose = true
+			s.mu.Unlock()
+			return errSendAfterClose
+		}
+		s.commitLocked()
+	case s.state == streamRetrying || s.state == streamOpen && keepable && s.size+n <= s.c.Engine().BufLimit:
+		// Kept for a replay. During a retry's backoff m is kept whatever the
+		// limit, and SendMsg returns at once; past the limit, the stream
+		// commits to the next attempt once the kept messages reached it.
+		s.commitNext = s.commitNext || s.size+n > s.c.Engine().BufLimit
+		s.sent = append(s.sent, m)
+		s.size += n
+		s.sends++
+		return s.sendKeptLocked(m)
+	case s.state == streamOpen:
+		s.commitLocked() // m cannot be kept
+	}
+	// Committed: m goes to the current attempt, after the replayed messages.
+	s.awaitLocked(func() bool { return !s.cur.replaying })
+	s.sends++
+	cs := s.cur.cs
+	s.mu.Unlock()
+	var err error
+	s.guard(true, func() { err = cs.SendMsg(m) })
+	return err
+}
+
+// CloseSend half-closes the current attempt; while a retry or a replay is
+// under way, the next attempt is closed once it has the kept messages.
+func (s *Stream) CloseSend() error {
+	s.mu.Lock()
+	s.raiseLocked()
+	if s.state == streamEnded {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	a := s.cur
+	// While a retry or a replay is under way, it closes the next attempt.
+	cs := a.cs
+	direct := s.state != streamRetrying && !a.broken && !a.replaying && cs != nil
+	s.mu.Unlock()
+	var err error
+	if direct {
+		s.guard(true, func() { err = cs.CloseSend() })
+	}
+	return err
+}
+
+// RecvMsg receives from the current attempt; a failure before the commit
+// is retried (retryLocked), one after it ends the stream.
+func (s *Stream) RecvMsg(m any) error {
+	s.mu.Lock()
+	for {
+		// One receiver at a time, on the current attempt.
+		s.awaitLocked(func() bool { return s.state == streamEnded || s.state != streamRetrying && !s.cur.receiving })
+		if s.state == streamEnded {
+			err := s.err
+			s.mu.Unlock()
+			return s.ended(err)
+		}
+		a := s.cur
+		a.receiving = true
+		s.waitLocked(a, opRecv)
+		cs := a.cs
+		s.mu.Unlock()
+		var err error
+		committed := false
+		s.guard(true, func() {
+			if err = cs.RecvMsg(m); err != nil && err != io.EOF {
+				// Whether response headers came before the failure: if so,
+				// the server has the call, and it commits (gRFC A6).
+				md, _ := cs.Header()
+				committed = md != nil
+			}
+		})
+		s.mu.Lock()
+		s.raiseLocked() // a panic on another goroutine ended a under this one
+		s.doneWaitingLocked(a, opRecv)
+		if committed {
+			s.answeredLocked(a)
+		}
+		if err != nil && err != io.EOF && s.state == streamOpen {
+			// Learn how the replay to a ended before deciding: it may have
+			// committed the stream. a ended, so the replay ends soon.
+			// Meanwhile a stays in this goroutine's hands (receiving), so
+			// that Header leaves it alone.
+			s.awaitLocked(func() bool { return !a.replaying })
+		}
+		a.receiving = false
+		s.changed.Broadcast()
+		if err == nil {
+			count := s.countLocked(a)
+			s.answeredLocked(a)
+			if s.desc.ServerStreams {
+				s.mu.Unlock()
+				s.count(count)
+				return nil
+			}
+			// A client stream's only response ends it.
+			a.release()
+			s.mu.Unlock()
+			s.count(count)
+			s.ended(io.EOF)
+			return nil
+		}
+		// Only a receiver retries, and a had one, this goroutine: a is still
+		// the current attempt, and the state is open or committed.
+		if s.state == streamOpen && err != io.EOF {
+			if final := s.retryLocked(a, err); final != nil {
+				s.mu.Unlock()
+				return s.ended(final)
+			}
+			continue
+		}
+		count := err == io.EOF && s.state == streamOpen && s.countLocked(a) // the stream ended well
+		s.commitLocked()
+		err, _ = s.failureLocked(a, err)
+		if err != io.EOF && s.c.Attempts > 1 {
+			// After retries, as a unary call's: the committed attempt's
+			// error, with the call's attempts and why retrying stopped.
+			why := grpcbackoff.ReasonNotRetryable
+			switch {
+			case s.ctx.Err() == context.Canceled || s.c.Conn.Closed():
+				why = grpcbackoff.ReasonCanceled
+			case s.ctx.Err() == context.DeadlineExceeded:
+				why = grpcbackoff.ReasonDeadline
+			}
+			err = s.c.Fail(err, why)
+		}
+		a.release()
+		s.mu.Unlock()
+		s.count(count)
+		return s.ended(err)
+	}
+}
+
+// Header returns the current attempt's response headers, which commit the
+// stream; an attempt that ended without any is retried, as by RecvMsg.
+func (s *Stream) Header() (metadata.MD, error) {
+	s.mu.Lock()
+	for {
+		s.awaitLocked(func() bool { return s.state != streamRetrying })
+		switch s.state {
+		case streamEnded:
+			s.mu.Unlock()
+			return nil, nil // as grpc: RecvMsg returns the error
+		case streamCommitted:
+			cs := s.cur.cs
+			s.mu.Unlock()
+			var md metadata.MD
+			var err error
+			s.guard(true, func() { md, err = cs.Header() })
+			return md, err
+		}
+		a := s.cur
+		s.waitLocked(a, opHeader)
+		cs := a.cs
+		s.mu.Unlock()
+		var md metadata.MD
+		var err error
+		s.guard(true, func() { md, err = cs.Header() })
+		s.mu.Lock()
+		s.raiseLocked()
+		s.doneWaitingLocked(a, opHeader)
+		if a != s.cur || s.state == streamRetrying || s.state == streamEnded {
+			continue // a failed meanwhile: its headers are not the stream's
+		}
+		if md != nil || err != nil {
+			s.answeredLocked(a) // the headers arrived
+			s.mu.Unlock()
+			return md, err
+		}
+		// No headers: a ended without any (trailers only), so without a
+		// message either, and receiving from it returns how it ended.
+		if s.headerlessLocked(a) {
+			s.mu.Unlock()
+			return nil, nil
+		}
+	}
+}
+
+// headerlessLocked handles, for Header, the current attempt a, which ended
+// without headers. If the caller's RecvMsg is receiving from a (or a replay
+// to a has not ended), it waits for a change and leaves a to RecvMsg;
+// otherwise it receives from a to learn how a ended, and retries it if it
+// should. It reports whether Header is done: the stream committed or ended.
+func (s *Stream) headerlessLocked(a *streamAttempt) (done bool) {
+	if a.receiving || a.replaying {
+		s.awaitLocked(func() bool { return !a.receiving && !a.replaying || a != s.cur || s.state != streamOpen })
+		return false
+	}
+	a.receiving = true
+	cs := a.cs
+	s.mu.Unlock()
+	var err error
+	s.guard(true, func() { err = cs.RecvMsg(new(emptypb.Empty)) })
+	s.mu.Lock()
+	s.raiseLocked()
+	a.receiving = false
+	s.changed.Broadcast()
+	if s.state != streamOpen || err == nil || err == io.EOF {
+		// io.EOF: a ended well; the caller's RecvMsg gets io.EOF from it.
+		// (nil cannot happen: a message would have come with headers.)
+		s.commitLocked()
+		return true
+	}
+	return s.retryLocked(a, err) != nil
+}
+
+// Trailer returns the current attempt's trailer: once the stream ended, the
+// trailer of the attempt that ended it.
+func (s *Stream) Trailer() metadata.MD {
+	s.mu.Lock()
+	s.raiseLocked()
+	a := s.cur
+	cs, trailer := a.cs, a.trailer
+	s.mu.Unlock()
+	if cs != nil {
+		s.guard(true, func() { trailer = cs.Trailer() })
+	}
+	return trailer
+}
+
+// Context commits the stream, as grpc's own retry does: the context is the
+// current attempt's. While a retry is under way, it waits for the next
+// attempt.
+func (s *Stream) Context() context.Context {
+	s.mu.Lock()
+	s.awaitLocked(func() bool { return s.state != streamRetrying })
+	s.commitLocked()
+	cs := s.cur.cs
+	s.mu.Unlock()
+	if cs == nil {
+		// The stream ended while it retried: no attempt is left. As a
+		// grpc-go stream's that ended, its context is done.
+		ctx, cancel := context.WithCancel(s.ctx)
+		cancel()
+		return ctx
+	}
+	var ctx context.Context
+	s.guard(true, func() { ctx = cs.Context() })
+	return ctx
+}
+
+// count, if count, counts a response or a good end: it feeds the budget's
+// reserve (a SharedBudget's, whose panic breaks the stream as one of the
+// code under it would) and counts as accepted for adaptive throttling. mu
+// is not held.
+func (s *Stream) count(count bool) {
+	if count {
+		s.guard(true, func() {
+			s.c.Conn.Succeeded()
+			s.c.Conn.Record(s.ctx, nil)
+		})
+	}
+}
+
+// ended tells the observers, once, that the stream ended with err (io.EOF:
+// success), ends the plan's timeout, and returns err.
+func (s *Stream) ended(err error) error {
+	s.mu.Lock()
+	seen := s.endSeen
+	s.endSeen = true
+	s.mu.Unlock()
+	if seen {
+		return err
+	}
+	if s.stopTimeout != nil {
+		defer s.stopTimeout()
+	}
+	if s.stopFinish != nil {
+		s.stopFinish()
+		s.finished(err)
+	}
+	if s.c.Engine().Observer != nil {
+		end := err
+		if end == io.EOF {
+			end = nil
+		}
+		s.c.End(s.ctx, end)
+	}
+	return err
+}
