@@ -35,6 +35,33 @@ type Observer interface {
 	OnEnd(ctx context.Context, e End)
 }
 
+// Retry describes one retry decision, as passed to the hook set with
+// WithOnRetry: attempt number Attempt of Method failed with Err, the server
+// hinted Hint, and the next attempt starts after Delay (the longer of the
+// Policy's backoff and Hint.Delay), unless Throttled, in which case there is
+// none.
+type Retry struct {
+	Method string
+	// StaticMethod is true when the call carried grpc.StaticMethod(), as in
+	// End.
+	StaticMethod bool
+	// Target is the target of the call's ClientConn (cc.Target()), "" when
+	// the interceptor was called without one.
+	Target string
+	// Conn is the call's ClientConn, as in End.
+	Conn      *grpc.ClientConn
+	Attempt   int
+	Code      codes.Code
+	Err       error
+	Hint      grpcbackoff.Hint
+	Delay     time.Duration
+	Throttled bool
+	// Hedge says the next attempt is a hedge (WithHedging), sent Delay after
+	// the attempt before it; Code and Err are those of the last attempt that
+	// failed with a non-fatal code, if one did (OK and nil otherwise).
+	Hedge bool
+}
+
 // End describes how a call ended, as passed to Observer.OnEnd.
 type End struct {
 	// Method is the full method name, "/pkg.Service/Method".
@@ -88,7 +115,33 @@ func WithObserver(o Observer) Option {
 		if o == nil {
 			return errors.New("interceptor: WithObserver(nil): the observer is nil")
 		}
-		r.observers = append(r.observers, o)
+		r.observe(o)
+		return nil
+	}
+}
+
+// WithOnRetry sets a function called before each retry wait, and when the
+// throttle refuses a retry. It runs on the caller's goroutine and must not
+// block.
+func WithOnRetry(f func(Retry)) Option {
+	return func(r *Retrier) error {
+		if f == nil {
+			return errors.New("interceptor: WithOnRetry(nil): the function is nil")
+		}
+		r.observe(hookObserver(f))
+		return nil
+	}
+}
+
+// WithLogger logs, with l, each retry decision at level Info (Warn when
+// throttled), and each call that gives up (End.GaveUp) at level Warn with
+// its reason. The records carry the call's context. It adds an observer:
+// each WithLogger adds its logger; a nil l adds nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(r *Retrier) error {
+		if l != nil {
+			r.observe(&logObserver{l: l})
+		}
 		return nil
 	}
 }
@@ -97,6 +150,13 @@ func WithObserver(o Observer) Option {
 // event is turned into its public form, only for a Retrier that has
 // observers, and told to each of them, in the order they were added.
 type observers []Observer
+
+// observe adds o to the observers the engine tells; a Retrier without
+// observers has no call.Observer at all.
+func (r *Retrier) observe(o Observer) {
+	os, _ := r.e.Observer.(observers)
+	r.e.Observer = append(os, o)
+}
 
 func (os observers) OnRetry(ctx context.Context, x call.Retry) {
 	r := Retry(x)
@@ -116,7 +176,8 @@ func (os observers) OnEnd(ctx context.Context, x call.End) {
 type hookObserver func(Retry)
 
 func (f hookObserver) OnRetry(_ context.Context, r Retry) { f(r) }
-func (hookObserver) OnEnd(context.Context, End)           {}
+
+func (hookObserver) OnEnd(context.Context, End) {}
 
 // logObserver is the Observer of WithLogger.
 type logObserver struct {

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
 
@@ -47,4 +48,17 @@ func (r *Retrier) Stream() grpc.StreamClientInterceptor { return r.stream }
 
 func (r *Retrier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	return stream.Open(&r.e, ctx, desc, cc, method, streamer, opts...)
+}
+
+// WithBufferLimit sets how many bytes of sent messages a stream keeps for
+// replay before it commits; it must not be negative. 0 commits every stream
+// on its first message sent. Default DefaultBufferLimit.
+func WithBufferLimit(n int) Option {
+	return func(r *Retrier) error {
+		if n < 0 {
+			return fmt.Errorf("interceptor: WithBufferLimit(%d): the limit must not be negative", n)
+		}
+		r.e.BufLimit = n
+		return nil
+	}
 }

@@ -5,7 +5,27 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/platformkit/grpcbackoff"
 )
+
+// WithThrottle replaces the default retry throttle (grpcbackoff.DefaultThrottle).
+// Each backend target gets a budget of its own for t (see Retrier).
+func WithThrottle(t grpcbackoff.Throttle) Option {
+	return func(r *Retrier) error {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+		r.e.Targets.Throttle = &t
+		return nil
+	}
+}
+
+// WithoutThrottle turns the retry throttle off: every call may retry up to
+// its Policy whatever the others do. Use it only where a storm is impossible.
+func WithoutThrottle() Option {
+	return func(r *Retrier) error { r.e.Targets.Throttle = nil; return nil }
+}
 
 // TargetState is the retry state of one backend target, as States reports
 // it.

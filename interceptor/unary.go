@@ -53,3 +53,15 @@ func (r *Retrier) Unary() grpc.UnaryClientInterceptor {
 		return unary.Invoke(&r.e, ctx, method, req, reply, cc, invoker, opts...)
 	}
 }
+
+// WithoutPushback stops reading the grpc-retry-pushback-ms trailer of unary
+// calls (streams read it at no cost). Reading it takes a grpc.Trailer call
+// option on every call, for which grpc-go allocates a copy of the trailer
+// even when the call succeeds. RetryInfo details are still honoured, and
+// what decides a retry is known as without it: whether the call committed
+// (grpc.Header) and whether it was sent (grpc.Peer). Use it where no server
+// sends pushback and every allocation counts: unary calls then ignore a
+// server's retry guard (package guard), whose refusal is pushback.
+func WithoutPushback() Option {
+	return func(r *Retrier) error { r.e.NoPushback = true; return nil }
+}

@@ -1,0 +1,58 @@
+// Package interceptor carries out a grpcbackoff.Policy as gRPC client
+// interceptors: Unary for unary calls, Stream for every kind of stream, and
+// DialOptions for both, sharing one retry throttle.
+//
+//	conn, err := grpc.NewClient(target, append(interceptor.DialOptions(grpcbackoff.DefaultPolicy()), creds)...)
+//
+// The Google Cloud clients (cloud.google.com/go) retry by themselves, in
+// their CallOptions or their own code. One retry layer per method and code,
+// never two, never none: for a call of such a client (its x-goog-api-client
+// carries a gapic/ or gccl/ token), the Retrier makes one attempt on a code
+// the client retries for that method and hands the error back
+// (ReasonClientRetries), and retries every other code of its Policy itself;
+// Explain says which codes are whose. A client retries a call with one
+// context and request, by which the Retrier knows its attempts: its own
+// retries of one call stay within MaxAttempts across them. That memory
+// never answers for the wire: every call is sent, and an attempt of a call
+// its client resends only gets fewer retries of the Retrier's. The gaxretry
+// module gives a Retrier's dial options to such clients
+// (gaxretry.ClientOptions) and can hand their own retries over to it
+// (gaxretry.Adopt). A Retrier installed twice on one connection (the same
+// dial options, or two Retriers') retries in one layer: the first one.
+//
+// Beyond retries, a Retrier hedges the methods given WithHedging, cuts hung
+// attempts (Policy.AttemptTimeout), keeps a retry budget per backend target,
+// never retries a method known not to be idempotent after a failure that may
+// have been applied, and tells its Observers of every decision.
+//
+// A call is retried when it fails with one of the Policy's codes, up to
+// MaxAttempts attempts, waiting Policy.Backoff between attempts (or longer if
+// the server asks for it with RetryInfo or pushback). The interceptors never
+// sleep past the caller's deadline: when the next retry could not start before
+// it, the last error is returned at once. The error returned after retries is
+// a *grpcbackoff.Error that keeps the last status code and details.
+//
+// # Reading order
+//
+// This package is the public face: New and its options, Unary, Stream,
+// DialOptions, Explain, and the types they name. The engine is internal, in
+// packages that import one way, each one's doc saying its place, bottom up:
+//
+//	internal/attempt       one attempt's facts: Failure, Facts, Timer, HeaderWatch
+//	internal/cloudclients  what the Google Cloud clients retry, the rule, the memory of their calls
+//	internal/target        a target's budget and adaptive throttling, a ClientConn's closing
+//	internal/settings      what a Retrier's options say of each method
+//	internal/safety        whether a method may be sent again after a failure
+//	internal/call          a call's Plan, its decisions (Decide, Book, Pay, Wait), its end (Fail, End)
+//	internal/hedge         a hedged unary call
+//	internal/stream        the stream machine
+//	internal/unary         the unary path
+//
+// To change the stream machine, read Stream's contract (stream.go), then
+// internal/stream in the order its package doc gives, state.go first (the
+// states and their rules), then internal/call's Call (how a failed attempt
+// is decided on, paid for and ended) and internal/attempt (what a failure
+// tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
+// scenario tests, through the public API; internal/attempt's
+// TestGRPCStreamFacts pins what grpc-go reports of a stream.
+package interceptor
