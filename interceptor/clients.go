@@ -46,8 +46,8 @@ func clientRetries(method string, stream bool) []ClientRetries {
 	var out []ClientRetries
 	for _, rl := range cloudclients.Explain(method, stream) {
 		if rl.Known || strings.HasPrefix(method, "/google.") {
-			out = append(out, ClientRetries{Client: rl.Source, Codes: cloudclients.Codes(rl.Codes).List(), OpeningOnly: rl.Opening,
-				Hinted: cloudclients.Codes(rl.Hinted &^ rl.Codes).List(), ExactlyOnce: cloudclients.Codes(rl.ExactlyOnce).List()})
+			out = append(out, ClientRetries{Client: rl.Source, Codes: cloudclients.CodeSet(rl.Codes).List(), OpeningOnly: rl.Opening,
+				Hinted: cloudclients.CodeSet(rl.Hinted &^ rl.Codes).List(), ExactlyOnce: cloudclients.CodeSet(rl.ExactlyOnce).List()})
 		}
 	}
 	return out

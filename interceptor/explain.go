@@ -116,7 +116,7 @@ func (d Decision) writeTail(b *strings.Builder) {
 	}
 	for _, c := range d.Clients {
 		fmt.Fprintf(b, "; called by %s: ", c.Client)
-		var left cloudclients.Codes
+		var left cloudclients.CodeSet
 		for _, code := range c.Codes {
 			left |= 1 << code
 		}

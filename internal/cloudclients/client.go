@@ -20,14 +20,14 @@ import (
 // first failure, what its client leaves to itself; Leaves applies it to a
 // failure.
 
-// Codes is a set of codes, bit 1<<code.
-type Codes uint32
+// CodeSet is a set of codes, bit 1<<code.
+type CodeSet uint32
 
 // Has reports whether c is in s.
-func (s Codes) Has(c codes.Code) bool { return c < 32 && s&(1<<c) != 0 }
+func (s CodeSet) Has(c codes.Code) bool { return c < 32 && s&(1<<c) != 0 }
 
 // List returns the codes of s, in order.
-func (s Codes) List() []codes.Code {
+func (s CodeSet) List() []codes.Code {
 	var cs []codes.Code
 	for c := codes.Code(0); c < 32; c++ {
 		if s.Has(c) {
@@ -41,20 +41,20 @@ func (s Codes) List() []codes.Code {
 // it, learnt at the first failure (a call that succeeds never asks).
 type Client struct {
 	Learnt  bool
-	Google  bool  // the call is a Google Cloud client's (or an adopted one's)
-	Codes   Codes // the codes left to the client
-	Hinted  Codes // the codes left to the client when the error carries RetryInfo
-	Opening bool  // the client retries only a stream's opening
+	Google  bool    // the call is a Google Cloud client's (or an adopted one's)
+	Codes   CodeSet // the codes left to the client
+	Hinted  CodeSet // the codes left to the client when the error carries RetryInfo
+	Opening bool    // the client retries only a stream's opening
 	// Resends are the codes after which the client may send the call again
 	// (those it retries; every code when the data does not know the
 	// method), and Pause the longest it waits before it does: what the
 	// Memory of its call needs.
-	Resends Codes
+	Resends CodeSet
 	Pause   time.Duration
 }
 
 // everyCode is every code but OK.
-const everyCode Codes = 1<<17 - 2
+const everyCode CodeSet = 1<<17 - 2
 
 // gaxMaxPause is gax.Backoff's default Max: the longest pause of a gax
 // Retryer whose backoff is not known.
@@ -87,20 +87,20 @@ func Learn(ctx context.Context, method string, opts []grpc.CallOption, api *API,
 		c.API, c.APIGapic = api.Service, api.Gapic
 	}
 	rl := Lookup(c)
-	if rl.Client {
-		cl = Client{Learnt: true, Google: true, Codes: Codes(rl.Codes), Hinted: Codes(rl.Hinted), Opening: rl.Opening,
-			Resends: Codes(rl.Codes | rl.Hinted | rl.ExactlyOnce), Pause: rl.Pause}
+	if rl.Google {
+		cl = Client{Learnt: true, Google: true, Codes: CodeSet(rl.Codes), Hinted: CodeSet(rl.Hinted), Opening: rl.Opening,
+			Resends: CodeSet(rl.Codes | rl.Hinted | rl.ExactlyOnce), Pause: rl.Pause}
 		if !rl.Known {
 			cl.Resends = everyCode
 		}
 		if rl.ExactlyOnce != 0 && ExactlyOnce(req) {
-			cl.Codes |= Codes(rl.ExactlyOnce)
+			cl.Codes |= CodeSet(rl.ExactlyOnce)
 		}
 	}
 	if marked != nil {
 		cl.Google = true
-		cl.Codes |= Codes(marked.Codes)
-		cl.Resends |= Codes(marked.Codes)
+		cl.Codes |= CodeSet(marked.Codes)
+		cl.Resends |= CodeSet(marked.Codes)
 		cl.Pause = max(cl.Pause, marked.MaxPause)
 	}
 	if handedOver {
@@ -113,15 +113,6 @@ func Learn(ctx context.Context, method string, opts []grpc.CallOption, api *API,
 		cl.Resends, cl.Pause = everyCode, max(cl.Pause, gaxMaxPause)
 	}
 	return cl
-}
-
-// API is what the calls on one ClientConn tell of the Google API its
-// client serves: the service of its first call that was not a mixin's, and
-// that call's gapic/ version. A mixin's call (GetOperation, ListLocations,
-// GetIamPolicy) gets what that API's file says.
-type API struct {
-	Service string
-	Gapic   string
 }
 
 // APIOf returns the API that a call of method on ctx tells, or nil for a

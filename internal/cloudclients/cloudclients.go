@@ -56,11 +56,20 @@ type Call struct {
 	API, APIGapic string
 }
 
+// API is what the calls on one ClientConn tell of the Google API its
+// client serves: the service of its first call that was not a mixin's, and
+// that call's gapic/ version. A mixin's call (GetOperation, ListLocations,
+// GetIamPolicy) gets what that API's file says.
+type API struct {
+	Service string
+	Gapic   string
+}
+
 // Rule is who retries what for one call.
 type Rule struct {
-	// Client says the call is a Google Cloud client's: its x-goog-api-client
-	// has a gapic/ or gccl/ token.
-	Client bool
+	// Google says the call is a Google Cloud client's: its
+	// x-goog-api-client has a gapic/ or gccl/ token.
+	Google bool
 	// Codes are the codes left to the client, bit 1<<code: it retries them,
 	// or refuses them on purpose.
 	Codes uint32
@@ -84,7 +93,7 @@ type Rule struct {
 }
 
 func (r rule) export() Rule {
-	return Rule{Client: r.client, Codes: r.codes, Hinted: r.hinted, Opening: r.opening, ExactlyOnce: r.once,
+	return Rule{Google: r.client, Codes: r.codes, Hinted: r.hinted, Opening: r.opening, ExactlyOnce: r.once,
 		Known: r.known, Pause: r.pause}
 }
 
@@ -120,7 +129,7 @@ func Explain(method string, stream bool) []Rule {
 	if isMixin(service) {
 		if service == operations {
 			r := lookup(call{method: method, header: "gapic/" + lroVersions[len(lroVersions)-1], stream: stream})
-			add(r, "the LRO client's CallOptions (op.Wait's polling; cloud.google.com/go/longrunning), from "+t.source(r.file))
+			add(r, "the LRO client's CallOptions (op.Wait's polling; cloud.google.com/go/longrunning), from "+t.cite(r.file))
 		}
 		naming := 0
 		for i, row := range t.rows {
@@ -134,11 +143,11 @@ func Explain(method string, stream bool) []Rule {
 		r := lookup(call{method: method, header: "gapic/0.0.0", stream: stream})
 		switch r.kind {
 		case fromTable:
-			add(r, "the generated client's CallOptions, from "+t.source(r.file))
+			add(r, "the generated client's CallOptions, from "+t.cite(r.file))
 		case fromWhole:
-			add(r, "the generated client's CallOptions, from the entry for the whole service "+service+" in "+t.source(r.file))
+			add(r, "the generated client's CallOptions, from the entry for the whole service "+service+" in "+t.cite(r.file))
 		case unknownMethod:
-			add(r, "unknown method of "+service+" (a client newer than "+t.source(r.file)+"): nothing left to its client, every code retried here")
+			add(r, "unknown method of "+service+" (a client newer than "+t.cite(r.file)+"): nothing left to its client, every code retried here")
 		default:
 			add(r, "unknown service: no googleapis file names it: nothing left to its client, every code retried here")
 		}
@@ -155,18 +164,6 @@ func Explain(method string, stream bool) []Rule {
 		add(r, "the hand-written client of "+service+", which makes every call through its own loop (handwritten.go)")
 	}
 	return out
-}
-
-// source names file i of t and the commit.
-func (t *table) source(i int) string {
-	if i < 0 || i >= len(t.files) {
-		return "no file"
-	}
-	c := t.commit
-	if len(c) > 12 {
-		c = c[:12]
-	}
-	return "googleapis " + t.files[i] + " at " + c
 }
 
 // Methods returns the methods the data knows of service
@@ -237,22 +234,3 @@ func TableSource() (commit string, files int, err error) {
 	t := loadTable()
 	return t.commit, len(t.files), t.err
 }
-
-// methodFacts is what the descriptor of a pinned client's method tells of
-// it (see pinnedMethods).
-type methodFacts struct {
-	method string
-	safety safety
-	stream bool
-	why    string
-}
-
-// safety is what a descriptor tells of a method's safety, as the interceptor
-// package reads it (interceptor.Safety).
-type safety int8
-
-const (
-	safetyUnknown safety = iota
-	idempotent
-	notIdempotent
-)

@@ -2,6 +2,25 @@
 
 package cloudclients
 
+// methodFacts is what the descriptor of a pinned client's method tells of
+// it (see pinnedMethods).
+type methodFacts struct {
+	method string
+	safety safety
+	stream bool
+	why    string
+}
+
+// safety is what a descriptor tells of a method's safety, as the interceptor
+// package reads it (interceptor.Safety).
+type safety int8
+
+const (
+	safetyUnknown safety = iota
+	idempotent
+	notIdempotent
+)
+
 // pinnedMethods is what the descriptors of the methods of the pinned
 // generated clients (googleclients/go.mod) and of the hand-written clients'
 // statements (handwritten.go) tell of their safety, as the interceptor

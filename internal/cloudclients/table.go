@@ -328,3 +328,15 @@ func (t *table) longestPause(service string) time.Duration {
 	}
 	return d
 }
+
+// cite names file i of t and the commit.
+func (t *table) cite(i int) string {
+	if i < 0 || i >= len(t.files) {
+		return "no file"
+	}
+	c := t.commit
+	if len(c) > 12 {
+		c = c[:12]
+	}
+	return "googleapis " + t.files[i] + " at " + c
+}

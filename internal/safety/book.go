@@ -18,21 +18,6 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
-// Level is what is known of a method: the values of interceptor.Safety.
-type Level int8
-
-const (
-	Unknown       Level = iota // nothing is known; the Policy's codes apply
-	Idempotent                 // the method may be sent again after any failure
-	NotIdempotent              // not sent again after a failure that may have been applied
-)
-
-// Knowledge is what is known of a method's safety, and from where.
-type Knowledge struct {
-	Level  Level
-	Source string
-}
-
 // Book is what one Retrier knows of its methods' safety, first to last as
 // interceptor.Safety says: what its options state of a method (Stated,
 // then a service config's retryPolicy naming it in Settings), of its

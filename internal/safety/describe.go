@@ -12,6 +12,21 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
 
+// Level is what is known of a method: the values of interceptor.Safety.
+type Level int8
+
+const (
+	Unknown       Level = iota // nothing is known; the Policy's codes apply
+	Idempotent                 // the method may be sent again after any failure
+	NotIdempotent              // not sent again after a failure that may have been applied
+)
+
+// Knowledge is what is known of a method's safety, and from where.
+type Knowledge struct {
+	Level  Level
+	Source string
+}
+
 // Describe returns what method's descriptor says of its safety; for a
 // method of a pinned Google Cloud client whose generated package the binary
 // does not link, what the data says its descriptor tells.
