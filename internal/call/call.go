@@ -243,13 +243,31 @@ func (c *Call) Closing() error {
 // is closing" for the closing (ReasonCanceled), and for a deadline, which
 // Decide makes unlikely, the last real error lastErr (ReasonDeadline).
 func (c *Call) Interrupted(ctx context.Context, lastErr error) error {
-	switch ctx.Err() {
-	case context.Canceled:
-		return c.Fail(status.FromContextError(ctx.Err()).Err(), grpcbackoff.ReasonCanceled)
-	case nil:
+	done := ctx.Err()
+	if done == nil {
 		return c.Closing()
 	}
-	return c.Fail(lastErr, grpcbackoff.ReasonDeadline)
+	why := decide.Ended(false, done)
+	if why == grpcbackoff.ReasonCanceled {
+		return c.Fail(status.FromContextError(done).Err(), why)
+	}
+	return c.Fail(lastErr, why)
+}
+
+// Committed returns the error a call that made more than one attempt ends
+// with when its attempt failed with err after the call committed: err,
+// with the call's attempts and why retrying stopped, its ClientConn's
+// closing or its context's end if either came (see Interrupted), else
+// ReasonNotRetryable.
+func (c *Call) Committed(ctx context.Context, err error) error {
+	why := grpcbackoff.ReasonNotRetryable
+	switch {
+	case c.Conn.Closed():
+		why = grpcbackoff.ReasonCanceled
+	case ctx.Err() != nil:
+		why = decide.Ended(false, ctx.Err())
+	}
+	return c.Fail(err, why)
 }
 
 // End tells the observers that the call ended with err (nil: success), for

@@ -82,7 +82,8 @@ type Budget interface {
 // Decide is the retry decision, in order:
 //
 //  1. the caller's context ended, or its deadline passed: stop
-//     (ReasonCanceled or ReasonDeadline; Reason 0 after the first attempt);
+//     (Ended: ReasonCanceled or ReasonDeadline; Reason 0 after the first
+//     attempt);
 //  2. the code is the Client's to retry: ReasonClientRetries;
 //  3. the attempt is Final, or its code is not retried and it did not time
 //     out: ReasonNotRetryable;
@@ -101,13 +102,7 @@ type Budget interface {
 func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State) Decision {
 	hasDeadline := !a.Deadline.IsZero()
 	if a.Done != nil || hasDeadline && !a.Now.Before(a.Deadline) {
-		switch {
-		case a.Number == 1:
-			return Decision{}
-		case a.Done == context.Canceled:
-			return Decision{Reason: grpcbackoff.ReasonCanceled}
-		}
-		return Decision{Reason: grpcbackoff.ReasonDeadline}
+		return Decision{Reason: Ended(a.Number == 1, a.Done)}
 	}
 	if a.Client {
 		return Decision{Reason: grpcbackoff.ReasonClientRetries}
@@ -129,6 +124,23 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State)
 		return Decision{Reason: why}
 	}
 	return Decision{Retry: true, Delay: d}
+}
+
+// Ended is the Reason a call stops for when its context ended (done, the
+// context's error: context.Canceled or context.DeadlineExceeded) or its
+// deadline passed (done nil): ReasonCanceled for a cancellation,
+// ReasonDeadline otherwise, and none (0) when it happened during the call's
+// first attempt (first), whose error is then the call's, unchanged. It is
+// the one place a context's end becomes a Reason: Decide, and the
+// interceptors wherever a call finds its context ended, ask it.
+func Ended(first bool, done error) grpcbackoff.Reason {
+	switch {
+	case first:
+		return grpcbackoff.ReasonNone
+	case done == context.Canceled:
+		return grpcbackoff.ReasonCanceled
+	}
+	return grpcbackoff.ReasonDeadline
 }
 
 // Pay is steps 7 and 8 of Decide, for a retry of a decided on without them

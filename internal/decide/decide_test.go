@@ -87,3 +87,23 @@ func TestDecideAdaptive(t *testing.T) {
 		t.Errorf("no budget, no adaptive: Decide = %+v, want a retry", got)
 	}
 }
+
+// TestEnded checks the Reason of each way a call's context ends.
+func TestEnded(t *testing.T) {
+	for _, tc := range []struct {
+		first bool
+		done  error
+		want  grpcbackoff.Reason
+	}{
+		{true, context.Canceled, grpcbackoff.ReasonNone},
+		{true, context.DeadlineExceeded, grpcbackoff.ReasonNone},
+		{true, nil, grpcbackoff.ReasonNone},
+		{false, context.Canceled, grpcbackoff.ReasonCanceled},
+		{false, context.DeadlineExceeded, grpcbackoff.ReasonDeadline},
+		{false, nil, grpcbackoff.ReasonDeadline}, // the deadline passed, the context not yet done
+	} {
+		if got := decide.Ended(tc.first, tc.done); got != tc.want {
+			t.Errorf("Ended(%v, %v) = %v, want %v", tc.first, tc.done, got, tc.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/decide"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/target"
 )
@@ -444,15 +445,10 @@ func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		h.final, h.why = c.Closing(), grpcbackoff.ReasonCanceled
 		return a, true
 	}
-	if cerr := h.ctx.Err(); cerr != nil || !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
-		switch {
-		case c.Attempts == 1: // its only attempt ended with the caller's context: its error is the call's
-			h.why = grpcbackoff.ReasonNone
-		case cerr == context.Canceled:
-			h.why = grpcbackoff.ReasonCanceled
-		default:
-			h.why = grpcbackoff.ReasonDeadline
-		}
+	if done := h.ctx.Err(); done != nil || !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+		// Its only attempt ended with the caller's context: its error is the
+		// call's, without a Reason.
+		h.why = decide.Ended(c.Attempts == 1, done)
 		return a, true
 	}
 	code := status.Code(a.err)

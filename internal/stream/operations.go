@@ -6,8 +6,6 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
-
-	"github.com/platformkit/grpcbackoff"
 )
 
 // The caller's operations, each under mu: it looks at the state and the
@@ -151,14 +149,7 @@ func (s *Stream) RecvMsg(m any) error {
 		if err != io.EOF && s.c.Attempts > 1 {
 			// After retries, as a unary call's: the committed attempt's
 			// error, with the call's attempts and why retrying stopped.
-			why := grpcbackoff.ReasonNotRetryable
-			switch {
-			case s.ctx.Err() == context.Canceled || s.c.Conn.Closed():
-				why = grpcbackoff.ReasonCanceled
-			case s.ctx.Err() == context.DeadlineExceeded:
-				why = grpcbackoff.ReasonDeadline
-			}
-			err = s.c.Fail(err, why)
+			err = s.c.Committed(s.ctx, err)
 		}
 		a.release()
 		s.mu.Unlock()
