@@ -40,7 +40,7 @@
 //
 //	internal/attempt       one attempt's facts: Failure, Facts, Timer, HeaderWatch
 //	internal/cloudclients  what the Google Cloud clients retry, the rule, the memory of their calls
-//	internal/target        a target's budget and adaptive throttling, a ClientConn's closing
+//	internal/targets       a target's budget and adaptive throttling, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method
 //	internal/safety        whether a method may be sent again after a failure
 //	internal/call          a call's Plan, its decisions (Decide, Book, Pay, Wait), its end (Fail, End)

@@ -43,7 +43,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 }
 
 // maxTargets is the number of targets past which a Retrier drops the idle
-// ones (see target.Registry).
+// ones (see targets.Registry).
 var maxTargets = 1024
 
 // optionError is the error of the option opts[i] given to New.

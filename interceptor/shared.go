@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // A SharedBudget is a target's retry budget shared beyond the process: the
@@ -81,7 +81,7 @@ func WithSharedBudget(budget func(target string, t grpcbackoff.Throttle) SharedB
 		if budget == nil {
 			return errors.New("interceptor: WithSharedBudget(nil): the function is nil")
 		}
-		r.e.Targets.Shared = func(target string, t grpcbackoff.Throttle) target.Shared {
+		r.e.Targets.Shared = func(target string, t grpcbackoff.Throttle) targets.Shared {
 			if b := budget(target, t); !isNil(b) {
 				return b
 			}

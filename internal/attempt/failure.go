@@ -3,7 +3,7 @@
 // writes into the attempt's call options), the attempt's own timeout
 // (Timer), and the watch that hears its response headers arrive
 // (HeaderWatch). It knows nothing of retries, budgets or calls: the layers
-// above (internal/target, internal/call, then the unary path, hedging and
+// above (internal/targets, internal/call, then the unary path, hedging and
 // the stream machine) decide from what it reports.
 package attempt
 
@@ -36,7 +36,7 @@ import (
 //     as sent.
 //   - the call's context ended: ctx.Err() once the attempt returned; the
 //     attempt's own AttemptTimeout: its Timer; the ClientConn closed: its
-//     state (internal/target's Conn.Closed).
+//     state (internal/targets' Conn.Closed).
 //
 // An attempt is taken as not sent only when gRPC says so: grpc-go ran the
 // attempt's grpc.OnFinish (it does for every call it was given, before a

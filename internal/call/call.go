@@ -15,7 +15,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/decide"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Call follows one call across its attempts. A unary call makes one only
@@ -26,7 +26,7 @@ type Call struct {
 	e        *Engine
 	Plan     Plan
 	CC       *grpc.ClientConn
-	Conn     *target.Conn      // the ClientConn's state: its target's budget, its closing
+	Conn     *targets.Conn     // the ClientConn's state: its target's budget, its closing
 	opts     []grpc.CallOption // the caller's call options
 	Req      any               // a unary call's request; nil for a stream
 	adaptive *adaptive.State   // the target's adaptive throttling; nil: none or Critical

@@ -11,7 +11,7 @@
 // memory.go (a Google Cloud client's earlier attempts of a call), open.go.
 //
 // In the engine's layers it sits above what it reads (internal/attempt,
-// internal/cloudclients, internal/target, internal/settings,
+// internal/cloudclients, internal/targets, internal/settings,
 // internal/safety, internal/decide) and below what carries calls out
 // (internal/unary, internal/hedge, internal/stream). The package
 // interceptor holds an Engine and adapts it to its public types.
@@ -28,7 +28,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Engine is what the calls of one Retrier share: its settings, what it
@@ -41,7 +41,7 @@ type Engine struct {
 	Safety        safety.Book
 	Unsafe        func(name string) bool // reports names known not to be idempotent (Safety.NotIdempotent)
 	UnsafeRetries bool                   // WithNonIdempotentRetries: a method's Safety never stops a retry
-	Targets       target.Registry
+	Targets       targets.Registry
 	Memory        cloudclients.Memory // Google Cloud clients' calls, across the clients' attempts
 	Observer      Observer            // nil: no one observes
 	NoPushback    bool                // WithoutPushback: unary calls do not read the trailer

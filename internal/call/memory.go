@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // A Google Cloud client retries a unary call with one context and request:
@@ -19,7 +19,7 @@ import (
 // recall looks up, for the unary call p plans with req on ctx and cc, a
 // Google Cloud client's, the retries the Retrier made in the client's
 // earlier attempts of it, which count in this one's.
-func (e *Engine) recall(ctx context.Context, p *Plan, conn *target.Conn, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
+func (e *Engine) recall(ctx context.Context, p *Plan, conn *targets.Conn, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
 	if p.Policy == nil || p.Hedge != nil {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Open starts the call p plans, on cc, as unary calls and streams alike
@@ -22,7 +22,7 @@ import (
 // in the client's earlier attempts of it (Recall); the budget counts the
 // call. It returns the error that ends the call before any attempt, if one
 // does: never the memory's.
-func (e *Engine) Open(ctx context.Context, p *Plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*target.Conn, error) {
+func (e *Engine) Open(ctx context.Context, p *Plan, cc *grpc.ClientConn, req any, opts []grpc.CallOption) (*targets.Conn, error) {
 	conn := e.Targets.Conn(cc)
 	if p.Err != nil {
 		return nil, status.Error(codes.InvalidArgument, p.Err.Error())
@@ -46,13 +46,13 @@ func (e *Engine) Open(ctx context.Context, p *Plan, cc *grpc.ClientConn, req any
 
 // NewCall returns the call p plans on cc, whose state is conn, with the
 // caller's options opts.
-func (e *Engine) NewCall(p *Plan, cc *grpc.ClientConn, conn *target.Conn, opts []grpc.CallOption) Call {
+func (e *Engine) NewCall(p *Plan, cc *grpc.ClientConn, conn *targets.Conn, opts []grpc.CallOption) Call {
 	return Call{e: e, Plan: *p, CC: cc, Conn: conn, opts: opts, adaptive: adaptiveFor(conn, p)}
 }
 
 // adaptiveFor returns the adaptive state that a call on conn with plan p
 // is subject to, nil if none (or if the call is Critical).
-func adaptiveFor(conn *target.Conn, p *Plan) *adaptive.State {
+func adaptiveFor(conn *targets.Conn, p *Plan) *adaptive.State {
 	if a := conn.Adaptive(); a != nil && !p.Critical {
 		return a
 	}
@@ -67,7 +67,7 @@ var errRejectedLocally = status.Error(codes.Unavailable, "grpcbackoff: call not 
 // the call p plans through; it returns the error for the caller if not, and
 // tells the observers of the call's end. Only calls to a target with
 // adaptive throttling need it.
-func (e *Engine) admit(ctx context.Context, conn *target.Conn, p *Plan, cc *grpc.ClientConn) error {
+func (e *Engine) admit(ctx context.Context, conn *targets.Conn, p *Plan, cc *grpc.ClientConn) error {
 	a := adaptiveFor(conn, p)
 	if a == nil || a.Allow(time.Now(), rand.Float64()) {
 		return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Plan is what one call will do: the Retrier's settings for its method and
@@ -139,7 +139,7 @@ func (p *Plan) WithTimeout(ctx context.Context) (_ context.Context, cancel conte
 // learnClient learns, once, whether the call p plans, with ctx, opts and
 // req (nil for a stream) on the ClientConn of conn, is a Google Cloud
 // client's, and which codes its client retries (internal/cloudclients).
-func (p *Plan) learnClient(ctx context.Context, conn *target.Conn, opts []grpc.CallOption, req any) {
+func (p *Plan) learnClient(ctx context.Context, conn *targets.Conn, opts []grpc.CallOption, req any) {
 	if p.Client.Learnt {
 		return
 	}

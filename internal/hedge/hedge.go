@@ -22,7 +22,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/decide"
 	"github.com/platformkit/grpcbackoff/internal/settings"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // hedgeAttempt is one attempt of a hedged call, with its own outputs.
@@ -115,7 +115,7 @@ type Call struct {
 // ClientConn whose state is conn, or nil when u's reply cannot be copied
 // between attempts (then it is not hedged). ctx is the caller's context,
 // bounded by the plan's timeout.
-func New(e *call.Engine, ctx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary) *Call {
+func New(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary) *Call {
 	rt, ok := replyTypeOf(u.Reply)
 	if !ok {
 		return nil

@@ -15,7 +15,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/hedge"
-	"github.com/platformkit/grpcbackoff/internal/target"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Invoke is the unary interceptor of engine e: the one way through a unary
@@ -78,7 +78,7 @@ func finishing(e *call.Engine, ctx context.Context, method string, req, reply an
 }
 
 // invokeOnce makes the single attempt of a call that is not retried.
-func invokeOnce(ctx context.Context, conn *target.Conn, u *call.Unary) error {
+func invokeOnce(ctx context.Context, conn *targets.Conn, u *call.Unary) error {
 	s := getUnaryState(u.Opts, false, false)
 	err := u.Invoker(ctx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	s.release()
@@ -90,7 +90,7 @@ func invokeOnce(ctx context.Context, conn *target.Conn, u *call.Unary) error {
 // decides, pays for, waits for and makes its retries (retries), and ends the
 // call. The trailer of an attempt is not held through the wait that follows
 // it.
-func retry(e *call.Engine, ctx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+func retry(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
 	c := e.NewCall(p, u.CC, conn, u.Opts)
 	c.Req = u.Req
 	c.Attempts = 1
@@ -135,7 +135,7 @@ func retries(ctx context.Context, c *call.Call, u *call.Unary, f *attempt.Failur
 // failed, f tells how. An attempt cut after its headers arrived (seen by
 // the stats handler as they came, or by grpc.Header once it ended) is
 // committed: it is not resent.
-func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
 	t := p.Policy.AttemptTimeout
 	if t <= 0 {
 		return invokeUnary(e, ctx, actx, conn, u, f)
@@ -153,7 +153,7 @@ func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn 
 // invokeUnary sends one attempt of u on actx and returns its error; if it
 // failed, f tells how, from what grpc-go wrote into the attempt's call
 // options (internal/attempt).
-func invokeUnary(e *call.Engine, ctx, actx context.Context, conn *target.Conn, u *call.Unary, f *attempt.Failure) error {
+func invokeUnary(e *call.Engine, ctx, actx context.Context, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
 	s := getUnaryState(u.Opts, true, !e.NoPushback)
 	err := u.Invoker(actx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	conn.Record(ctx, err)

@@ -1,4 +1,4 @@
-// Package target is the state the engine keeps per backend target, shared
+// Package targets is the state the engine keeps per backend target, shared
 // by every ClientConn to it and by every call through one Retrier: the
 // target's retry budget (the process's own, internal/budget, or one shared
 // beyond the process, Shared), its adaptive throttling (internal/adaptive),
@@ -6,7 +6,7 @@
 // (internal/cloudclients). In the engine's layers it sits above one
 // attempt's facts (internal/attempt) and below the call (internal/call),
 // which asks it to pay for retries.
-package target
+package targets
 
 import (
 	"context"
