@@ -16,7 +16,16 @@
 // of a client's call across the client's own attempts (memory.go). In the
 // engine's layers it sits just above internal/attempt: it knows no call,
 // only what a call's context, options and request tell.
+//
+// Three of its files are generated, by the go:generate line below (go
+// generate here, or go run ./googleclients/cmd/gaxdata -w from the
+// repository's root): retries.txt (the table in words, which a reviewer
+// reads), retries_gen.go (the same, deflated, which the binary carries)
+// and safety_gen.go (what the pinned clients' descriptors tell of each
+// method's safety). handwritten.go and overrides.go are written by hand.
 package cloudclients
+
+//go:generate go run ../../googleclients/cmd/gaxdata -w
 
 import (
 	"fmt"

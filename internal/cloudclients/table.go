@@ -17,8 +17,8 @@ import (
 // retryPolicy: retryableStatusCodes become gax.OnCodes, initialBackoff,
 // maxBackoff and backoffMultiplier its gax.Backoff (maxAttempts is not
 // carried over: gax retries until the call's timeout). retries.txt holds it
-// in words, one line per name of a file (retries_gen.go says how to
-// regenerate it); the binary carries it deflated (retries_gen.go) and
+// in words, one line per name of a file (cloudclients.go's go:generate
+// line regenerates it); the binary carries it deflated (retries_gen.go) and
 // decodes it on the first lookup of a Google client's call.
 //
 // A name is resolved as the generator does, in each file on its own: an
