@@ -1,11 +1,12 @@
 package grpcbackoff_test
 
 // End to end over bufconn: the Memorystore recipe carried out by
-// interceptor.DialOptions, the common set-up, against a fake Cloud Redis
-// server (google.cloud.redis.v1.CloudRedis, its real method names and
-// messages on the wire, from the project's own subset of the API in
-// internal/cloudredis) inside a synctest bubble, so every delay is exact and
-// free and a goroutine left behind fails the test.
+// interceptor.DialOptions, the common set-up, against a scripted server
+// answering Cloud Redis's GetInstance (google.cloud.redis.v1.CloudRedis, its
+// real method name and messages on the wire, from the project's own subset
+// of the API in internal/cloudredis; the server is bufconntest's) inside a
+// synctest bubble, so every delay is exact and free and a goroutine left
+// behind fails the test.
 //
 // The full fake, with the real Cloud Redis client, is the redistest module's;
 // the Cloud Redis client would add google.golang.org/genproto to what every
@@ -15,8 +16,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -34,66 +35,39 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/cloudredis"
 )
 
-// fakeRedis is a Cloud Redis server whose calls fail with code while down,
-// or for the next failures calls (with a RetryInfo of retryDelay when it is
-// set), and which records when each attempt arrived. It also serves grpc's
-// TestService, for streams: Cloud Redis has none.
-type fakeRedis struct {
-	cloudredis.UnimplementedCloudRedisServer
-	testgrpc.UnimplementedTestServiceServer
-
-	mu         sync.Mutex
-	down       bool
-	failures   int
-	code       codes.Code
-	retryDelay time.Duration
-	attempts   []time.Time
-}
-
-func (f *fakeRedis) attempt() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.attempts = append(f.attempts, time.Now())
-	if !f.down && f.failures <= 0 {
-		return nil
-	}
-	f.failures--
-	st := status.New(f.code, "scripted failure")
-	if f.retryDelay > 0 {
-		st, _ = st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(f.retryDelay)})
-	}
-	return st.Err()
-}
+// redisInstance is the instance GetInstance answers with.
+var redisInstance = &cloudredis.Instance{Name: instance, Host: "10.0.0.3", Port: 6379,
+	State: cloudredis.Instance_READY, Tier: cloudredis.Instance_BASIC, MemorySizeGb: 1}
 
 const instance = "projects/p/locations/us-central1/instances/cache"
 
-func (f *fakeRedis) GetInstance(_ context.Context, req *cloudredis.GetInstanceRequest) (*cloudredis.Instance, error) {
-	if err := f.attempt(); err != nil {
-		return nil, err
+// failing is a Script whose first failures attempts fail with code, with a
+// RetryInfo of retryDelay when it is set, and whose later attempts succeed:
+// GetInstance with redisInstance, a server stream with one response.
+func failing(failures int, code codes.Code, retryDelay time.Duration) bufconntest.Script {
+	st := status.New(code, "scripted failure")
+	if retryDelay > 0 {
+		st, _ = st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay)})
 	}
-	if req.GetName() != instance {
-		return nil, status.Errorf(codes.NotFound, "instance %q not found", req.GetName())
+	fail, ok := bufconntest.Fail(st.Err()), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 1, Reply: redisInstance}
+	return func(_ string, n int) bufconntest.Step {
+		if n < failures {
+			return fail
+		}
+		return ok
 	}
-	return &cloudredis.Instance{Name: instance, Host: "10.0.0.3", Port: 6379,
-		State: cloudredis.Instance_READY, Tier: cloudredis.Instance_BASIC, MemorySizeGb: 1}, nil
 }
 
-func (f *fakeRedis) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
-	if err := f.attempt(); err != nil {
-		return err
-	}
-	return ss.Send(&testgrpc.StreamingOutputCallResponse{})
-}
+// down is a Script whose every attempt fails with UNAVAILABLE.
+func down() bufconntest.Script { return failing(math.MaxInt, codes.Unavailable, 0) }
 
-// gaps returns the times between the attempts the server saw.
-func (f *fakeRedis) gaps() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var g []time.Duration
-	for i := 1; i < len(f.attempts); i++ {
-		g = append(g, f.attempts[i].Sub(f.attempts[i-1]))
+// gaps returns the times between the attempts srv saw.
+func gaps(srv *bufconntest.Server) []time.Duration {
+	var at []time.Time
+	for _, a := range srv.All() {
+		at = append(at, a.At)
 	}
-	return g
+	return bufconntest.Gaps(at)
 }
 
 // recipe is DefaultPolicy without jitter, so that every delay is exact.
@@ -103,17 +77,14 @@ func recipe() grpcbackoff.Policy {
 	return p
 }
 
-// newFakeRedis serves a fake Cloud Redis over bufconn and returns it with a
-// connection set up as the README says, closed when the test ends.
-func newFakeRedis(t *testing.T, p grpcbackoff.Policy) (*fakeRedis, *grpc.ClientConn) {
+// newRedis serves, over bufconn, a server whose attempts follow script
+// (bufconntest's, which serves Cloud Redis's GetInstance too), and returns
+// it with a connection set up as the README says, closed when the test
+// ends.
+func newRedis(t *testing.T, p grpcbackoff.Policy, script bufconntest.Script) (*bufconntest.Server, *grpc.ClientConn) {
 	t.Helper()
-	f := &fakeRedis{code: codes.Unavailable}
-	srv := grpc.NewServer()
-	cloudredis.RegisterCloudRedisServer(srv, f)
-	testgrpc.RegisterTestServiceServer(srv, f)
-	lis := bufconntest.Listen()
-	bufconntest.Serve(t, srv, lis)
-	return f, bufconntest.Dial(t, lis.DialContext, interceptor.DialOptions(p)...)
+	srv := bufconntest.NewServer(t, script)
+	return srv, srv.Conn(t, interceptor.DialOptions(p)...)
 }
 
 // getInstance is the call the tests make.
@@ -147,13 +118,12 @@ func TestRecipeOverBufconn(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f, cc := newFakeRedis(t, recipe())
-				f.failures, f.code, f.retryDelay = tc.failures, tc.code, tc.retryDelay
+				srv, cc := newRedis(t, recipe(), failing(tc.failures, tc.code, tc.retryDelay))
 				err := getInstance(t.Context(), cc)
 				if status.Code(err) != tc.wantCode {
 					t.Errorf("GetInstance: code %v (%v), want %v", status.Code(err), err, tc.wantCode)
 				}
-				if got := f.gaps(); !slices.Equal(got, tc.wantGaps) {
+				if got := gaps(srv); !slices.Equal(got, tc.wantGaps) {
 					t.Errorf("gaps between attempts = %v, want %v", got, tc.wantGaps)
 				}
 			})
@@ -163,8 +133,7 @@ func TestRecipeOverBufconn(t *testing.T) {
 
 func TestRecipeGivesUpAfterMaxAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, cc := newFakeRedis(t, recipe())
-		f.down = true
+		_, cc := newRedis(t, recipe(), down())
 		start := time.Now()
 		err := getInstance(t.Context(), cc)
 		// 1+2+4+8+16+32+32 s between 8 attempts.
@@ -180,8 +149,7 @@ func TestRecipeGivesUpAfterMaxAttempts(t *testing.T) {
 
 func TestRecipeNeverSleepsPastTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, cc := newFakeRedis(t, recipe())
-		f.down = true
+		_, cc := newRedis(t, recipe(), down())
 		// Attempts at 0, 1, 3 and 7 s; the next wait (8 s) would end past
 		// the deadline, so the call returns at 7 s with the last real error.
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -200,8 +168,7 @@ func TestRecipeNeverSleepsPastTheDeadline(t *testing.T) {
 
 func TestRecipeCancelEndsTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, cc := newFakeRedis(t, recipe())
-		f.down = true
+		_, cc := newRedis(t, recipe(), down())
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(2500*time.Millisecond, cancel)
 		start := time.Now()
@@ -214,8 +181,7 @@ func TestRecipeCancelEndsTheWait(t *testing.T) {
 
 func TestRecipeRetriesServerStreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, cc := newFakeRedis(t, recipe())
-		f.failures = 2
+		srv, cc := newRedis(t, recipe(), failing(2, codes.Unavailable, 0))
 		s, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -231,7 +197,7 @@ func TestRecipeRetriesServerStreams(t *testing.T) {
 		if err != io.EOF || n != 1 {
 			t.Errorf("stream ended with %v after %d messages, want io.EOF after 1", err, n)
 		}
-		if got, want := f.gaps(), bufconntest.Seconds(1, 2); !slices.Equal(got, want) {
+		if got, want := gaps(srv), bufconntest.Seconds(1, 2); !slices.Equal(got, want) {
 			t.Errorf("gaps between attempts = %v, want %v", got, want)
 		}
 	})

@@ -21,17 +21,6 @@ import (
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
-// down is a TestService in an outage: every call fails with UNAVAILABLE.
-type down struct {
-	testgrpc.UnimplementedTestServiceServer
-	attempts atomic.Int64
-}
-
-func (s *down) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	s.attempts.Add(1)
-	return nil, status.Error(codes.Unavailable, "down")
-}
-
 // A guarded server in an outage, and a client of this library that makes up
 // to 5 attempts per call. Once the server has seen 10 retries, more than 10%
 // of its attempts, its failures carry pushback −1 and the client stops
@@ -41,9 +30,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := grpc.NewServer(g.ServerOptions()...)
-	svc := &down{}
-	testgrpc.RegisterTestServiceServer(srv, svc)
+	// An outage: every attempt fails with UNAVAILABLE before it reaches
+	// the service.
+	var attempts atomic.Int64
+	outage := grpc.ChainUnaryInterceptor(func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+		attempts.Add(1)
+		return nil, status.Error(codes.Unavailable, "down")
+	})
+	srv := grpc.NewServer(append(g.ServerOptions(), outage)...)
+	testgrpc.RegisterTestServiceServer(srv, testgrpc.UnimplementedTestServiceServer{})
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)
 	defer srv.Stop()
@@ -59,11 +54,11 @@ func Example() {
 	defer conn.Close()
 	client := testgrpc.NewTestServiceClient(conn)
 	for call := 1; call <= 4; call++ {
-		before := svc.attempts.Load()
+		before := attempts.Load()
 		_, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 		var e *grpcbackoff.Error
 		errors.As(err, &e)
-		fmt.Printf("call %d: attempts %d, %v\n", call, svc.attempts.Load()-before, e.Reason)
+		fmt.Printf("call %d: attempts %d, %v\n", call, attempts.Load()-before, e.Reason)
 	}
 	fmt.Printf("%+v\n", g.State("/grpc.testing.TestService/UnaryCall"))
 	// Output:

@@ -10,8 +10,6 @@ package interceptor_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,12 +21,10 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -67,191 +63,53 @@ var (
 var hostileMessages = []string{"m0", "m1", "m2"}
 
 // successResponses returns what the caller of kind k receives from an attempt
-// that succeeds: the unary answer, the two responses of a server stream, the
-// number of messages a client stream's server received, and the messages a bidi
-// server received, echoed after the half-close.
+// that succeeds (succeed): the unary answer, the two responses of a server
+// or bidi stream, the number of messages a client stream's server received.
 func successResponses(k callKind) []string {
 	switch k {
 	case unary:
-		return []string{"ok"}
-	case serverStream:
-		return []string{"r0", "r1"}
+		return []string{"r0"}
 	case clientStream:
 		return []string{strconv.Itoa(len(hostileMessages))}
 	default:
-		return hostileMessages
+		return []string{"r0", "r1"}
 	}
 }
 
-// cuttableListener is a listener (bufconn, or loopback TCP) that can cut
-// every connection it has accepted, as a server that crashes or a proxy that
-// drops connections would.
-type cuttableListener struct {
-	net.Listener
-
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (l *cuttableListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-// cut closes the server's end of every connection accepted so far.
-func (l *cuttableListener) cut() {
-	l.mu.Lock()
-	conns := l.conns
-	l.conns = nil
-	l.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-// attemptEnv is what a hostile act can do in one attempt.
-type attemptEnv struct {
-	n    int // the attempt, from 0
-	s    *hostileServer
-	send func() error // sends the next response, r0, r1, …; nil for unary calls and client streams
-}
-
-// hostileAct is what the server does in one attempt, before anything else. It
-// returns the error that ends the attempt, or nil to let it succeed.
-type hostileAct func(ctx context.Context, x attemptEnv) error
-
-// hostileServer is a TestService whose every attempt first runs an act.
+// hostileServer is bufconntest's scripted TestService, whose every attempt
+// follows a hostile act.
 type hostileServer struct {
-	testgrpc.UnimplementedTestServiceServer
-
-	act  hostileAct
-	lis  *cuttableListener
-	dial func(context.Context) (net.Conn, error) // lis's bufconn's
-	srv  *grpc.Server
+	*bufconntest.Server
 
 	deliverOnce sync.Once
 	delivered   chan struct{} // closed when a caller received a response
-
-	mu       sync.Mutex
-	attempts []time.Time
 }
 
-// newHostileServer starts a server running act on a private bufconn listener;
-// it stops when the test ends.
+// hostileAct is what the server does in attempt n (from 0) of a call.
+type hostileAct func(s *hostileServer, n int) bufconntest.Step
+
+// newHostileServer starts a server running act on a private bufconn
+// listener; it stops when the test ends.
 func newHostileServer(tb testing.TB, act hostileAct) *hostileServer {
-	bl := bufconn.Listen(1 << 20)
-	s := &hostileServer{
-		act:       act,
-		lis:       &cuttableListener{Listener: bl},
-		dial:      bl.DialContext,
-		srv:       grpc.NewServer(grpc.WaitForHandlers(true)),
-		delivered: make(chan struct{}),
-	}
-	testgrpc.RegisterTestServiceServer(s.srv, s)
-	bufconntest.Serve(tb, s.srv, s.lis)
+	s := &hostileServer{delivered: make(chan struct{})}
+	s.Server = bufconntest.NewServer(tb, func(_ string, n int) bufconntest.Step { return act(s, n) })
 	return s
-}
-
-// client dials s with opts; the connection is closed when the test ends.
-func (s *hostileServer) client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestServiceClient {
-	return testgrpc.NewTestServiceClient(bufconntest.Dial(tb, s.dial, opts...))
-}
-
-// seen returns the number of attempts the server saw.
-func (s *hostileServer) seen() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.attempts)
-}
-
-func (s *hostileServer) begin(ctx context.Context, send func() error) error {
-	s.mu.Lock()
-	n := len(s.attempts)
-	s.attempts = append(s.attempts, time.Now())
-	s.mu.Unlock()
-	return s.act(ctx, attemptEnv{n: n, s: s, send: send})
 }
 
 // markDelivered records that the caller received a response.
 func (s *hostileServer) markDelivered() { s.deliverOnce.Do(func() { close(s.delivered) }) }
 
-// responder returns a function that sends r0, r1, … on ss.
-func responder(ss grpc.ServerStream) func() error {
-	n := 0
-	return func() error {
-		n++
-		return ss.SendMsg(outputResponse("r" + strconv.Itoa(n-1)))
-	}
-}
-
-func (s *hostileServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	if err := s.begin(ctx, nil); err != nil {
-		return nil, err
-	}
-	return &testgrpc.SimpleResponse{Payload: &testgrpc.Payload{Body: []byte("ok")}}, nil
-}
-
-func (s *hostileServer) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, ss grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
-	send := responder(ss)
-	if err := s.begin(ss.Context(), send); err != nil {
-		return err
-	}
-	for range 2 {
-		if err := send(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *hostileServer) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse]) error {
-	if err := s.begin(ss.Context(), nil); err != nil {
-		return err
-	}
-	n := 0
-	for {
-		if _, err := ss.Recv(); err == io.EOF {
-			break
-		} else if err != nil {
-			return err
-		}
-		n++
-	}
-	return ss.SendAndClose(&testgrpc.StreamingInputCallResponse{AggregatedPayloadSize: int32(n)})
-}
-
-func (s *hostileServer) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]) error {
-	if err := s.begin(ss.Context(), responder(ss)); err != nil {
-		return err
-	}
-	var got []string
-	for {
-		m, err := ss.Recv()
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			return err
-		}
-		got = append(got, string(m.GetPayload().GetBody()))
-	}
-	for _, m := range got {
-		if err := ss.Send(outputResponse(m)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // The acts.
+
+// succeed is the step of an attempt that succeeds: the caller of a unary
+// call gets r0, of a server or bidi stream r0 and r1 (the latter once the
+// server read every message), of a client stream the number of messages it
+// sent.
+var succeed = bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 2}
 
 // failWithStatus fails every attempt with st.
 func failWithStatus(st *spb.Status) hostileAct {
-	return func(context.Context, attemptEnv) error { return status.FromProto(st).Err() }
+	return func(*hostileServer, int) bufconntest.Step { return bufconntest.Fail(status.FromProto(st).Err()) }
 }
 
 // unavailableWith returns an UNAVAILABLE status with details.
@@ -275,30 +133,24 @@ func failWithRetryInfo(d *durationpb.Duration) hostileAct {
 // failWithPushback fails every attempt with UNAVAILABLE, the pushback trailer
 // with vals and the details.
 func failWithPushback(vals []string, details ...proto.Message) hostileAct {
-	return func(ctx context.Context, _ attemptEnv) error {
+	return func(*hostileServer, int) bufconntest.Step {
 		md := metadata.MD{}
 		md[grpcbackoff.PushbackKey] = vals
-		if err := grpc.SetTrailer(ctx, md); err != nil {
-			return err
-		}
-		return status.FromProto(unavailableWith(details...)).Err()
+		return bufconntest.Step{Trailer: md, Err: status.FromProto(unavailableWith(details...)).Err()}
 	}
 }
 
 // answerNothing answers nothing: the attempt ends only at the caller's deadline
 // (the server's grpc-timeout and the caller's context both end it).
-func answerNothing(ctx context.Context, _ attemptEnv) error {
-	return hang(ctx)
-}
+func answerNothing(*hostileServer, int) bufconntest.Step { return bufconntest.Step{Hang: true} }
 
 // headersFirst sends headers (x-attempt: n), so that the response is not
 // trailers-only, then does act.
 func headersFirst(act hostileAct) hostileAct {
-	return func(ctx context.Context, x attemptEnv) error {
-		if err := grpc.SendHeader(ctx, metadata.Pairs("x-attempt", strconv.Itoa(x.n))); err != nil {
-			return err
-		}
-		return act(ctx, x)
+	return func(s *hostileServer, n int) bufconntest.Step {
+		st := act(s, n)
+		st.Header = true
+		return st
 	}
 }
 
@@ -308,40 +160,42 @@ var headersThenDown = headersFirst(failWithStatus(&spb.Status{Code: int32(codes.
 
 // cutConnections cuts every connection to the server, as a crash would, and
 // waits until the server noticed.
-func cutConnections(ctx context.Context, x attemptEnv) error {
-	x.s.lis.cut()
-	return hang(ctx)
+func cutConnections(s *hostileServer, _ int) bufconntest.Step {
+	return bufconntest.Step{Before: func(context.Context) error { s.Cut(); return nil }, Hang: true}
 }
 
 // stopServer stops the whole server (listener and connections) for good.
-func stopServer(ctx context.Context, x attemptEnv) error {
-	go x.s.srv.Stop() // Stop waits for this handler
-	return hang(ctx)
+func stopServer(s *hostileServer, _ int) bufconntest.Step {
+	return bufconntest.Step{Before: func(context.Context) error {
+		go s.Stop() // Stop waits for this handler
+		return nil
+	}, Hang: true}
 }
 
 // afterFirstResponse sends the first response, waits until the caller received
-// it (so the stream committed), then does act.
+// it (so the stream committed), then does act (one of those that act in
+// Before, then hang).
 func afterFirstResponse(act hostileAct) hostileAct {
-	return func(ctx context.Context, x attemptEnv) error {
-		if err := x.send(); err != nil {
-			return err
-		}
-		select {
-		case <-x.s.delivered:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return act(ctx, x)
+	return func(s *hostileServer, n int) bufconntest.Step {
+		then := act(s, n)
+		return bufconntest.Step{Send: 1, Hang: then.Hang, After: func(ctx context.Context) error {
+			select {
+			case <-s.delivered:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return then.Before(ctx)
+		}}
 	}
 }
 
 // firstAttempts does act in the first n attempts, and lets the others succeed.
 func firstAttempts(n int, act hostileAct) hostileAct {
-	return func(ctx context.Context, x attemptEnv) error {
-		if x.n < n {
-			return act(ctx, x)
+	return func(s *hostileServer, i int) bufconntest.Step {
+		if i < n {
+			return act(s, i)
 		}
-		return nil
+		return succeed
 	}
 }
 
@@ -436,11 +290,11 @@ func hostileCases() []hostileCase {
 			code: codes.Unavailable},
 		{name: "no answer: the caller's deadline", act: answerNothing,
 			end: hostileDeadline, code: codes.DeadlineExceeded},
-		{name: "UNAVAILABLE, then no answer: the caller's deadline", act: func(ctx context.Context, x attemptEnv) error {
-			if x.n == 0 {
-				return status.Error(codes.Unavailable, "hostile")
+		{name: "UNAVAILABLE, then no answer: the caller's deadline", act: func(s *hostileServer, n int) bufconntest.Step {
+			if n == 0 {
+				return bufconntest.Fail(status.Error(codes.Unavailable, "hostile"))
 			}
-			return answerNothing(ctx, x)
+			return answerNothing(s, n)
 		}, gaps: bufconntest.Seconds(1), end: hostileDeadline, code: codes.DeadlineExceeded, reason: grpcbackoff.ReasonDeadline},
 		{name: "trailers only, twice: retried", act: firstAttempts(2, failWithStatus(unavailableWith())),
 			gaps: bufconntest.Seconds(1, 2), code: codes.OK},
@@ -486,7 +340,7 @@ func checkHostile(t *testing.T, tc hostileCase, k callKind) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := srv.client(t, append(r.DialOptions(), cnt.dialOptions()...)...)
+	c := srv.Client(t, append(r.DialOptions(), cnt.dialOptions()...)...)
 
 	ctx, cancel := context.WithTimeout(t.Context(), hostileDeadline)
 	defer cancel()
@@ -512,7 +366,7 @@ func checkHostile(t *testing.T, tc hostileCase, k callKind) {
 	if tc.server > 0 {
 		wantSeen = tc.server
 	}
-	if got := srv.seen(); got != wantSeen || got > hostilePolicy().MaxAttempts {
+	if got := srv.Count(); got != wantSeen || got > hostilePolicy().MaxAttempts {
 		t.Errorf("attempts the server saw = %d, want %d (MaxAttempts %d)", got, wantSeen, hostilePolicy().MaxAttempts)
 	}
 	if got := len(retries); got != attempts-1 {
@@ -594,7 +448,7 @@ func TestHostileMemoryBounded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newHostileServer(t, failWithStatus(tc.st))
-				c := srv.client(t, interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle())...)
 				run := func(n int) {
 					for range n {
 						res := runCall(t.Context(), c, unary, nil, howToRun{})
@@ -626,8 +480,12 @@ func TestHostileMemoryBounded(t *testing.T) {
 			// The server reads everything and fails at the half-close: the
 			// stream has not committed by receiving, only the buffer limit
 			// can commit it.
-			srv := newHostileServer(t, func(ctx context.Context, x attemptEnv) error { return nil })
-			c := srv.client(t, interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle())...)
+			srv := newHostileServer(t, func(*hostileServer, int) bufconntest.Step {
+				st := succeed
+				st.Discard = true // 32 MiB: only the interceptor may keep them
+				return st
+			})
+			c := srv.Client(t, interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle())...)
 			before := liveHeap()
 			st, err := c.StreamingInputCall(t.Context())
 			if err != nil {

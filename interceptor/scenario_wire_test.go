@@ -72,7 +72,7 @@ func wireClient(t *testing.T, srv *hostileServer, setup int, opts ...interceptor
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv.client(t, wireSetups[setup].dial(r)...)
+	return srv.Client(t, wireSetups[setup].dial(r)...)
 }
 
 // TestHeadersThenAnyWordsCommit: a server sends response headers, then
@@ -91,14 +91,14 @@ func TestHeadersThenAnyWordsCommit(t *testing.T) {
 						fail := failWithStatus(&spb.Status{Code: int32(codes.Unavailable), Message: words})
 						srv := newHostileServer(t, headersFirst(fail))
 						res := runCall(t.Context(), wireClient(t, srv, i), k, hostileMessages, howToRun{})
-						if st := status.Convert(res.Err); srv.seen() != 1 || st.Code() != codes.Unavailable || st.Message() != words {
-							t.Errorf("the server ran %d attempts, the caller got %v; want 1 attempt and the server's error as it is", srv.seen(), res.Err)
+						if st := status.Convert(res.Err); srv.Count() != 1 || st.Code() != codes.Unavailable || st.Message() != words {
+							t.Errorf("the server ran %d attempts, the caller got %v; want 1 attempt and the server's error as it is", srv.Count(), res.Err)
 						}
 
 						control := newHostileServer(t, firstAttempts(2, fail))
 						res = runCall(t.Context(), wireClient(t, control, i), k, hostileMessages, howToRun{})
-						if control.seen() != 3 || res.Err != nil {
-							t.Errorf("control (trailers only, twice): the server ran %d attempts, the caller got %v; want 3 attempts and success", control.seen(), res.Err)
+						if control.Count() != 3 || res.Err != nil {
+							t.Errorf("control (trailers only, twice): the server ran %d attempts, the caller got %v; want 3 attempts and success", control.Count(), res.Err)
 						}
 					})
 				})
@@ -121,16 +121,16 @@ func TestForwardedTransportWordsDoNotResendWrites(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					fail := failWithStatus(&spb.Status{Code: int32(codes.Unavailable), Message: words})
 					srv := newHostileServer(t, fail)
-					c := srv.client(t, interceptor.DialOptions(hostilePolicy())...)
+					c := srv.Client(t, interceptor.DialOptions(hostilePolicy())...)
 					res := runCall(t.Context(), c, k, hostileMessages, howToRun{}, interceptor.CallNotIdempotent())
-					if st := status.Convert(res.Err); srv.seen() != 1 || st.Code() != codes.Unavailable || st.Message() != words {
-						t.Errorf("the write was applied %d times, the caller got %v; want once, and the server's error", srv.seen(), res.Err)
+					if st := status.Convert(res.Err); srv.Count() != 1 || st.Code() != codes.Unavailable || st.Message() != words {
+						t.Errorf("the write was applied %d times, the caller got %v; want once, and the server's error", srv.Count(), res.Err)
 					}
 
 					control := newHostileServer(t, firstAttempts(2, fail))
-					c = control.client(t, interceptor.DialOptions(hostilePolicy())...)
-					if res := runCall(t.Context(), c, k, hostileMessages, howToRun{}); control.seen() != 3 || res.Err != nil {
-						t.Errorf("control (safety unknown): the server ran %d attempts, the caller got %v; want 3 attempts and success", control.seen(), res.Err)
+					c = control.Client(t, interceptor.DialOptions(hostilePolicy())...)
+					if res := runCall(t.Context(), c, k, hostileMessages, howToRun{}); control.Count() != 3 || res.Err != nil {
+						t.Errorf("control (safety unknown): the server ran %d attempts, the caller got %v; want 3 attempts and success", control.Count(), res.Err)
 					}
 				})
 			})
@@ -183,7 +183,7 @@ func TestHiddenFactsDoNotResendWrites(t *testing.T) {
 							calls.Add(1)
 							return tc.stream(ctx, desc, cc, method, streamer, opts...)
 						}
-						c := srv.client(t, append(interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle()),
+						c := srv.Client(t, append(interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle()),
 							grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream))...)
 						var opts []grpc.CallOption
 						want := hostilePolicy().MaxAttempts
@@ -274,17 +274,18 @@ func TestResetAfterSend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lis := &cuttableListener{Listener: tcp}
 			var handled atomic.Int32
-			srv := bufconntest.NewServerOn(t, lis, func(_ string, n int) bufconntest.Step {
+			var served atomic.Pointer[bufconntest.Server]
+			srv := bufconntest.NewServerOn(t, tcp, func(_ string, n int) bufconntest.Step {
 				return bufconntest.Step{Before: func(context.Context) error {
 					handled.Add(1)
 					if n == 0 {
-						lis.cut() // the request reached the handler: the write is applied
+						served.Load().Cut() // the request reached the handler: the write is applied
 					}
 					return nil
 				}, Send: 1}
 			})
+			served.Store(srv)
 			c, log, ctx := tcpClient(t, srv.Addr())
 			_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, append(tc.opts, grpc.WaitForReady(true))...)
 			if status.Code(err) != tc.code || log.count() != tc.attempts || int(handled.Load()) != tc.attempts {

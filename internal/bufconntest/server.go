@@ -15,6 +15,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
@@ -31,7 +32,7 @@ const AttemptKey = "x-attempt"
 const UntilHalfClose = -1
 
 // Step says what a Server does in one attempt, in this order: run Before,
-// send headers, read messages, pause, send responses, end.
+// send headers, read messages, pause, send responses, run After, end.
 type Step struct {
 	// Before, if set, runs first, with the attempt's context: a non-nil
 	// error ends the attempt with it (to block, hold, or count attempts).
@@ -55,10 +56,20 @@ type Step struct {
 	// if positive, the size in bytes of a body of x's.
 	Body    string
 	Payload int
+	// Reply, if set, is the response of a call of a method the TestService
+	// does not have, instead of an empty message.
+	Reply proto.Message
 	// Pause waits, after reading, before sending responses.
 	Pause time.Duration
+	// After, if set, runs once the responses are sent (server and bidi
+	// streams), with the attempt's context: a non-nil error ends the
+	// attempt with it.
+	After func(ctx context.Context) error
 	// RecvEvery waits before reading each message: a slow reader.
 	RecvEvery time.Duration
+	// Discard counts the messages read without keeping their bodies in
+	// Attempt.Msgs: for a stream of megabytes.
+	Discard bool
 	// Err ends the attempt. If nil the attempt succeeds: the server first
 	// reads (and echoes) what is left up to the half-close, and a client
 	// stream then answers with the number of messages received.
@@ -92,7 +103,8 @@ type Attempt struct {
 	N          int         // the attempt's number in its call, from 0
 	At         time.Time   // when the attempt reached the handler
 	MD         metadata.MD // its request metadata
-	Msgs       []string    // payload bodies of the messages received, in order
+	Msgs       []string    // payload bodies of the messages received, in order (but with Step.Discard)
+	Received   int         // messages received
 	HalfClosed bool        // whether the client's half-close was received
 	Sent       int         // responses sent
 	End        time.Time   // when the handler returned
@@ -101,15 +113,16 @@ type Attempt struct {
 
 // Server is grpc's interop TestService, whose every attempt follows a
 // Script: UnaryCall, and the three kinds of stream. Calls of any other
-// method (a service config test's "/google.logging.v2.LoggingServiceV2/…")
-// are served too, as unary calls answered with an empty message. Every
-// attempt ends with the trailer AttemptKey. It is safe for concurrent use.
+// method (a service config test's "/google.logging.v2.LoggingServiceV2/…",
+// Cloud Redis's GetInstance) are served too, as unary calls answered with
+// the step's Reply, or an empty message. Every attempt ends with the
+// trailer AttemptKey. It is safe for concurrent use.
 type Server struct {
 	testgrpc.UnimplementedTestServiceServer
 
 	script Script
 	dial   func(context.Context) (net.Conn, error)
-	lis    net.Listener
+	lis    *cutListener
 	srv    *grpc.Server
 
 	mu       sync.Mutex
@@ -146,10 +159,10 @@ func NewServerOn(tb testing.TB, lis net.Listener, script Script, opts ...grpc.Se
 }
 
 func start(tb testing.TB, script Script, lis net.Listener, dial func(context.Context) (net.Conn, error), opts []grpc.ServerOption) *Server {
-	s := &Server{script: script, dial: dial, lis: lis, attempts: make(map[string][]*Attempt)}
+	s := &Server{script: script, dial: dial, lis: &cutListener{Listener: lis}, attempts: make(map[string][]*Attempt)}
 	s.srv = grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true), grpc.UnknownServiceHandler(s.unknown)}, opts...)...)
 	testgrpc.RegisterTestServiceServer(s.srv, s)
-	Serve(tb, s.srv, lis)
+	Serve(tb, s.srv, s.lis)
 	return s
 }
 
@@ -173,6 +186,39 @@ func (s *Server) Client(tb testing.TB, opts ...grpc.DialOption) testgrpc.TestSer
 // Stop stops the Server at once, as a crash would: connections close and
 // calls in flight fail.
 func (s *Server) Stop() { s.srv.Stop() }
+
+// Cut closes the server's end of every connection accepted so far, as a
+// proxy that drops connections would; the Server goes on serving new ones.
+func (s *Server) Cut() { s.lis.cut() }
+
+// cutListener is a listener that can cut every connection it has accepted.
+type cutListener struct {
+	net.Listener
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *cutListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// cut closes the server's end of every connection accepted so far.
+func (l *cutListener) cut() {
+	l.mu.Lock()
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
 
 // Attempts returns a copy of what the Server saw of call id's attempts.
 func (s *Server) Attempts(id string) []Attempt { return s.copies(s.attemptsOf(id)) }
@@ -258,9 +304,13 @@ func (s *Server) end(ctx context.Context, a *Attempt) {
 	s.mu.Unlock()
 }
 
-func (s *Server) received(a *Attempt, body string) {
+// received counts a message of a, and keeps its body unless discard.
+func (s *Server) received(a *Attempt, body []byte, discard bool) {
 	s.mu.Lock()
-	a.Msgs = append(a.Msgs, body)
+	a.Received++
+	if !discard {
+		a.Msgs = append(a.Msgs, string(body))
+	}
 	s.mu.Unlock()
 }
 
@@ -314,7 +364,7 @@ func (s *Server) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*t
 	if err != nil {
 		return nil, err
 	}
-	s.received(a, string(req.GetPayload().GetBody()))
+	s.received(a, req.GetPayload().GetBody(), st.Discard)
 	s.halfClosed(a)
 	if err := Pause(ctx, st.Pause); err != nil {
 		return nil, err
@@ -339,7 +389,8 @@ func (u unaryStream) Context() context.Context        { return u.ctx }
 func (u unaryStream) SetTrailer(md metadata.MD)       { _ = grpc.SetTrailer(u.ctx, md) }
 func (u unaryStream) SendHeader(md metadata.MD) error { return grpc.SendHeader(u.ctx, md) }
 
-// unknown serves any other method as a unary call, with an empty response.
+// unknown serves any other method as a unary call, with the step's Reply or
+// an empty response.
 func (s *Server) unknown(_ any, ss grpc.ServerStream) error {
 	a, st, err := s.begin(ss)
 	defer s.end(ss.Context(), a)
@@ -357,6 +408,9 @@ func (s *Server) unknown(_ any, ss grpc.ServerStream) error {
 		return err
 	}
 	s.next(a, st, nil)
+	if st.Reply != nil {
+		return ss.SendMsg(st.Reply)
+	}
 	return ss.SendMsg(new(emptypb.Empty))
 }
 
@@ -367,7 +421,7 @@ func (s *Server) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, s
 	if err != nil {
 		return err
 	}
-	s.received(a, string(req.GetPayload().GetBody()))
+	s.received(a, req.GetPayload().GetBody(), st.Discard)
 	s.halfClosed(a) // a server stream's request comes with the half-close
 	if err := Pause(ss.Context(), st.Pause); err != nil {
 		return err
@@ -381,7 +435,18 @@ func (s *Server) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, s
 			return err
 		}
 	}
+	if err := after(ss.Context(), st); err != nil {
+		return err
+	}
 	return finish(ss.Context(), st)
+}
+
+// after runs the step's After, if it has one.
+func after(ctx context.Context, st Step) error {
+	if st.After == nil {
+		return nil
+	}
+	return st.After(ctx)
 }
 
 // Pause waits d, or until ctx ends, with its status.
@@ -412,7 +477,7 @@ func (s *Server) recv(ss grpc.ServerStream, a *Attempt, st Step, limit int, m in
 		} else if err != nil {
 			return err
 		}
-		s.received(a, string(m.GetPayload().GetBody()))
+		s.received(a, m.GetPayload().GetBody(), st.Discard)
 		if st.Echo {
 			var body []byte
 			if st.Mirror {
@@ -450,7 +515,7 @@ func (s *Server) StreamingInputCall(ss grpc.ClientStreamingServer[testgrpc.Strea
 		return err
 	}
 	s.mu.Lock()
-	got := len(a.Msgs)
+	got := a.Received
 	a.Sent++
 	s.mu.Unlock()
 	return ss.SendAndClose(&testgrpc.StreamingInputCallResponse{AggregatedPayloadSize: int32(got)})
@@ -475,6 +540,9 @@ func (s *Server) FullDuplexCall(ss grpc.BidiStreamingServer[testgrpc.StreamingOu
 		if err := ss.Send(output(s.next(a, st, nil))); err != nil {
 			return err
 		}
+	}
+	if err := after(ss.Context(), st); err != nil {
+		return err
 	}
 	if st.Hang || st.Err != nil {
 		return finish(ss.Context(), st)
