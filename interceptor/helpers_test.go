@@ -202,11 +202,6 @@ func inputRequest(body string) *testgrpc.StreamingInputCallRequest {
 	return &testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: []byte(body)}}
 }
 
-// outputResponse is a response of a server or bidi stream with body.
-func outputResponse(body string) *testgrpc.StreamingOutputCallResponse {
-	return &testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte(body)}}
-}
-
 // checkFinal checks that err is a *grpcbackoff.Error with the given code,
 // attempts and reason.
 func checkFinal(t *testing.T, err error, code codes.Code, attempts int, why grpcbackoff.Reason) {
