@@ -149,26 +149,29 @@ func WithLogger(l *slog.Logger) Option {
 // observers are a Retrier's Observers, as the engine's call.Observer: each
 // event is turned into its public form, only for a Retrier that has
 // observers, and told to each of them, in the order they were added.
-type observers []Observer
+type observers struct{ list []Observer }
 
 // observe adds o to the observers the engine tells; a Retrier without
 // observers has no call.Observer at all.
 func (r *Retrier) observe(o Observer) {
-	os, _ := r.e.Observer.(observers)
-	r.e.Observer = append(os, o)
+	os, _ := r.e.Observer.(*observers)
+	if os == nil {
+		os = &observers{}
+		r.e.Observer = os
+	}
+	os.list = append(os.list, o)
 }
 
-func (os observers) OnRetry(ctx context.Context, x call.Retry) {
+func (os *observers) OnRetry(ctx context.Context, x call.Retry) {
 	r := Retry(x)
-	for _, o := range os {
+	for _, o := range os.list {
 		o.OnRetry(ctx, r)
 	}
 }
 
-func (os observers) OnEnd(ctx context.Context, x call.End) {
-	e := End(x)
-	for _, o := range os {
-		o.OnEnd(ctx, e)
+func (os *observers) OnEnd(ctx context.Context, x call.End) {
+	for _, o := range os.list {
+		o.OnEnd(ctx, End(x))
 	}
 }
 
