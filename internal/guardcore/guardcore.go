@@ -22,10 +22,11 @@ const (
 	DefaultMinRetries = 10
 )
 
-// clientSlots is the size of the table of per-client counts, shared by
-// every method, and probes how many places a client may try in it.
+// ClientSlots is the size of the table of per-client counts, shared by
+// every method (past it, clients share one count), and probes how many
+// places a client may try in it.
 const (
-	clientSlots = 4096
+	ClientSlots = 4096
 	probes      = 8
 )
 
@@ -39,7 +40,7 @@ type Params struct {
 }
 
 // A Core counts attempts and decides refusals for the methods it is given
-// (see Count and Refuses), keeping the counts of up to clientSlots clients
+// (see Count and Refuses), keeping the counts of up to ClientSlots clients
 // (of a method each) in one table: a client idle for a whole window gives
 // its place up, and clients that find none share one count. It is safe for
 // concurrent use; no call locks or allocates.
@@ -93,7 +94,7 @@ func New(p Params) (*Core, error) {
 		share:      p.Share,
 		width:      int64(p.Window / buckets),
 		minRetries: int64(p.MinRetries),
-		clients:    make([]client, clientSlots),
+		clients:    make([]client, ClientSlots),
 	}, nil
 }
 
@@ -145,7 +146,7 @@ func (c *Core) epoch(now time.Duration) int64 { return int64(now) / c.width }
 // client's.)
 func (c *Core) client(key uint64, e int64) *Window {
 	for i := range uint64(probes) {
-		s := &c.clients[(key+i)%clientSlots]
+		s := &c.clients[(key+i)%ClientSlots]
 		switch k := s.key.Load(); {
 		case k == key:
 			return &s.w
@@ -154,7 +155,7 @@ func (c *Core) client(key uint64, e int64) *Window {
 		}
 	}
 	for i := range uint64(probes) {
-		s := &c.clients[(key+i)%clientSlots]
+		s := &c.clients[(key+i)%ClientSlots]
 		k := s.key.Load()
 		if k == key {
 			return &s.w
@@ -164,4 +165,9 @@ func (c *Core) client(key uint64, e int64) *Window {
 		}
 	}
 	return &c.overflow
+}
+
+// Params returns c's Share and Window, its defaults applied.
+func (c *Core) Params() (share float64, window time.Duration) {
+	return c.share, time.Duration(c.width * buckets)
 }

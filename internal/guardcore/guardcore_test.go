@@ -79,7 +79,7 @@ func TestClientsApart(t *testing.T) {
 func TestTable(t *testing.T) {
 	c := newCore(t, Params{Window: time.Second})
 	var m Method
-	key := func(j int) uint64 { return uint64(j)*clientSlots + 1 } // all start at place 1
+	key := func(j int) uint64 { return uint64(j)*ClientSlots + 1 } // all start at place 1
 	var places []*Window
 	for j := range probes {
 		places = append(places, c.Count(&m, key(j), 0, false))
