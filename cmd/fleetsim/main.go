@@ -94,7 +94,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&sc.Model.Growth, "growth", sc.Model.Growth, "factor by which the latency grows for every -k requests above -limit")
 	load := fs.Float64("load", 0, "offered load as a share of the server's capacity (limit/base latency), in (0, 1]; sets -limit and -k (0: use them)")
 	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the think times and adaptive draws")
-	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget,recipe+adaptive,recipe+both", "comma-separated strategies: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none, recipe+fleet, fleet:stock, fleet:when-due, fleet:demand")
+	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget,recipe+adaptive,recipe+both", "comma-separated strategies: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none, recipe+fleet, fleet:stock, fleet:when-due, fleet:demand, recipe+guard, recipe+budget+guard, grpc, grpc+guard (the last four: not with -real); with -budgets, replaces its six")
 	grid := fs.Bool("grid", false, "run the grid of -grid-loads × -grid-outages and write -chart")
 	loads := fs.String("grid-loads", "50,60,70,80,90", "offered loads of the grid, in % of capacity")
 	outages := fs.String("grid-outages", "1s,2s,10s,30s,60s", "outage lengths of the grid")
@@ -102,7 +102,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
 	processes := fs.String("processes", "10,100,1000,10000", "numbers of client processes of -budgets")
-	budgets := fs.Bool("budgets", false, "run issues 29 and 35's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
+	budgets := fs.Bool("budgets", false, "run issues 29, 35 and 37's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's and the server's retry guard, for this library's clients and grpc-go's; writes -chart (default fleetsim-budgets.png)")
 	budgetsRealMode := fs.Bool("budgets-real", false, "run -budgets for real: two fleets of client processes (a budget per process; the fleet's on a redis-server it starts), a backend process each, paused with SIGSTOP, Redis killed once; writes -chart (default fleetsim-budgets-real.png)")
 	br := defaultBudgetsReal()
 	fs.IntVar(&br.processes, "real-processes", br.processes, "client processes of each fleet of -budgets-real")
@@ -163,6 +163,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 				b.Backlog = sc.Backlog
 			case "limit", "k", "load":
 				b.Model = sc.Model
+			}
+		})
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "strategies" {
+				cfg.budgets.Strategies = strategies
 			}
 		})
 		cfg.budgets.Processes = nil
