@@ -83,7 +83,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&sc.PerProcess, "per-process", sc.PerProcess, "clients per client process, which share a retry budget and adaptive throttling state")
 	fs.DurationVar(&sc.Interval, "interval", sc.Interval, "mean think time of a client between calls (exponentially distributed)")
 	fs.DurationVar(&sc.PauseAt, "pause-at", sc.PauseAt, "when the server is paused")
-	fs.DurationVar(&sc.Pause, "pause", sc.Pause, "how long the server stays paused (single run)")
+	fs.DurationVar(&sc.Pause, "pause", sc.Pause, "how long the server stays paused (single run); with -budgets, its outage (30s), the run going on as long after it")
 	fs.BoolVar(&sc.Unavailable, "unavailable", sc.Unavailable, "the outage answers attempts with UNAVAILABLE at once (a restart) instead of pausing the server")
 	fs.Float64Var(&sc.Failing, "failing", sc.Failing, "with -unavailable, the share of attempts that fail during the outage, in (0, 1] (0: all)")
 	fs.IntVar(&sc.Backlog, "backlog", sc.Backlog, "requests that can wait for the paused server, further ones are lost (0: no bound)")
@@ -163,6 +163,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 				b.Backlog = sc.Backlog
 			case "limit", "k", "load":
 				b.Model = sc.Model
+			case "pause": // the run goes on as long after it
+				b.Duration += sc.Pause - b.Pause
+				b.Pause = sc.Pause
 			}
 		})
 		fs.Visit(func(f *flag.Flag) {

@@ -197,25 +197,25 @@ func OutageOf(r Result, sc Fleet, t grpcbackoff.Throttle, processes int) Outage 
 	return o
 }
 
-// GuardBound bounds the retries that reach a server with st's guard (and no
-// budget) through an outage of sc answered UNAVAILABLE, from its start, for
-// processes processes making calls calls a second:
+// GuardBound bounds the retries that reach a server with st's guard, its
+// clients without a budget, from the start of an outage of sc answered
+// UNAVAILABLE, for processes processes making calls calls a second:
 //
-//	k · (2·s/(1−s)·F·W + F·L + C),  k = ⌊T/(W − W/10)⌋ + 1
+//	k · (2·m + F·L + C),  m = s/(1−s)·F·W,  k = ⌊T/(W − W/10)⌋ + 1
 //
-// s is the guard's Share, W its Window, F the calls per second, L the
-// longest first backoff of st's Policy, T the outage and C the clients the
-// guard counts apart (the processes, at most its table's 4096, and one for
-// the rest). The guard counts retries when they arrive, a backoff after the
-// failures it let through: each time a count falls under its share (every
-// failure let through), it stays under until the first retries of those
-// failures arrive, at most L later, and then the margin under the share,
-// at most s/(1−s)·F·W, has filled; the failures let through meanwhile, at
-// most F·L plus that margin, bring the retries of that stretch, the margin
-// once more at most. A stretch of a count starts only once the retries of
-// the one before have left the window (it slides by a tenth): k stretches
-// in T at most. Each client's count can let one more retry through for
-// each of its stretches (C).
+// s is the guard's Share, W its Window, T the outage, F the calls per
+// second, L the longest first backoff of st's Policy and C the clients the
+// guard counts apart (the processes, at most its table's 4096 and one for
+// the rest). The guard counts a retry when it arrives, a backoff after the
+// failure it let through. Once a count falls under its share, by a margin
+// of at most m retries, it lets every failure through until arrivals fill
+// that margin; the first tries that fail from then on bring their first
+// retries within L, so that the stretch lasts at most m/F + L and lets
+// through at most m + F·L first tries and the m retries that arrived in
+// it: 2·m + F·L failures, whose retries are all the stretch brings. A count
+// falls under again only once those retries have left its window, which
+// slides by a tenth: at most k stretches in T. Each client's count can let
+// one more retry through in each (C).
 func GuardBound(sc Fleet, st Strategy, processes int, calls float64) float64 {
 	g, err := guardcore.New(*st.Guard) // for the defaults
 	if err != nil {
