@@ -69,6 +69,7 @@ type config struct {
 	chart      string
 	real       realConfig
 	parallel   int
+	perSecond  bool // the single run's samples, second by second
 
 	budgetsReal budgetsReal
 	budgets     sim.Budgets
@@ -100,6 +101,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	outages := fs.String("grid-outages", "1s,2s,10s,30s,60s", "outage lengths of the grid")
 	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
+	perSecond := fs.Bool("per-second", false, "print the single run's seconds: calls started, succeeded and failed, attempts, retries at the server, calls the guard refused, requests in the server")
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
 	processes := fs.String("processes", "10,100,1000,10000", "numbers of client processes of -budgets")
 	budgets := fs.Bool("budgets", false, "run issues 29, 35 and 37's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's and the server's retry guard, for this library's clients and grpc-go's; writes -chart (default fleetsim-budgets.png)")
@@ -149,7 +151,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if *chart != "" && !strings.HasSuffix(*chart, ".png") && (*grid || !strings.HasSuffix(*chart, ".svg")) {
 		return config{}, fmt.Errorf("-chart %q must end in .png (or .svg, for the single run)", *chart)
 	}
-	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart, parallel: g.Parallel}
+	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart, parallel: g.Parallel, perSecond: *perSecond}
 	switch {
 	case *budgets:
 		cfg.mode = "budgets"
@@ -273,6 +275,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		results = append(results, r)
 	}
 	summary(stdout, results)
+	if cfg.perSecond {
+		perSecondTables(stdout, results)
+	}
 	if cfg.chart != "" {
 		if err := simchart.Write(cfg.chart, simchart.FleetFrame(sc), results); err != nil {
 			return err
@@ -302,6 +307,19 @@ rejected:   calls and retries rejected locally by adaptive throttling; throttled
 lost:       attempts that found the paused server's backlog full
 B/client:   heap held at the end of the run per client (clients, processes, event queue, counters)
 `)
+}
+
+// perSecondTables writes each result's samples, a second a line.
+func perSecondTables(w io.Writer, results []sim.Result) {
+	for _, r := range results {
+		fmt.Fprintf(w, "\n%s, second by second:\n", r.Strategy)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "second\tstarted\tOK\tfailed\tattempts\tretries at the server\trefused\tin the server\t")
+		for _, x := range r.Samples {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", x.Second, x.Started, x.OK, x.Failed, x.Attempts, x.ServerRetries, x.Refused, x.Concurrency)
+		}
+		tw.Flush()
+	}
 }
 
 func after(ok bool, d time.Duration) string {
