@@ -50,7 +50,7 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 	var l lease.Ledger
 	now := int64(1_800_000_000_000_000) + rng.Int64N(1e6)
 	var last lease.Grant
-	hostile := 0
+	hostile, pending, parked := 0, 0, 0
 	for i := range 3000 {
 		now += rng.Int64N(200_000)
 		switch {
@@ -103,8 +103,17 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 			}
 		}
 		last = got
+		if s := l.State(); s.Counts[0].Refused+s.Counts[1].Refused > 0 {
+			pending++
+		}
+		if got.Parked > 0 {
+			parked++
+		}
 	}
-	t.Logf("3000 renewals, %d hostile writes", hostile)
+	t.Logf("3000 renewals, %d hostile writes, %d with refusals pending, %d with stock parked", hostile, pending, parked)
+	if pending < 100 || parked < 100 {
+		t.Errorf("of 3000 renewals, %d left refusals pending and %d found stock parked: the stock's hold-back is not tested", pending, parked)
+	}
 	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Minute {
 		t.Errorf("the key's time to live is %v, want up to a minute", ttl)
 	}
@@ -112,7 +121,7 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 
 // fields names the hash's fields in the order of lease.State.
 var fields = func() []string {
-	f := []string{"b", "l", "p", "s", "c0", "n0", "c1", "n1"}
+	f := []string{"b", "l", "p", "s", "c0", "n0", "d0", "g0", "c1", "n1", "d1", "g1"}
 	for j := range 10 {
 		f = append(f, fmt.Sprintf("i%d", j), fmt.Sprintf("e%d", j), fmt.Sprintf("a%d", j), fmt.Sprintf("f%d", j))
 	}
@@ -134,6 +143,10 @@ func field(s *lease.State, name string) *int64 {
 		return &s.Counts[name[1]-'0'].Index
 	case "n0", "n1":
 		return &s.Counts[name[1]-'0'].N
+	case "d0", "d1":
+		return &s.Counts[name[1]-'0'].Refused
+	case "g0", "g1":
+		return &s.Counts[name[1]-'0'].Stock
 	}
 	t := &s.Tenths[name[1]-'0']
 	return map[byte]*int64{'i': &t.Index, 'e': &t.Earned, 'a': &t.Paid, 'f': &t.Floor}[name[0]]

@@ -1,0 +1,146 @@
+package lease_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
+	"github.com/platformkit/grpcbackoff/internal/lease"
+)
+
+// TestProcessesStartingOneAfterAnother: n processes of one fleet start
+// apart from each other, each making one call whose first two attempts
+// fail, its retries due 1 s after each failure (the recipe capped at 1 s),
+// told to the Local when decided and paid when due, as fleetbudget's
+// budgets are; each process goes on renewing after its call. Where one
+// Throttle for all the processes would pay every retry (up to 20
+// processes, 40 retries, always; 100 processes 300 ms apart or more), the
+// fleet pays them all too; where it runs out (100 processes starting
+// within 5 s: 200 retries wanted, about 120 paid), the fleet pays as many,
+// within 5%; whatever the processes' spacing, and whether a process's
+// first renewal is sent before its first attempt fails or after. (fleetbudget's TestProcessesStartingOneAfterAnother
+// is the red team's probe on a real Redis: 6 processes 300 ms apart, the
+// first holding the whole floor in its lease, refused two calls' retries.)
+func TestProcessesStartingOneAfterAnother(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	for _, n := range []int{2, 6, 20, 100} {
+		for _, apart := range []time.Duration{0, time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond, 749 * time.Millisecond, 750 * time.Millisecond, 2 * time.Second} {
+			for _, wantFirst := range []bool{false, true} {
+				fleet, fleetPaid := runStartup(th, n, apart, wantFirst, false)
+				one, onePaid := runStartup(th, n, apart, wantFirst, true)
+				name := fmt.Sprintf("%d processes %v apart (a retry told before the first renewal: %v)", n, apart, wantFirst)
+				switch {
+				case one == 0 && fleet != 0:
+					t.Errorf("%s: the fleet refused %d of %d calls' retries, one Throttle for all none", name, fleet, n)
+				case n <= 20 && one != 0:
+					t.Errorf("%s: one Throttle for all refused %d calls' retries, want none", name, one)
+				case abs(fleetPaid-onePaid) > max(onePaid/20, 2):
+					t.Errorf("%s: the fleet paid %d retries, one Throttle for all %d: want within 5%%", name, fleetPaid, onePaid)
+				}
+			}
+		}
+	}
+}
+
+// runStartup runs n processes starting apart, each one call that fails
+// twice, and returns the calls whose retry was refused: by the fleet's
+// budget, each process a Local renewing with one Ledger (answered at once,
+// every interval from the process's start, as fleetbudget's loop renews),
+// or, with one, by one Throttle for all the processes.
+var logf = func(string, ...any) {}
+
+func runStartup(th grpcbackoff.Throttle, n int, apart time.Duration, wantFirst, one bool) (refused, paidRetries int) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := start
+	var fleet lease.Ledger
+	shared, err := budget.NewWithClock(th, func() time.Time { return now })
+	if err != nil {
+		panic(err)
+	}
+	type process struct {
+		l                  *lease.Local
+		next, due          time.Time
+		attempts           int
+		started, succeeded int64
+		done               bool
+	}
+	procs := make([]*process, n)
+	for step := time.Duration(0); step < time.Duration(n)*apart+5*time.Second; step += time.Millisecond {
+		now = start.Add(step)
+		renew := func(p *process) {
+			if one || now.Before(p.next) {
+				return
+			}
+			r := p.l.Request(now, p.started, p.succeeded)
+			p.started, p.succeeded = 0, 0
+			g := fleet.Renew(now.UnixMicro(), p.l.Params(), r)
+			if r.AskRetries > 0 || g.Earned+g.Floor+g.LongRun < 3*lease.Token {
+				logf("%v: %p renews %+v: %+v", step, p, r, g)
+			}
+			p.l.Apply(now, now, g)
+			p.next = now.Add(p.l.Interval())
+		}
+		fail := func(p *process) {
+			p.attempts++
+			p.due = now.Add(time.Second)
+			if !one {
+				p.l.Want(now, p.due, false)
+			}
+		}
+		for i := range procs {
+			if procs[i] != nil || now.Before(start.Add(time.Duration(i)*apart)) {
+				continue
+			}
+			p := &process{l: lease.NewLocal(th, time.Second, 1000, now), next: now, started: 1}
+			procs[i] = p
+			shared.Started()
+			if wantFirst {
+				fail(p)
+				renew(p)
+			} else {
+				renew(p)
+				fail(p)
+			}
+		}
+		for _, p := range procs {
+			if p == nil {
+				continue
+			}
+			renew(p) // a process goes on renewing after its call
+			if p.done || now.Before(p.due) {
+				continue
+			}
+			paid := false
+			if one {
+				paid = shared.Allow(now)
+			} else {
+				paid = p.l.Allow(now)
+			}
+			if paid {
+				paidRetries++
+			}
+			switch {
+			case !paid:
+				logf("%v: %p refused, %+v", step, p, p.l.State(now))
+				refused++
+				p.done = true
+			case p.attempts == 2:
+				p.succeeded++
+				shared.Succeeded()
+				p.done = true
+			default:
+				fail(p)
+			}
+		}
+	}
+	return refused, paidRetries
+}
+
+func TestDbg(t *testing.T) {
+	logf = t.Logf
+	runStartup(grpcbackoff.DefaultThrottle(), 100, 300*time.Millisecond, false, false)
+}
+
+func abs(n int) int { return max(n, -n) }
