@@ -225,24 +225,9 @@ func build(o Options) (*Fleet, error) {
 // (the next renewal is the retry), one connection, and a dialer that fails
 // quietly (see quiet).
 func dial(o Options, period time.Duration) (func() (redis.UniversalClient, func(context.Context) error), string, error) {
-	u, err := url.Parse(o.URL)
-	if err != nil || u.Scheme == "" || u.Opaque != "" {
-		return nil, "", fmt.Errorf("fleetbudget: URL %q is not a URL: write it \"redis://HOST:PORT\" (\"rediss://\" for TLS), e.g. \"redis://%s\"",
-			redact(o.URL), hostPortOf(o.URL))
-	}
-	where := u.Redacted()
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, where, fmt.Errorf("fleetbudget: URL %q: the scheme must be redis or rediss", where)
-	}
-	if err := checkHostPort(u.Host); err != nil {
-		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w", where, err)
-	}
-	if o.Cluster {
-		for _, a := range u.Query()["addr"] {
-			if err := checkHostPort(a); err != nil {
-				return nil, where, fmt.Errorf("fleetbudget: URL %q: addr=%q: %w", where, a, err)
-			}
-		}
+	u, where, err := checkURL(o.URL, o.Cluster)
+	if err != nil {
+		return nil, where, err
 	}
 	if o.TLSConfig != nil {
 		if u.Scheme != "rediss" {
@@ -281,6 +266,9 @@ func dial(o Options, period time.Duration) (func() (redis.UniversalClient, func(
 	if err != nil {
 		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w", where, redactErr(err, o.URL))
 	}
+	if opt.DB < 0 {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: database %d: write a database number from 0 (\"/0\", or no path, is the default)", where, opt.DB)
+	}
 	opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
 	opt.MaxRetries, opt.PoolSize, opt.DialerRetries = -1, 1, 1
@@ -304,24 +292,95 @@ func redactErr(err error, raw string) error {
 }
 
 // redact returns raw, which is not a URL, with what may be a password (what
-// comes before an @) replaced.
+// comes before an @, after "scheme://") replaced.
 func redact(raw string) string {
 	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		scheme, _, ok := strings.Cut(raw[:i], "://")
+		if ok && !strings.ContainsAny(scheme, ":/@") {
+			return scheme + "://xxxxx" + raw[i:]
+		}
 		return "xxxxx" + raw[i:]
 	}
 	return raw
 }
 
-// hostPortOf returns the host and port raw seems to name, for an example.
-func hostPortOf(raw string) string {
-	raw = redact(raw)
-	if i := strings.Index(raw, "://"); i >= 0 {
-		raw = raw[i+3:]
+// checkURL reports what is wrong with raw, Options.URL, as far as it can be
+// told without Redis, and returns it parsed and redacted (its password
+// replaced, for errors and logs). An error that names a malformed URL
+// gives an example of how to write it, one that checkURL accepts.
+func checkURL(raw string, cluster bool) (*url.URL, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		if scheme, rest, ok := strings.Cut(raw, "://"); ok && (scheme == "redis" || scheme == "rediss") {
+			// The scheme is right: say what is wrong with the host and port.
+			if err := checkHostPort(hostPortOf(rest)); err != nil {
+				return nil, redact(raw), fmt.Errorf("fleetbudget: URL %q: %w: write it \"%s://HOST:PORT\", e.g. %q", redact(raw), err, scheme, exampleURL(raw))
+			}
+		}
+		return nil, redact(raw), fmt.Errorf("fleetbudget: URL %q is not a URL: write it \"redis://HOST:PORT\" (\"rediss://\" for TLS), e.g. %q",
+			redact(raw), exampleURL(raw))
 	}
-	if h, p, err := net.SplitHostPort(raw); err == nil {
-		return net.JoinHostPort(h, p)
+	where := u.Redacted()
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: the scheme must be redis or rediss", where)
 	}
-	return "10.0.0.3:6379"
+	if err := checkHostPort(u.Host); err != nil {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w: write it \"%s://HOST:PORT\", e.g. %q", where, err, u.Scheme, exampleURL(raw))
+	}
+	if cluster {
+		if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+			return nil, where, fmt.Errorf("fleetbudget: URL %q: a Redis Cluster has database 0 alone: leave out the path %q", where, u.Path)
+		}
+		for _, a := range u.Query()["addr"] {
+			if err := checkHostPort(a); err != nil {
+				return nil, where, fmt.Errorf("fleetbudget: URL %q: addr=%q: %w", where, a, err)
+			}
+		}
+	}
+	return u, where, nil
+}
+
+// exampleURL returns a URL to write for raw, a malformed one: raw's scheme
+// if it is rediss (else redis), and its host and port if they are valid
+// (6379 for a port that is not), else "redis://10.0.0.3:6379"; never a URL
+// that checkURL refuses. It leaves out raw's credentials, path and query.
+func exampleURL(raw string) string {
+	scheme, rest := "redis", raw
+	if s, r, ok := strings.Cut(raw, "://"); ok {
+		rest = r
+		if s == "rediss" {
+			scheme = s
+		}
+	}
+	hostport := hostPortOf(rest)
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil { // "HOST", "HOST:PORT:PORT"
+		host, port, _ = strings.Cut(hostport, ":")
+		port, _, _ = strings.Cut(port, ":")
+	}
+	if !validPort(port) {
+		port = "6379"
+	}
+	ex := scheme + "://" + net.JoinHostPort(host, port)
+	if u, err := url.Parse(ex); err != nil || u.Opaque != "" || u.Host != net.JoinHostPort(host, port) || checkHostPort(u.Host) != nil {
+		return scheme + "://10.0.0.3:6379"
+	}
+	if _, err := redis.ParseURL(ex); err != nil {
+		return scheme + "://10.0.0.3:6379"
+	}
+	return ex
+}
+
+// hostPortOf returns what rest, a URL after its "scheme://", gives as its
+// host and port: up to its path, query or fragment, without credentials.
+func hostPortOf(rest string) string {
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return rest
 }
 
 // checkHostPort reports what is wrong with hostport, a URL's "host:port"
@@ -336,12 +395,20 @@ func checkHostPort(hostport string) error {
 	if host == "" {
 		return fmt.Errorf("%q names no host", hostport)
 	}
-	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("port %q is not a number from 1 to 65535", port)
-		}
+	if port != "" && !validPort(port) {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
 	}
 	return nil
+}
+
+// validPort reports whether port is a port number: 1 to 65535, in decimal
+// digits alone (no sign, no space).
+func validPort(port string) bool {
+	if port == "" || len(port) > 5 || strings.ContainsFunc(port, func(r rune) bool { return r < '0' || r > '9' }) {
+		return false
+	}
+	n, _ := strconv.Atoi(port)
+	return n >= 1 && n <= 65535
 }
 
 // checkTLS reports what makes c unusable.

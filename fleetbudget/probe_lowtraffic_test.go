@@ -198,30 +198,51 @@ func TestProbeWrongTypeKeyRejoins(t *testing.T) {
 	}
 }
 
-// TestProbeURLErrorExampleIsValid: README: a malformed URL is an error from
-// New "which names the value and how to write it" ("e.g.
-// "redis://127.0.0.1:6379""). Where the host and port are themselves
-// malformed, the example is the malformed value again: New refuses the
-// URL its own error tells the user to write.
-func TestProbeURLErrorExampleIsValid(t *testing.T) {
-	t.Skip("red team: New's error for redis://127.0.0.1:+6379 gives the malformed URL itself as the example to write")
-	for _, bad := range []string{"127.0.0.1:6379", "redis://127.0.0.1:+6379", "redis://127.0.0.1: 6379", "127.0.0.1:+6379"} {
+// TestURLErrorExampleIsValid: README: a malformed URL is an error from New
+// "which names the value and how to write it" ("e.g.
+// "redis://127.0.0.1:6379""). The example is one New accepts, with the
+// URL's host and port where they are valid. (The red team's probe: where
+// the host and port were themselves malformed, the example was the
+// malformed value again, which New refused: net.SplitHostPort takes any
+// text for a port.)
+func TestURLErrorExampleIsValid(t *testing.T) {
+	for bad, want := range map[string]string{
+		"127.0.0.1:6379":               "redis://127.0.0.1:6379",
+		"redis://127.0.0.1:+6379":      "redis://127.0.0.1:6379",
+		"redis://127.0.0.1: 6379":      "redis://127.0.0.1:6379",
+		"127.0.0.1:+6379":              "redis://127.0.0.1:6379",
+		"localhost:6379":               "redis://localhost:6379",
+		"u:pw@127.0.0.1:6380":          "redis://127.0.0.1:6380",
+		"rediss://u:pw@127.0.0.1:1x/3": "rediss://127.0.0.1:6379",
+		"redis://[::1]:+1":             "redis://[::1]:6379",
+		"redis://127.0.0.1:6379:6379":  "redis://127.0.0.1:6379",
+		"redis://127.0.0.1:0":          "redis://127.0.0.1:6379",
+		"redis://127.0.0.1:65536":      "redis://127.0.0.1:6379",
+		"redis:// 127.0.0.1:1":         "redis://10.0.0.3:6379",
+		"redis://a b:1":                "redis://10.0.0.3:6379",
+		"redis://%zz:1":                "redis://10.0.0.3:6379",
+		"redis://:6379":                "redis://10.0.0.3:6379",
+	} {
 		_, err := fleetbudget.New(fleetbudget.Options{URL: bad})
 		if err == nil {
 			t.Errorf("New(URL %q) = nil error, want one", bad)
 			continue
 		}
 		_, example, ok := strings.Cut(err.Error(), `e.g. "`)
-		if !ok {
-			continue // no example given
-		}
 		example, _, _ = strings.Cut(example, `"`)
+		if !ok || example != want {
+			t.Errorf("New(URL %q): %v\n\twant the example %q", bad, err, want)
+			continue
+		}
 		f, eerr := fleetbudget.New(fleetbudget.Options{URL: example})
 		if f != nil {
-			f.Close()
+			f.Close() // no budget: it dials nothing
 		}
 		if eerr != nil {
 			t.Errorf("New(URL %q): %v\n\tits example %q: %v; want an example New accepts", bad, err, example, eerr)
+		}
+		if strings.Contains(err.Error(), "pw") {
+			t.Errorf("New(URL %q): the error shows the password: %v", bad, err)
 		}
 	}
 }
