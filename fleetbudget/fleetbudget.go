@@ -66,8 +66,9 @@ type Options struct {
 	Client redis.UniversalClient
 	// URL is the server to connect to, when Client is nil:
 	// "redis://[[user]:password@]host:port[/db]", or "rediss://" for TLS;
-	// with Cluster, "redis://host:port?addr=host2:port2" lists the nodes
-	// (go-redis's ParseURL and ParseClusterURL).
+	// with Cluster, "redis://host:port?addr=host2:port2" lists the nodes,
+	// and no db: a cluster has database 0 alone (go-redis's ParseURL and
+	// ParseClusterURL).
 	URL string
 	// Cluster says URL names a Redis Cluster (cluster mode enabled).
 	Cluster bool
@@ -126,7 +127,8 @@ type Fleet struct {
 	done        chan struct{}
 	once        sync.Once
 
-	failing bool // the last renewal failed, and that was logged; the loop's
+	failing bool           // the last renewal failed, and that was logged; the loop's
+	faults  map[string]int // budgets whose renewals Redis refused, by error; the loop's
 
 	// probe dials the server (its addresses, with the client's TLS) as
 	// the client would, without the client: while Redis cannot be
@@ -136,11 +138,19 @@ type Fleet struct {
 	// another kind. unreachable is the loop's.
 	probe       func(ctx context.Context) error
 	unreachable bool
+	db          int // the database the client selects, if known
 }
 
-// New returns a Fleet, or an error naming what is wrong with o. It does
-// not reach Redis: the first renewal happens in the background, and until
-// it answers every budget is on its share.
+// New returns a Fleet, or an error naming what is wrong with o and how to
+// write it. It does not reach Redis: the first renewal happens in the
+// background, and until it answers every budget is on its share. So New
+// checks what o says alone: the URL's form (scheme, host, a port from 1 to
+// 65535, a database from 0, none with Cluster), TLSConfig, names, prefix,
+// LeasePeriod and FleetSize. What only Redis can tell, New cannot: that it
+// answers, the credentials, that it has the URL's database (a server has
+// "databases" of them, 16 by default), the ACL's permissions. Those show
+// at the renewals: each such failure is logged once, the database named,
+// and the budgets are on their share until a renewal succeeds.
 func New(o Options) (*Fleet, error) {
 	f, err := build(o)
 	if err != nil {
@@ -199,6 +209,9 @@ func build(o Options) (*Fleet, error) {
 		}
 		f.client, f.where = o.Client, "a redis.UniversalClient"
 		f.probe = probeOf(o.Client, f.period/4)
+		if c, ok := o.Client.(*redis.Client); ok {
+			f.db = c.Options().DB
+		}
 	case o.URL == "":
 		errs = append(errs, errors.New("fleetbudget: neither Client nor URL is set"))
 	default:
@@ -209,6 +222,9 @@ func build(o Options) (*Fleet, error) {
 		if len(errs) == 0 { // a client is made for valid options alone: go-redis may dial at once
 			f.client, f.probe = newClient()
 			f.owned = true
+			if c, ok := f.client.(*redis.Client); ok {
+				f.db = c.Options().DB
+			}
 		}
 		f.where = where
 	}
@@ -217,6 +233,7 @@ func build(o Options) (*Fleet, error) {
 		return nil, err
 	}
 	f.budgets, f.wake, f.done, f.cancel = map[string]*budget{}, make(chan struct{}, 1), make(chan struct{}), func() {}
+	f.faults = map[string]int{}
 	return f, nil
 }
 
@@ -549,6 +566,8 @@ type budget struct {
 	mu    sync.Mutex
 	local *lease.Local
 	next  time.Time // the next renewal (zero: at once); the loop's
+
+	fault string // why Redis refused its last renewal, if it did; the loop's
 }
 
 var _ interceptor.DeferredBudget = (*budget)(nil)

@@ -1,6 +1,7 @@
 package fleetbudget
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,9 @@ import (
 // budget is made again); the Ledger's Repair then brings every field into
 // its range, and the fields it changed are written back (a tenth that reads
 // as 0 and stays 0 may keep what it holds).
+//
+// A key that is not a hash (a SET, a list) is deleted and the budget made
+// again, as old as the processes remember, as a lost key is.
 //
 // ARGV: Params (Ratio, PerSecond, Burst, Reserve, MinReserve, Window,
 // Interval), Request (Started, Succeeded, Span, Return.Tenth,
@@ -68,9 +72,15 @@ local function int(v)
   return n
 end
 
-local v = redis.call('HMGET', KEYS[1], 'b', 'l', 'p', 's', 'c0', 'n0', 'c1', 'n1',
+local v = redis.pcall('HMGET', KEYS[1], 'b', 'l', 'p', 's', 'c0', 'n0', 'c1', 'n1',
   'i0', 'e0', 'a0', 'f0', 'i1', 'e1', 'a1', 'f1', 'i2', 'e2', 'a2', 'f2', 'i3', 'e3', 'a3', 'f3', 'i4', 'e4', 'a4', 'f4',
   'i5', 'e5', 'a5', 'f5', 'i6', 'e6', 'a6', 'f6', 'i7', 'e7', 'a7', 'f7', 'i8', 'e8', 'a8', 'f8', 'i9', 'e9', 'a9', 'f9', 'd0', 'd1', 'g0', 'g1')
+if v.err then
+  -- Not a hash (a SET or a list written over it): the budget is made again,
+  -- as one Redis lost.
+  redis.call('DEL', KEYS[1])
+  v = {}
+end
 local born, last, pool, since = int(v[1]), int(v[2]), int(v[3]), int(v[4])
 local ci, cn = {[0] = int(v[5]), int(v[7])}, {[0] = int(v[6]), int(v[8])}
 local cd, cg = {[0] = int(v[49]), int(v[50])}, {[0] = int(v[51]), int(v[52])}
@@ -235,24 +245,27 @@ func renewArgs(p lease.Params, r lease.Request, ttlMillis, now int64) []any {
 		r.AskRetries, r.AskReserve, r.AskLongRun, stock, r.Born, ttlMillis, now}
 }
 
+// errNotGrant is the error of a reply to the script that is not a grant.
+var errNotGrant = errors.New("fleetbudget: Redis's answer to the lease script is not a grant")
+
 // parseGrant reads the script's reply to r, refusing anything else: a
 // server that answers garbage is a server that cannot be reached.
 func parseGrant(reply any, r lease.Request) (lease.Grant, error) {
 	vs, ok := reply.([]any)
 	if !ok || len(vs) != 10 {
-		return lease.Grant{}, fmt.Errorf("fleetbudget: Redis answered %.40q to the lease script, want 10 integers", fmt.Sprint(reply))
+		return lease.Grant{}, fmt.Errorf("%w: %.40q, want 10 integers", errNotGrant, fmt.Sprint(reply))
 	}
 	var n [10]int64
 	for i, v := range vs {
 		if n[i], ok = v.(int64); !ok {
-			return lease.Grant{}, fmt.Errorf("fleetbudget: Redis answered %.40q to the lease script, want 10 integers", fmt.Sprint(reply))
+			return lease.Grant{}, fmt.Errorf("%w: %.40q, want 10 integers", errNotGrant, fmt.Sprint(reply))
 		}
 	}
 	g := lease.Grant{Earned: n[0], Floor: n[1], LongRun: n[2], Tenth: n[3], Size: n[4], Reserve: n[5], Pool: n[6], Born: n[7], Now: n[8], Parked: n[9]}
 	asked := max(r.AskRetries, 0) + max(r.AskReserve, 0) + max(r.AskLongRun, 0)
 	if g.Earned < 0 || g.Floor < 0 || g.LongRun < 0 || g.Tenth < 0 || g.Size < 1 || g.Born <= 0 || g.Born > g.Now || g.Parked < 0 ||
 		!r.Stock && g.Earned+g.Floor+g.LongRun > asked {
-		return lease.Grant{}, fmt.Errorf("fleetbudget: Redis answered %v to the lease script: not a grant for %+v", n, r)
+		return lease.Grant{}, fmt.Errorf("%w: %v is not one for the renewal asked", errNotGrant, n)
 	}
 	return g, nil
 }

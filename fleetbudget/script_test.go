@@ -21,8 +21,10 @@ import (
 // same to the unit, a missing key included (the script and the Ledger are
 // one algorithm in two languages). Between renewals, fields are written
 // with values out of their ranges (into both), or with garbage (into the
-// hash; the Ledger's field is 0, as the script reads it), and the server's
-// clock sometimes goes back: both repair the same way.
+// hash; the Ledger's field is 0, as the script reads it), the key is
+// replaced with a string or a list (the Ledger with a new one: a key that
+// is not a hash is made again, as a lost one), and the server's clock
+// sometimes goes back: both repair the same way.
 func TestScriptIsLedger(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		name := "standalone"
@@ -67,6 +69,22 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 		}
 		if i == 1000 || i == 2500 { // the key is lost: made again as old as it was
 			if err := c.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			l = lease.Ledger{}
+			r.Born = last.Born
+		}
+		if i%700 == 350 { // the key is not a hash: made again, as a lost one
+			var err error
+			if i%1400 == 350 {
+				err = c.Set(ctx, key, "x", 0).Err()
+			} else {
+				err = c.Del(ctx, key).Err()
+				if err == nil {
+					err = c.RPush(ctx, key, "x").Err()
+				}
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			l = lease.Ledger{}
