@@ -324,14 +324,15 @@ const wantSlots = 128
 // wantSlot is the wants due in interval index, each count by what pays for
 // them: [0] Allow (the reserve, then the long-run pool), [1] AllowLongRun.
 // A want is asked for (ask, then asked) at the next request; if its grant
-// cannot pay for it, it stays open and is asked for again (again) at the
-// request after, whose grant pays for it or refuses it; if it is due
-// before, it is refused then.
+// cannot pay for it while stock is parked, it stays open and is asked for
+// again (again) at the request after, whose grant pays for it or refuses
+// it; if it is due before, it is refused then. (The retries of one
+// interval hold in an int32.)
 type wantSlot struct {
 	index              int64
-	ask, paid, refused [2]int64
-	asked, again       [2]int64 // by the last request: for the first time, for the second
-	open               [2]int64 // refused once, to ask for again
+	ask, paid, refused [2]int32
+	asked, again       [2]int32 // by the last request: for the first time, for the second
+	open               [2]int32 // refused once, to ask for again
 }
 
 // What take found.
@@ -382,7 +383,8 @@ func (w *wants) ask(now, interval int64) (retries, longRun int64) {
 				s.again[k] += s.open[k]
 				s.ask[k], s.open[k] = 0, 0
 			}
-			retries, longRun = retries+s.asked[0]+s.again[0], longRun+s.asked[1]+s.again[1]
+			retries += int64(s.asked[0] + s.again[0])
+			longRun += int64(s.asked[1] + s.again[1])
 		}
 	}
 	return retries, longRun
@@ -412,7 +414,7 @@ func (w *wants) settle(now, interval int64, lease *Return, again bool) (reserve,
 			continue
 		}
 		for k := range 2 {
-			for _, n := range []*int64{&s.again[k], &s.asked[k]} {
+			for _, n := range []*int32{&s.again[k], &s.asked[k]} {
 				for ; *n > 0; *n-- {
 					switch {
 					case lease != nil && lease.take(k == 0):
