@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -532,9 +533,14 @@ func (f *Fleet) wakeUp() {
 // String describes f, e.g. "fleetbudget on redis://10.0.0.3:6379".
 func (f *Fleet) String() string { return "fleetbudget on " + f.where }
 
-// Close stops the renewals and closes the client f made (not one given as
-// Options.Client). Budgets go on, each on its share, as if Redis could not
-// be reached. It returns once the renewing goroutine has ended.
+// Close stops the renewals, gives back the leases the process holds (one
+// call to Redis, within a quarter of the lease period and a second at
+// most, unless Redis could not be reached), and closes the client f made
+// (not one given as Options.Client). The fleet's other processes, a
+// successor in a rolling restart, so get what it held at their next
+// renewal, rather than when the budgets' Window forgets it. Budgets go on,
+// each on its share, as if Redis could not be reached. Close returns once
+// the renewing goroutine has ended.
 func (f *Fleet) Close() error {
 	var err error
 	f.once.Do(func() {
@@ -542,11 +548,36 @@ func (f *Fleet) Close() error {
 		if f.started() {
 			<-f.done
 		}
+		f.leave()
 		if f.owned {
 			err = f.client.Close()
 		}
 	})
 	return err
+}
+
+// leave sends every budget's last renewal (lease.Local.Leave), unless
+// Redis could not be reached at the last renewal. Its answers ask for
+// nothing and are not applied.
+func (f *Fleet) leave() {
+	f.mu.Lock()
+	due := slices.Clone(f.order)
+	f.mu.Unlock()
+	if len(due) == 0 || f.unreachable || f.client == nil {
+		return
+	}
+	now := time.Now()
+	reqs := make([]lease.Request, len(due))
+	params := make([]lease.Params, len(due))
+	for i, b := range due {
+		b.mu.Lock()
+		reqs[i] = b.local.Leave(now, b.started.Swap(0), b.succeeded.Swap(0))
+		params[i] = b.local.Params()
+		b.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(f.period/4, time.Second))
+	defer cancel()
+	f.renew(ctx, due, params, reqs)
 }
 
 // started reports whether f's goroutine was started (New; not build).

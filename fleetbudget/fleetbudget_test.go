@@ -473,3 +473,33 @@ func TestDefaultLeasePeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseGivesBackTheLease: a process that closes its Fleet gives back
+// the lease it holds, and the process that replaces it (a rolling restart)
+// gets its stock at its first renewal; one that stops without closing
+// keeps it until the Window forgets it.
+func TestCloseGivesBackTheLease(t *testing.T) {
+	addr, _ := server(t)
+	th := grpcbackoff.DefaultThrottle()
+	for _, closes := range []bool{true, false} {
+		prefix := testPrefix(t)
+		old := newProcess(t, Options{URL: "redis://" + addr, Prefix: prefix})
+		old.f.Budget("t", th)
+		now := time.Now()
+		old.f.tick(context.Background(), now)
+		if closes {
+			old.f.Close()
+		}
+		successor := newProcess(t, Options{URL: "redis://" + addr, Prefix: prefix})
+		b := successor.f.Budget("t", th)
+		successor.f.tick(context.Background(), now)
+		// Its stock: the floors divided by the 2 processes that renewed.
+		want := 0
+		if closes {
+			want = th.MinReserve/2 + th.Burst/2
+		}
+		if n := count(b, now, false); n != want {
+			t.Errorf("the old process closes %v: the successor paid %d retries from its first lease, want %d", closes, n, want)
+		}
+	}
+}

@@ -33,14 +33,15 @@ import (
 // ARGV: Params (Ratio, PerSecond, Burst, Reserve, MinReserve, Window,
 // Interval), Request (Started, Succeeded, Span, Return.Tenth,
 // Return.Earned, Return.Floor, Return.LongRun, AskRetries, AskReserve,
-// AskLongRun, Stock (0 or 1), Born), the key's time to live in ms, and a
-// time in µs that stands for TIME when it is not 0 (tests only). The reply
+// AskLongRun, Stock (0 or 1), Born), the key's time to live in ms, a time
+// in µs that stands for TIME when it is not 0 (tests only), and Leave (0
+// or 1). The reply
 // is the Grant: Earned, Floor, LongRun, Tenth, Size, Reserve, Pool, Born,
 // Now, Parked.
 const renewScript = `
 if redis.replicate_commands then redis.replicate_commands() end
 local a = {}
-for i = 1, 21 do
+for i = 1, 22 do
   a[i] = tonumber(ARGV[i])
   if a[i] == nil or a[i] ~= a[i] or a[i] ~= math.floor(a[i]) or math.abs(a[i]) >= 2^53 then
     return redis.error_reply('fleetbudget: argument ' .. i .. ' is not an integer')
@@ -49,7 +50,7 @@ end
 local ratio, persec, burst, reserve, minres, window, interval = a[1], a[2], a[3], a[4], a[5], a[6], a[7]
 local started, succeeded, span = a[8], a[9], a[10]
 local rtenth, rearned, rfloor, rlong = a[11], a[12], a[13], a[14]
-local askn, askr, askl, stock, seen, ttl, now = a[15], a[16], a[17], a[18], a[19], a[20], a[21]
+local askn, askr, askl, stock, seen, ttl, now, leave = a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22]
 local TOKEN, MAXCOUNT, MAXASK = 1000000, 100000000, 2^50
 local function clamp(n, hi) return math.min(math.max(n, 0), hi) end
 started, succeeded, rlong = clamp(started, MAXCOUNT), clamp(succeeded, MAXCOUNT), clamp(rlong, MAXASK)
@@ -126,8 +127,8 @@ end
 local i = idiv(now, interval)
 local c = i % 2
 if ci[c] ~= i then ci[c], cn[c], cd[c], cg[c] = i, 0, 0, 0 end
-cn[c] = cn[c] + 1
-local size, pending, parked = cn[c], cd[c], cg[c]
+if leave == 0 then cn[c] = cn[c] + 1 end
+local size, pending, parked = math.max(cn[c], 1), cd[c], cg[c]
 if ci[1 - c] == i - 1 then
   size, pending, parked = math.max(size, cn[1 - c]), pending + cd[1 - c], parked + cg[1 - c]
 end
@@ -236,13 +237,15 @@ var renew = redis.NewScript(renewScript)
 
 // renewArgs returns the script's ARGV for r with p; now is 0 but in tests.
 func renewArgs(p lease.Params, r lease.Request, ttlMillis, now int64) []any {
-	stock := 0
-	if r.Stock {
-		stock = 1
+	flag := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
 	}
 	return []any{p.Ratio, p.PerSecond, p.Burst, p.Reserve, p.MinReserve, p.Window, p.Interval,
 		r.Started, r.Succeeded, r.Span, r.Return.Tenth, r.Return.Earned, r.Return.Floor, r.Return.LongRun,
-		r.AskRetries, r.AskReserve, r.AskLongRun, stock, r.Born, ttlMillis, now}
+		r.AskRetries, r.AskReserve, r.AskLongRun, flag(r.Stock), r.Born, ttlMillis, now, flag(r.Leave)}
 }
 
 // errNotGrant is the error of a reply to the script that is not a grant.

@@ -63,7 +63,7 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 		}
 		r := lease.Request{Started: rng.Int64N(50), Succeeded: rng.Int64N(50), Span: rng.Int64N(400_000),
 			AskRetries: rng.Int64N(10) * lease.Token, AskReserve: rng.Int64N(20 * lease.Token), AskLongRun: rng.Int64N(5 * lease.Token),
-			Stock: rng.IntN(2) == 0}
+			Stock: rng.IntN(2) == 0, Leave: rng.IntN(10) == 0}
 		if rng.IntN(3) == 0 {
 			r.Return = lease.Return{Tenth: last.Tenth, Earned: rng.Int64N(last.Earned + 1), Floor: rng.Int64N(last.Floor + 1), LongRun: rng.Int64N(last.LongRun + 1)}
 		}

@@ -79,6 +79,9 @@ type Request struct {
 	// Born is the Ledger's Born as the process last saw it, 0 if never:
 	// a Ledger lost with Redis's memory is made again as old as it was.
 	Born int64
+	// Leave says it is the process's last renewal (Local.Leave): it is not
+	// counted in the fleet's size.
+	Leave bool
 }
 
 // Return is what a process gives back of a lease granted in tenth Tenth:
@@ -129,7 +132,7 @@ type Grant struct {
 // function in Lua.
 func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 	l.Repair(now, p, r.Born)
-	size, pending, parked := l.count1(now, p)
+	size, pending, parked := l.count1(now, p, !r.Leave)
 	bp := p.Params
 	l.acc.Add(now, bp, clamp(r.Started, maxCount), clamp(r.Return.LongRun, maxAsk))
 	l.acc.Earn(now, bp, clamp(r.Succeeded, maxCount), now-max(r.Span, 0))
@@ -186,17 +189,19 @@ const (
 // clamp returns n within [0, hi].
 func clamp(n, hi int64) int64 { return min(max(n, 0), hi) }
 
-// count1 counts a renewal at now and returns the fleet's size, the most
-// renewals in the current or the last whole interval, and what was refused
-// and granted as stock in them.
-func (l *Ledger) count1(now int64, p Params) (size, refused, stock int64) {
+// count1 counts a renewal at now, if add, and returns the fleet's size, the
+// most renewals in the current or the last whole interval (at least 1),
+// and what was refused and granted as stock in them.
+func (l *Ledger) count1(now int64, p Params, add bool) (size, refused, stock int64) {
 	i := now / p.Interval
 	c := &l.count[mod2(i)]
 	if c.index != i {
 		*c = count{index: i}
 	}
-	c.n++
-	size, refused, stock = c.n, c.refused, c.stock
+	if add {
+		c.n++
+	}
+	size, refused, stock = max(c.n, 1), c.refused, c.stock
 	if o := l.count[mod2(i+1)]; o.index == i-1 {
 		size, refused, stock = max(size, o.n), refused+o.refused, stock+o.stock
 	}

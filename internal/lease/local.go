@@ -155,6 +155,21 @@ func (l *Local) Request(now time.Time, started, succeeded int64) Request {
 	return r
 }
 
+// Leave returns the process's last renewal, to send at now when it stops
+// using the fleet (fleetbudget's Fleet.Close): it reports the calls started
+// and succeeded since the last one, gives back all the process holds, and
+// asks for nothing; the Ledger does not count it in the fleet's size. From
+// then on the process spends its share, as without a lease: its answer is
+// not to be applied. The fleet's other processes (a successor, in a rolling
+// restart) so get at their next renewal what the process held, rather than
+// when the Window forgets it.
+func (l *Local) Leave(now time.Time, started, succeeded int64) Request {
+	r := l.Request(now, started, succeeded)
+	r.AskRetries, r.AskReserve, r.AskLongRun, r.Stock, r.Leave = 0, 0, 0, false, true
+	l.joined, l.out, l.lease, l.spent = false, false, Return{}, Return{}
+	return r
+}
+
 // Apply takes g, the answer to the request sent at sent, at now: the
 // process holds the lease until sent plus the period. A grant that comes
 // after that is given back at the next renewal.

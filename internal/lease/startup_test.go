@@ -144,3 +144,74 @@ func TestDbg(t *testing.T) {
 }
 
 func abs(n int) int { return max(n, -n) }
+
+// TestRollingRestart: a lone process, which holds the whole Throttle as its
+// stock, is replaced by another (a rolling restart): the new one makes a
+// call a second, each failing twice. If the old one leaves (Local.Leave,
+// fleetbudget's Fleet.Close), giving back what it holds, the new one's
+// retries are paid from its first second, as its own Throttle would pay
+// them. If it dies holding its stock, the fleet gets it back only as the
+// Window forgets it: the new one's first calls are refused.
+func TestRollingRestart(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	for _, leaves := range []bool{true, false} {
+		refused := runRollingRestart(th, leaves)
+		t.Logf("the old process leaves %v: %d of 10 calls refused", leaves, refused)
+		if leaves && refused != 0 || !leaves && refused == 0 {
+			t.Errorf("the old process leaves %v: %d of 10 calls of the new one refused; want none if it leaves, some if it dies", leaves, refused)
+		}
+	}
+}
+
+// runRollingRestart runs a process for 30 s, 10 calls a renewal all
+// succeeding, then stops it, leaving or not, and starts another 1 s later,
+// which makes 10 calls 1 s apart, each failing twice; it returns how many
+// of those calls' retries were refused.
+func runRollingRestart(th grpcbackoff.Throttle, leaves bool) int {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var fleet lease.Ledger
+	old := lease.NewLocal(th, time.Second, 1000, start)
+	now := start
+	for ; now.Before(start.Add(30 * time.Second)); now = now.Add(old.Interval()) {
+		old.Apply(now, now, fleet.Renew(now.UnixMicro(), old.Params(), old.Request(now, 10, 10)))
+	}
+	if leaves {
+		fleet.Renew(now.UnixMicro(), old.Params(), old.Leave(now, 0, 0))
+	}
+	begin := now.Add(time.Second)
+	l := lease.NewLocal(th, time.Second, 1000, begin)
+	next := begin
+	type call struct {
+		due      time.Time
+		attempts int
+	}
+	var calls []*call
+	refused := 0
+	for step := time.Duration(0); step < 13*time.Second; step += time.Millisecond {
+		now := begin.Add(step)
+		if !now.Before(next) {
+			l.Apply(now, now, fleet.Renew(now.UnixMicro(), l.Params(), l.Request(now, 0, 0)))
+			next = now.Add(l.Interval())
+		}
+		if step%time.Second == 0 && step < 10*time.Second {
+			c := &call{due: now.Add(time.Second), attempts: 1}
+			l.Want(now, c.due, false)
+			calls = append(calls, c)
+		}
+		for _, c := range calls {
+			switch {
+			case c.attempts == 0 || now.Before(c.due):
+			case !l.Allow(now):
+				refused++
+				c.attempts = 0
+			case c.attempts == 2:
+				c.attempts = 0
+			default:
+				c.attempts++
+				c.due = now.Add(time.Second)
+				l.Want(now, c.due, false)
+			}
+		}
+	}
+	return refused
+}
