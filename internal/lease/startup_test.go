@@ -45,12 +45,12 @@ func TestProcessesStartingOneAfterAnother(t *testing.T) {
 }
 
 // runStartup runs n processes starting apart, each one call that fails
-// twice, and returns the calls whose retry was refused: by the fleet's
-// budget, each process a Local renewing with one Ledger (answered at once,
-// every interval from the process's start, as fleetbudget's loop renews),
-// or, with one, by one Throttle for all the processes.
-var logf = func(string, ...any) {}
-
+// twice, and returns the calls whose retry was refused and the retries
+// paid: by the fleet's budget, each process a Local renewing with one
+// Ledger (answered at once, every interval from the process's start, as
+// fleetbudget's loop renews), or, with one, by one Throttle for all the
+// processes. Time goes from one event (a start, a renewal, a retry due) to
+// the next.
 func runStartup(th grpcbackoff.Throttle, n int, apart time.Duration, wantFirst, one bool) (refused, paidRetries int) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	now := start
@@ -66,29 +66,25 @@ func runStartup(th grpcbackoff.Throttle, n int, apart time.Duration, wantFirst, 
 		started, succeeded int64
 		done               bool
 	}
+	renew := func(p *process) {
+		if one || now.Before(p.next) {
+			return
+		}
+		r := p.l.Request(now, p.started, p.succeeded)
+		p.started, p.succeeded = 0, 0
+		p.l.Apply(now, now, fleet.Renew(now.UnixMicro(), p.l.Params(), r))
+		p.next = now.Add(p.l.Interval())
+	}
+	fail := func(p *process) {
+		p.attempts++
+		p.due = now.Add(time.Second)
+		if !one {
+			p.l.Want(now, p.due, false)
+		}
+	}
 	procs := make([]*process, n)
-	for step := time.Duration(0); step < time.Duration(n)*apart+5*time.Second; step += time.Millisecond {
-		now = start.Add(step)
-		renew := func(p *process) {
-			if one || now.Before(p.next) {
-				return
-			}
-			r := p.l.Request(now, p.started, p.succeeded)
-			p.started, p.succeeded = 0, 0
-			g := fleet.Renew(now.UnixMicro(), p.l.Params(), r)
-			if r.AskRetries > 0 || g.Earned+g.Floor+g.LongRun < 3*lease.Token {
-				logf("%v: %p renews %+v: %+v", step, p, r, g)
-			}
-			p.l.Apply(now, now, g)
-			p.next = now.Add(p.l.Interval())
-		}
-		fail := func(p *process) {
-			p.attempts++
-			p.due = now.Add(time.Second)
-			if !one {
-				p.l.Want(now, p.due, false)
-			}
-		}
+	end := start.Add(time.Duration(n)*apart + 5*time.Second)
+	for now.Before(end) {
 		for i := range procs {
 			if procs[i] != nil || now.Before(start.Add(time.Duration(i)*apart)) {
 				continue
@@ -104,43 +100,52 @@ func runStartup(th grpcbackoff.Throttle, n int, apart time.Duration, wantFirst, 
 				fail(p)
 			}
 		}
-		for _, p := range procs {
+		next := end
+		for i, p := range procs {
 			if p == nil {
+				next = minTime(next, start.Add(time.Duration(i)*apart))
 				continue
 			}
 			renew(p) // a process goes on renewing after its call
-			if p.done || now.Before(p.due) {
-				continue
+			if !p.done && !now.Before(p.due) {
+				paid := false
+				if one {
+					paid = shared.Allow(now)
+				} else {
+					paid = p.l.Allow(now)
+				}
+				if paid {
+					paidRetries++
+				}
+				switch {
+				case !paid:
+					refused++
+					p.done = true
+				case p.attempts == 2:
+					p.succeeded++
+					shared.Succeeded()
+					p.done = true
+				default:
+					fail(p)
+				}
 			}
-			paid := false
-			if one {
-				paid = shared.Allow(now)
-			} else {
-				paid = p.l.Allow(now)
+			if !one {
+				next = minTime(next, p.next)
 			}
-			if paid {
-				paidRetries++
-			}
-			switch {
-			case !paid:
-				logf("%v: %p refused, %+v", step, p, p.l.State(now))
-				refused++
-				p.done = true
-			case p.attempts == 2:
-				p.succeeded++
-				shared.Succeeded()
-				p.done = true
-			default:
-				fail(p)
+			if !p.done {
+				next = minTime(next, p.due)
 			}
 		}
+		now = next
 	}
 	return refused, paidRetries
 }
 
-func TestDbg(t *testing.T) {
-	logf = t.Logf
-	runStartup(grpcbackoff.DefaultThrottle(), 100, 300*time.Millisecond, false, false)
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func abs(n int) int { return max(n, -n) }
