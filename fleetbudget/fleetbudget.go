@@ -567,14 +567,9 @@ func (f *Fleet) leave() {
 		return
 	}
 	now := time.Now()
-	reqs := make([]lease.Request, len(due))
-	params := make([]lease.Params, len(due))
-	for i, b := range due {
-		b.mu.Lock()
-		reqs[i] = b.local.Leave(now, b.started.Swap(0), b.succeeded.Swap(0))
-		params[i] = b.local.Params()
-		b.mu.Unlock()
-	}
+	reqs, params := requests(due, func(b *budget) lease.Request {
+		return b.local.Leave(now, b.started.Swap(0), b.succeeded.Swap(0))
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), min(f.period/4, time.Second))
 	defer cancel()
 	f.renew(ctx, due, params, reqs)

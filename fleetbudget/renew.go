@@ -44,14 +44,11 @@ func (f *Fleet) tick(ctx context.Context, now time.Time) time.Time {
 	if len(due) == 0 {
 		return next
 	}
-	reqs := make([]lease.Request, len(due))
-	params := make([]lease.Params, len(due))
-	for i, b := range due {
-		b.mu.Lock()
-		reqs[i] = b.local.Request(now, b.started.Swap(0), b.succeeded.Swap(0))
-		params[i] = b.local.Params()
+	reqs, params := requests(due, func(b *budget) lease.Request {
 		b.next = now.Add(b.local.Interval())
-		b.mu.Unlock()
+		return b.local.Request(now, b.started.Swap(0), b.succeeded.Swap(0))
+	})
+	for _, b := range due {
 		next = minTime(next, b.next)
 	}
 	start := time.Now()
@@ -88,6 +85,19 @@ func (f *Fleet) tick(ctx context.Context, now time.Time) time.Time {
 	}
 	f.report(out, due)
 	return next
+}
+
+// requests returns the renewals of due, each made by request under its
+// budget's lock, and their Params.
+func requests(due []*budget, request func(b *budget) lease.Request) ([]lease.Request, []lease.Params) {
+	reqs := make([]lease.Request, len(due))
+	params := make([]lease.Params, len(due))
+	for i, b := range due {
+		b.mu.Lock()
+		reqs[i], params[i] = request(b), b.local.Params()
+		b.mu.Unlock()
+	}
+	return reqs, params
 }
 
 // outcome is what a round of renewals got: a grant or an error for each
