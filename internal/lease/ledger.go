@@ -16,9 +16,10 @@
 // stock (its share of the fleet's floors, among the processes the Ledger
 // sees, and of the earnings of its own successes) and for the retries it
 // wants (see Local). The Ledger grants what it holds, first come first
-// served, the retries asked for before any stock, and no stock from what
-// it refused in the last interval (a retry refused is asked for again, and
-// a process's first stock); a lease is valid for one lease period. A
+// served, the retries asked for before any stock, and, for an interval, no
+// stock from what it refused (the retries, which may be asked for again,
+// and a process's share at its first renewal); a lease is valid for one
+// lease period. A
 // process whose lease expired, because the Ledger could not be reached,
 // spends from its share of the budget instead: the same Throttle on its own
 // calls with the fleet's floors divided by the last fleet size it saw. See
@@ -50,8 +51,8 @@ func ParamsOf(t grpcbackoff.Throttle, interval time.Duration, share int64) Param
 }
 
 // Ledger is the state of a fleet's budget: its budget.Account, and the
-// renewals counted in the last two intervals, with the retries they asked
-// for that it refused. Its zero value is a budget not yet made (a missing
+// renewals counted in the last two intervals, with what it refused and
+// granted as stock in them. Its zero value is a budget not yet made (a missing
 // key): the first Renew makes it. It is not safe for concurrent use.
 type Ledger struct {
 	acc   budget.Account
@@ -127,9 +128,9 @@ type Grant struct {
 // does the stock granted, which the grant reports (Parked). So a stock
 // never keeps the tokens that a process refused will ask for again at its
 // next renewal (a retry refused while stocks were parked is asked for
-// twice: see Local): in one interval, every process renews and gives back
-// its stock, and keeps what is pending in the Ledger. The Redis script (fleetbudget) is this
-// function in Lua.
+// twice: see Local): in one interval, every process renews, gives back its
+// stock and leaves what is pending in the Ledger. The Redis script
+// (fleetbudget) is this function in Lua.
 func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 	l.Repair(now, p, r.Born)
 	size, pending, parked := l.count1(now, p, !r.Leave)
@@ -144,14 +145,16 @@ func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 	}
 	askReserve += shareReserve
 	askLongRun += shareLongRun
-	left, refused, stocked := retries, int64(0), int64(0) // the retries not paid yet; the share refused; the stock granted
+	// left: the retries not paid yet; shareRefused: of the share; stocked:
+	// the stock granted.
+	left, shareRefused, stocked := retries, int64(0), int64(0)
 	if p.Window > 0 {
 		l.acc.GiveBack(now, bp, r.Return.Tenth, r.Return.Earned, r.Return.Floor)
 		earned, floor := l.acc.Reserve(now, bp)
 		free := earned + floor
 		paid := whole(min(left, free))
 		stock := whole(min(askReserve, max(free-paid-pending, 0)))
-		refused += min(askReserve-stock, shareReserve)
+		shareRefused += min(askReserve-stock, shareReserve)
 		stocked += stock
 		ask := paid + stock
 		l.acc.Spend(now, bp, ask, earned)
@@ -163,17 +166,17 @@ func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 	pool := max(l.acc.Pool(), 0)
 	paid := whole(min(left, pool))
 	stock := whole(min(askLongRun, max(pool-paid-pending, 0)))
-	refused += min(askLongRun-stock, shareLongRun)
+	shareRefused += min(askLongRun-stock, shareLongRun)
 	stocked += stock
 	g.LongRun = paid + stock
 	l.acc.Draw(g.LongRun)
 	l.acc.Cap(bp)
 	g.Pool = l.acc.Pool()
 	if r.Born != 0 {
-		refused = 0 // a process's share is pending at its first renewal alone
+		shareRefused = 0 // a process's share is pending at its first renewal alone
 	}
 	c := &l.count[mod2(now/p.Interval)]
-	c.refused = min(c.refused+left-paid+refused, maxAsk)
+	c.refused = min(c.refused+left-paid+shareRefused, maxAsk)
 	c.stock = min(c.stock+stocked, maxAsk)
 	return g
 }

@@ -180,7 +180,7 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 	lease := Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: g.LongRun}
 	expires := micros(sent) + l.period
 	if expires <= n {
-		l.wants.settle(n, l.interval(), nil, g.Parked >= Token) // the retries asked for are refused
+		l.wants.settle(n, l.interval(), nil, g.Parked >= Token) // the retries asked for are refused, or stay open
 		l.stale.Tenth, l.stale.Earned, l.stale.Floor = lease.Tenth, lease.Earned, lease.Floor
 		l.stale.LongRun += lease.LongRun
 		return
@@ -216,11 +216,10 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 // Its lease (or, without one, the process's share) pays for it now if it
 // can; else it is asked for at the next renewal and, if that one cannot
 // pay for it while stock is parked, at the one after, which pays for it or
-// refuses it; it is
-// paid or refused when it is due (refused if it was not asked for again
-// by then; if no renewal answers, paid then as a retry not told of); a
-// renewal is made now if the next would come after it is due (at most
-// once an interval).
+// refuses it; it is paid or refused when it is due (refused if it was not
+// asked for again by then; if no renewal answers, paid then as a retry not
+// told of); a renewal is made now if the next would come after it is due
+// (at most once an interval).
 func (l *Local) Want(now, due time.Time, longRun bool) (renewNow bool) {
 	n, d := micros(now), micros(due)
 	l.expire(n)
