@@ -35,9 +35,8 @@ import (
 // Return.Earned, Return.Floor, Return.LongRun, AskRetries, AskReserve,
 // AskLongRun, Stock (0 or 1), Born), the key's time to live in ms, a time
 // in µs that stands for TIME when it is not 0 (tests only), and Leave (0
-// or 1). The reply
-// is the Grant: Earned, Floor, LongRun, Tenth, Size, Reserve, Pool, Born,
-// Now, Parked.
+// or 1). The reply is the Grant: Earned, Floor, LongRun, Tenth, Size,
+// Reserve, Pool, Born, Now, Parked.
 const renewScript = `
 if redis.replicate_commands then redis.replicate_commands() end
 local a = {}
