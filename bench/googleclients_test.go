@@ -56,7 +56,9 @@ func BenchmarkGoogleClientCall(b *testing.B) {
 		name string
 		err  error
 	}{{"success", nil}, {"failure", fail}} {
-		invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return outcome.err }
+		invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			return outcome.err
+		}
 		for _, who := range []string{"plain", "client"} {
 			b.Run(outcome.name+"/"+who, func(b *testing.B) {
 				ctx := context.Background()
