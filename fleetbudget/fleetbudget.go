@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,8 +67,9 @@ type Options struct {
 	Client redis.UniversalClient
 	// URL is the server to connect to, when Client is nil:
 	// "redis://[[user]:password@]host:port[/db]", or "rediss://" for TLS;
-	// with Cluster, "redis://host:port?addr=host2:port2" lists the nodes
-	// (go-redis's ParseURL and ParseClusterURL).
+	// with Cluster, "redis://host:port?addr=host2:port2" lists the nodes,
+	// and no db: a cluster has database 0 alone (go-redis's ParseURL and
+	// ParseClusterURL).
 	URL string
 	// Cluster says URL names a Redis Cluster (cluster mode enabled).
 	Cluster bool
@@ -126,7 +128,8 @@ type Fleet struct {
 	done        chan struct{}
 	once        sync.Once
 
-	failing bool // the last renewal failed, and that was logged; the loop's
+	failing bool           // the last renewal failed, and that was logged; the loop's
+	faults  map[string]int // budgets whose renewals Redis refused, by error; the loop's
 
 	// probe dials the server (its addresses, with the client's TLS) as
 	// the client would, without the client: while Redis cannot be
@@ -136,11 +139,19 @@ type Fleet struct {
 	// another kind. unreachable is the loop's.
 	probe       func(ctx context.Context) error
 	unreachable bool
+	db          int // the database the client selects, if known
 }
 
-// New returns a Fleet, or an error naming what is wrong with o. It does
-// not reach Redis: the first renewal happens in the background, and until
-// it answers every budget is on its share.
+// New returns a Fleet, or an error naming what is wrong with o and how to
+// write it. It does not reach Redis: the first renewal happens in the
+// background, and until it answers every budget is on its share. So New
+// checks what o says alone: the URL's form (scheme, host, a port from 1 to
+// 65535, a database from 0, none with Cluster), TLSConfig, names, prefix,
+// LeasePeriod and FleetSize. What only Redis can tell, New cannot: that it
+// answers, the credentials, that it has the URL's database (a server has
+// "databases" of them, 16 by default), the ACL's permissions. Those show
+// at the renewals: each such failure is logged once, the database named,
+// and the budgets are on their share until a renewal succeeds.
 func New(o Options) (*Fleet, error) {
 	f, err := build(o)
 	if err != nil {
@@ -199,6 +210,9 @@ func build(o Options) (*Fleet, error) {
 		}
 		f.client, f.where = o.Client, "a redis.UniversalClient"
 		f.probe = probeOf(o.Client, f.period/4)
+		if c, ok := o.Client.(*redis.Client); ok {
+			f.db = c.Options().DB
+		}
 	case o.URL == "":
 		errs = append(errs, errors.New("fleetbudget: neither Client nor URL is set"))
 	default:
@@ -209,6 +223,9 @@ func build(o Options) (*Fleet, error) {
 		if len(errs) == 0 { // a client is made for valid options alone: go-redis may dial at once
 			f.client, f.probe = newClient()
 			f.owned = true
+			if c, ok := f.client.(*redis.Client); ok {
+				f.db = c.Options().DB
+			}
 		}
 		f.where = where
 	}
@@ -217,6 +234,7 @@ func build(o Options) (*Fleet, error) {
 		return nil, err
 	}
 	f.budgets, f.wake, f.done, f.cancel = map[string]*budget{}, make(chan struct{}, 1), make(chan struct{}), func() {}
+	f.faults = map[string]int{}
 	return f, nil
 }
 
@@ -225,24 +243,9 @@ func build(o Options) (*Fleet, error) {
 // (the next renewal is the retry), one connection, and a dialer that fails
 // quietly (see quiet).
 func dial(o Options, period time.Duration) (func() (redis.UniversalClient, func(context.Context) error), string, error) {
-	u, err := url.Parse(o.URL)
-	if err != nil || u.Scheme == "" || u.Opaque != "" {
-		return nil, "", fmt.Errorf("fleetbudget: URL %q is not a URL: write it \"redis://HOST:PORT\" (\"rediss://\" for TLS), e.g. \"redis://%s\"",
-			redact(o.URL), hostPortOf(o.URL))
-	}
-	where := u.Redacted()
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, where, fmt.Errorf("fleetbudget: URL %q: the scheme must be redis or rediss", where)
-	}
-	if err := checkHostPort(u.Host); err != nil {
-		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w", where, err)
-	}
-	if o.Cluster {
-		for _, a := range u.Query()["addr"] {
-			if err := checkHostPort(a); err != nil {
-				return nil, where, fmt.Errorf("fleetbudget: URL %q: addr=%q: %w", where, a, err)
-			}
-		}
+	u, where, err := checkURL(o.URL, o.Cluster)
+	if err != nil {
+		return nil, where, err
 	}
 	if o.TLSConfig != nil {
 		if u.Scheme != "rediss" {
@@ -281,6 +284,9 @@ func dial(o Options, period time.Duration) (func() (redis.UniversalClient, func(
 	if err != nil {
 		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w", where, redactErr(err, o.URL))
 	}
+	if opt.DB < 0 {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: database %d: write a database number from 0 (\"/0\", or no path, is the default)", where, opt.DB)
+	}
 	opt.TLSConfig = tlsConfig(opt.TLSConfig, u.Hostname())
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.ContextTimeoutEnabled = t, t, t, true
 	opt.MaxRetries, opt.PoolSize, opt.DialerRetries = -1, 1, 1
@@ -304,24 +310,95 @@ func redactErr(err error, raw string) error {
 }
 
 // redact returns raw, which is not a URL, with what may be a password (what
-// comes before an @) replaced.
+// comes before an @, after "scheme://") replaced.
 func redact(raw string) string {
 	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		scheme, _, ok := strings.Cut(raw[:i], "://")
+		if ok && !strings.ContainsAny(scheme, ":/@") {
+			return scheme + "://xxxxx" + raw[i:]
+		}
 		return "xxxxx" + raw[i:]
 	}
 	return raw
 }
 
-// hostPortOf returns the host and port raw seems to name, for an example.
-func hostPortOf(raw string) string {
-	raw = redact(raw)
-	if i := strings.Index(raw, "://"); i >= 0 {
-		raw = raw[i+3:]
+// checkURL reports what is wrong with raw, Options.URL, as far as it can be
+// told without Redis, and returns it parsed and redacted (its password
+// replaced, for errors and logs). An error that names a malformed URL
+// gives an example of how to write it, one that checkURL accepts.
+func checkURL(raw string, cluster bool) (*url.URL, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		if scheme, rest, ok := strings.Cut(raw, "://"); ok && (scheme == "redis" || scheme == "rediss") {
+			// The scheme is right: say what is wrong with the host and port.
+			if err := checkHostPort(hostPortOf(rest)); err != nil {
+				return nil, redact(raw), fmt.Errorf("fleetbudget: URL %q: %w: write it \"%s://HOST:PORT\", e.g. %q", redact(raw), err, scheme, exampleURL(raw))
+			}
+		}
+		return nil, redact(raw), fmt.Errorf("fleetbudget: URL %q is not a URL: write it \"redis://HOST:PORT\" (\"rediss://\" for TLS), e.g. %q",
+			redact(raw), exampleURL(raw))
 	}
-	if h, p, err := net.SplitHostPort(raw); err == nil {
-		return net.JoinHostPort(h, p)
+	where := u.Redacted()
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: the scheme must be redis or rediss", where)
 	}
-	return "10.0.0.3:6379"
+	if err := checkHostPort(u.Host); err != nil {
+		return nil, where, fmt.Errorf("fleetbudget: URL %q: %w: write it \"%s://HOST:PORT\", e.g. %q", where, err, u.Scheme, exampleURL(raw))
+	}
+	if cluster {
+		if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+			return nil, where, fmt.Errorf("fleetbudget: URL %q: a Redis Cluster has database 0 alone: leave out the path %q", where, u.Path)
+		}
+		for _, a := range u.Query()["addr"] {
+			if err := checkHostPort(a); err != nil {
+				return nil, where, fmt.Errorf("fleetbudget: URL %q: addr=%q: %w", where, a, err)
+			}
+		}
+	}
+	return u, where, nil
+}
+
+// exampleURL returns a URL to write for raw, a malformed one: raw's scheme
+// if it is rediss (else redis), and its host and port if they are valid
+// (6379 for a port that is not), else "redis://10.0.0.3:6379"; never a URL
+// that checkURL refuses. It leaves out raw's credentials, path and query.
+func exampleURL(raw string) string {
+	scheme, rest := "redis", raw
+	if s, r, ok := strings.Cut(raw, "://"); ok {
+		rest = r
+		if s == "rediss" {
+			scheme = s
+		}
+	}
+	hostport := hostPortOf(rest)
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil { // "HOST", "HOST:PORT:PORT"
+		host, port, _ = strings.Cut(hostport, ":")
+		port, _, _ = strings.Cut(port, ":")
+	}
+	if !validPort(port) {
+		port = "6379"
+	}
+	ex := scheme + "://" + net.JoinHostPort(host, port)
+	if u, err := url.Parse(ex); err != nil || u.Opaque != "" || u.Host != net.JoinHostPort(host, port) || checkHostPort(u.Host) != nil {
+		return scheme + "://10.0.0.3:6379"
+	}
+	if _, err := redis.ParseURL(ex); err != nil {
+		return scheme + "://10.0.0.3:6379"
+	}
+	return ex
+}
+
+// hostPortOf returns what rest, a URL after its "scheme://", gives as its
+// host and port: up to its path, query or fragment, without credentials.
+func hostPortOf(rest string) string {
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return rest
 }
 
 // checkHostPort reports what is wrong with hostport, a URL's "host:port"
@@ -336,12 +413,20 @@ func checkHostPort(hostport string) error {
 	if host == "" {
 		return fmt.Errorf("%q names no host", hostport)
 	}
-	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("port %q is not a number from 1 to 65535", port)
-		}
+	if port != "" && !validPort(port) {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
 	}
 	return nil
+}
+
+// validPort reports whether port is a port number: 1 to 65535, in decimal
+// digits alone (no sign, no space).
+func validPort(port string) bool {
+	if port == "" || len(port) > 5 || strings.ContainsFunc(port, func(r rune) bool { return r < '0' || r > '9' }) {
+		return false
+	}
+	n, _ := strconv.Atoi(port)
+	return n >= 1 && n <= 65535
 }
 
 // checkTLS reports what makes c unusable.
@@ -448,9 +533,14 @@ func (f *Fleet) wakeUp() {
 // String describes f, e.g. "fleetbudget on redis://10.0.0.3:6379".
 func (f *Fleet) String() string { return "fleetbudget on " + f.where }
 
-// Close stops the renewals and closes the client f made (not one given as
-// Options.Client). Budgets go on, each on its share, as if Redis could not
-// be reached. It returns once the renewing goroutine has ended.
+// Close stops the renewals, gives back the leases the process holds (one
+// call to Redis, within a quarter of the lease period and a second at
+// most, unless Redis could not be reached), and closes the client f made
+// (not one given as Options.Client). The fleet's other processes, a
+// successor in a rolling restart, so get what it held at their next
+// renewal, rather than when the budgets' Window forgets it. Budgets go on,
+// each on its share, as if Redis could not be reached. Close returns once
+// the renewing goroutine has ended.
 func (f *Fleet) Close() error {
 	var err error
 	f.once.Do(func() {
@@ -458,11 +548,31 @@ func (f *Fleet) Close() error {
 		if f.started() {
 			<-f.done
 		}
+		f.leave()
 		if f.owned {
 			err = f.client.Close()
 		}
 	})
 	return err
+}
+
+// leave sends every budget's last renewal (lease.Local.Leave), unless
+// Redis could not be reached at the last renewal. Its answers ask for
+// nothing and are not applied.
+func (f *Fleet) leave() {
+	f.mu.Lock()
+	due := slices.Clone(f.order)
+	f.mu.Unlock()
+	if len(due) == 0 || f.unreachable || f.client == nil {
+		return
+	}
+	now := time.Now()
+	reqs, params := requests(due, func(b *budget) lease.Request {
+		return b.local.Leave(now, b.started.Swap(0), b.succeeded.Swap(0))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), min(f.period/4, time.Second))
+	defer cancel()
+	f.renew(ctx, due, params, reqs)
 }
 
 // started reports whether f's goroutine was started (New; not build).
@@ -482,6 +592,8 @@ type budget struct {
 	mu    sync.Mutex
 	local *lease.Local
 	next  time.Time // the next renewal (zero: at once); the loop's
+
+	fault string // why Redis refused its last renewal, if it did; the loop's
 }
 
 var _ interceptor.DeferredBudget = (*budget)(nil)

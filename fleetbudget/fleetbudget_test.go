@@ -340,6 +340,9 @@ func TestNewErrors(t *testing.T) {
 		{Options{URL: "redis://:6379"}, `names no host`},
 		{Options{URL: "redis://a:1?addr=b:2:3", Cluster: true}, `addr="b:2:3"`},
 		{Options{URL: "redis://a:1/x"}, "URL"},
+		{Options{URL: "redis://a:1/-1"}, "database -1: write a database number from 0"},
+		{Options{URL: "redis://a:1/3", Cluster: true}, `a Redis Cluster has database 0 alone: leave out the path "/3"`},
+		{Options{URL: "redis://a:1?addr=b:2x", Cluster: true}, `addr="b:2x": port "2x" is not a number from 1 to 65535`},
 		{Options{URL: "redis://a:1", TLSConfig: &tls.Config{}}, "not rediss://"},
 		{Options{URL: "rediss://a:1", TLSConfig: &tls.Config{MinVersion: tls.VersionTLS13, MaxVersion: tls.VersionTLS12}}, "MinVersion"},
 		{Options{URL: "rediss://a:1", TLSConfig: &tls.Config{Certificates: []tls.Certificate{{}}}}, "Certificates[0]"},
@@ -467,6 +470,36 @@ func TestDefaultLeasePeriod(t *testing.T) {
 		f.client.Close()
 		if f.period != tc.want {
 			t.Errorf("FleetSize %d, LeasePeriod %v: period %v, want %v", tc.o.FleetSize, tc.o.LeasePeriod, f.period, tc.want)
+		}
+	}
+}
+
+// TestCloseGivesBackTheLease: a process that closes its Fleet gives back
+// the lease it holds, and the process that replaces it (a rolling restart)
+// gets its stock at its first renewal; one that stops without closing
+// keeps it until the Window forgets it.
+func TestCloseGivesBackTheLease(t *testing.T) {
+	addr, _ := server(t)
+	th := grpcbackoff.DefaultThrottle()
+	for _, closes := range []bool{true, false} {
+		prefix := testPrefix(t)
+		old := newProcess(t, Options{URL: "redis://" + addr, Prefix: prefix})
+		old.f.Budget("t", th)
+		now := time.Now()
+		old.f.tick(context.Background(), now)
+		if closes {
+			old.f.Close()
+		}
+		successor := newProcess(t, Options{URL: "redis://" + addr, Prefix: prefix})
+		b := successor.f.Budget("t", th)
+		successor.f.tick(context.Background(), now)
+		// Its stock: the floors divided by the 2 processes that renewed.
+		want := 0
+		if closes {
+			want = th.MinReserve/2 + th.Burst/2
+		}
+		if n := count(b, now, false); n != want {
+			t.Errorf("the old process closes %v: the successor paid %d retries from its first lease, want %d", closes, n, want)
 		}
 	}
 }

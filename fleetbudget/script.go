@@ -1,6 +1,7 @@
 package fleetbudget
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -17,7 +18,8 @@ import (
 // Redis 7 and in Valkey, where the call is kept as a no-op).
 //
 // The hash's fields: b (born), l (last credit), p (pool), s (floor paid
-// since the last success), c0 n0 c1 n1 (renewals per interval), and per
+// since the last success), c0 n0 d0 g0 c1 n1 d1 g1 (renewals per
+// interval, what was refused in it, and what was granted as stock), and per
 // tenth j of the Window ij (index), ej (successes), aj (paid from their
 // earnings), fj (paid from the floor). A field that is missing, or not an
 // integer Lua's tonumber reads exactly, reads as 0 (b as missing: the
@@ -25,17 +27,20 @@ import (
 // its range, and the fields it changed are written back (a tenth that reads
 // as 0 and stays 0 may keep what it holds).
 //
+// A key that is not a hash (a SET, a list) is deleted and the budget made
+// again, as old as the processes remember, as a lost key is.
+//
 // ARGV: Params (Ratio, PerSecond, Burst, Reserve, MinReserve, Window,
 // Interval), Request (Started, Succeeded, Span, Return.Tenth,
 // Return.Earned, Return.Floor, Return.LongRun, AskRetries, AskReserve,
-// AskLongRun, Stock (0 or 1), Born), the key's time to live in ms, and a
-// time in µs that stands for TIME when it is not 0 (tests only). The reply
-// is the Grant: Earned, Floor, LongRun, Tenth, Size, Reserve, Pool, Born,
-// Now.
+// AskLongRun, Stock (0 or 1), Born), the key's time to live in ms, a time
+// in µs that stands for TIME when it is not 0 (tests only), and Leave (0
+// or 1). The reply is the Grant: Earned, Floor, LongRun, Tenth, Size,
+// Reserve, Pool, Born, Now, Parked.
 const renewScript = `
 if redis.replicate_commands then redis.replicate_commands() end
 local a = {}
-for i = 1, 21 do
+for i = 1, 22 do
   a[i] = tonumber(ARGV[i])
   if a[i] == nil or a[i] ~= a[i] or a[i] ~= math.floor(a[i]) or math.abs(a[i]) >= 2^53 then
     return redis.error_reply('fleetbudget: argument ' .. i .. ' is not an integer')
@@ -44,7 +49,7 @@ end
 local ratio, persec, burst, reserve, minres, window, interval = a[1], a[2], a[3], a[4], a[5], a[6], a[7]
 local started, succeeded, span = a[8], a[9], a[10]
 local rtenth, rearned, rfloor, rlong = a[11], a[12], a[13], a[14]
-local askn, askr, askl, stock, seen, ttl, now = a[15], a[16], a[17], a[18], a[19], a[20], a[21]
+local askn, askr, askl, stock, seen, ttl, now, leave = a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22]
 local TOKEN, MAXCOUNT, MAXASK = 1000000, 100000000, 2^50
 local function clamp(n, hi) return math.min(math.max(n, 0), hi) end
 started, succeeded, rlong = clamp(started, MAXCOUNT), clamp(succeeded, MAXCOUNT), clamp(rlong, MAXASK)
@@ -67,11 +72,18 @@ local function int(v)
   return n
 end
 
-local v = redis.call('HMGET', KEYS[1], 'b', 'l', 'p', 's', 'c0', 'n0', 'c1', 'n1',
+local v = redis.pcall('HMGET', KEYS[1], 'b', 'l', 'p', 's', 'c0', 'n0', 'c1', 'n1',
   'i0', 'e0', 'a0', 'f0', 'i1', 'e1', 'a1', 'f1', 'i2', 'e2', 'a2', 'f2', 'i3', 'e3', 'a3', 'f3', 'i4', 'e4', 'a4', 'f4',
-  'i5', 'e5', 'a5', 'f5', 'i6', 'e6', 'a6', 'f6', 'i7', 'e7', 'a7', 'f7', 'i8', 'e8', 'a8', 'f8', 'i9', 'e9', 'a9', 'f9')
+  'i5', 'e5', 'a5', 'f5', 'i6', 'e6', 'a6', 'f6', 'i7', 'e7', 'a7', 'f7', 'i8', 'e8', 'a8', 'f8', 'i9', 'e9', 'a9', 'f9', 'd0', 'd1', 'g0', 'g1')
+if v.err then
+  -- Not a hash (a SET or a list written over it): the budget is made again,
+  -- as one Redis lost.
+  redis.call('DEL', KEYS[1])
+  v = {}
+end
 local born, last, pool, since = int(v[1]), int(v[2]), int(v[3]), int(v[4])
 local ci, cn = {[0] = int(v[5]), int(v[7])}, {[0] = int(v[6]), int(v[8])}
+local cd, cg = {[0] = int(v[49]), int(v[50])}, {[0] = int(v[51]), int(v[52])}
 local ti, te, ta, tf = {}, {}, {}, {}
 for j = 0, 9 do
   ti[j], te[j], ta[j], tf[j] = int(v[9 + 4 * j]), int(v[10 + 4 * j]), int(v[11 + 4 * j]), int(v[12 + 4 * j])
@@ -84,7 +96,7 @@ if born <= 0 or born > now then
   born, last, pool, since = now, now, burst, 0
   if seen > 0 and seen <= now then born, pool, since = seen, 0, minres end
   for j = 0, 9 do ti[j], te[j], ta[j], tf[j], dirty[j] = 0, 0, 0, 0, true end
-  ci, cn = {[0] = 0, 0}, {[0] = 0, 0}
+  ci, cn, cd, cg = {[0] = 0, 0}, {[0] = 0, 0}, {[0] = 0, 0}, {[0] = 0, 0}
 else
   if last < born or last > now then last = now end
   pool = math.min(math.max(pool, 0), burst)
@@ -102,17 +114,23 @@ else
   end
   local i = idiv(now, interval)
   for j = 0, 1 do
-    if ci[j] < 0 or ci[j] > i or ci[j] % 2 ~= j or cn[j] < 0 then ci[j], cn[j] = 0, 0 else cn[j] = math.min(cn[j], MAXCOUNT) end
+    if ci[j] < 0 or ci[j] > i or ci[j] % 2 ~= j or cn[j] < 0 then
+      ci[j], cn[j], cd[j], cg[j] = 0, 0, 0, 0
+    else
+      cn[j], cd[j], cg[j] = math.min(cn[j], MAXCOUNT), clamp(cd[j], MAXASK), clamp(cg[j], MAXASK)
+    end
   end
 end
 
--- The fleet's size.
+-- The fleet's size, what was refused (pending) and granted as stock (parked).
 local i = idiv(now, interval)
 local c = i % 2
-if ci[c] ~= i then ci[c], cn[c] = i, 0 end
-cn[c] = cn[c] + 1
-local size = cn[c]
-if ci[1 - c] == i - 1 and cn[1 - c] > size then size = cn[1 - c] end
+if ci[c] ~= i then ci[c], cn[c], cd[c], cg[c] = i, 0, 0, 0 end
+if leave == 0 then cn[c] = cn[c] + 1 end
+local size, pending, parked = math.max(cn[c], 1), cd[c], cg[c]
+if ci[1 - c] == i - 1 then
+  size, pending, parked = math.max(size, cn[1 - c]), pending + cd[1 - c], parked + cg[1 - c]
+end
 
 -- Credit (Account.Add).
 local dt = math.min(math.max(now - last, 0), 3600000000)
@@ -149,12 +167,11 @@ if succeeded > 0 then
   end
 end
 
-local retries, askres, asklong = math.max(askn, 0), math.max(askr, 0), math.max(askl, 0)
-if stock ~= 0 then
-  askres = askres + idiv(minres, size)
-  asklong = asklong + idiv(burst, size)
-end
-local ge, gf, k, left = 0, 0, 0, 0
+local shres, shlong = 0, 0
+if stock ~= 0 then shres, shlong = idiv(minres, size), idiv(burst, size) end
+local askres, asklong = askr + shres, askl + shlong
+local left, refused, stocked = askn, 0, 0
+local ge, gf, k, rest = 0, 0, 0, 0
 if window > 0 then
   k = idiv(now - born, w)
   -- GiveBack.
@@ -174,21 +191,36 @@ if window > 0 then
   end
   local earned = math.max(reserve * e - paid, 0)
   local floor = math.max(minres - math.max(fl, since), 0)
-  -- The grant, and Spend.
-  local ask = whole(math.min(retries + askres, earned + floor))
+  -- The grant: the retries, then the stock beyond what is pending; Spend.
+  local free = earned + floor
+  local pr = whole(math.min(left, free))
+  local st = whole(math.min(askres, math.max(free - pr - pending, 0)))
+  refused = refused + math.min(askres - st, shres)
+  stocked = stocked + st
+  local ask = pr + st
   ge = math.min(ask, earned)
   gf = ask - ge
   local t = at(k)
   ta[t] = ta[t] + ge
   tf[t] = tf[t] + gf
   since = since + gf
-  left = earned + floor - ask
-  retries = math.max(retries - ask, 0)
+  rest = free - ask
+  left = left - pr
+  pending = math.max(pending - (free - pr), 0)
 end
-local gl = whole(math.min(asklong + retries, math.max(pool, 0)))
+local pl = math.max(pool, 0)
+local pr = whole(math.min(left, pl))
+local st = whole(math.min(asklong, math.max(pl - pr - pending, 0)))
+refused = refused + math.min(asklong - st, shlong)
+stocked = stocked + st
+local gl = pr + st
 pool = math.min(pool - gl, burst)
+if seen ~= 0 then refused = 0 end
+cd[c] = math.min(cd[c] + left - pr + refused, MAXASK)
+cg[c] = math.min(cg[c] + stocked, MAXASK)
 
-local out = {'b', born, 'l', last, 'p', pool, 's', since, 'c0', ci[0], 'n0', cn[0], 'c1', ci[1], 'n1', cn[1]}
+local out = {'b', born, 'l', last, 'p', pool, 's', since, 'c0', ci[0], 'n0', cn[0], 'd0', cd[0], 'g0', cg[0],
+  'c1', ci[1], 'n1', cn[1], 'd1', cd[1], 'g1', cg[1]}
 for j, _ in pairs(dirty) do
   out[#out + 1] = 'i' .. j; out[#out + 1] = ti[j]
   out[#out + 1] = 'e' .. j; out[#out + 1] = te[j]
@@ -197,40 +229,45 @@ for j, _ in pairs(dirty) do
 end
 redis.call('HSET', KEYS[1], unpack(out))
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {ge, gf, gl, k, size, left, pool, born, now}
+return {ge, gf, gl, k, size, rest, pool, born, now, parked}
 `
 
 var renew = redis.NewScript(renewScript)
 
 // renewArgs returns the script's ARGV for r with p; now is 0 but in tests.
 func renewArgs(p lease.Params, r lease.Request, ttlMillis, now int64) []any {
-	stock := 0
-	if r.Stock {
-		stock = 1
+	flag := func(b bool) int {
+		if b {
+			return 1
+		}
+		return 0
 	}
 	return []any{p.Ratio, p.PerSecond, p.Burst, p.Reserve, p.MinReserve, p.Window, p.Interval,
 		r.Started, r.Succeeded, r.Span, r.Return.Tenth, r.Return.Earned, r.Return.Floor, r.Return.LongRun,
-		r.AskRetries, r.AskReserve, r.AskLongRun, stock, r.Born, ttlMillis, now}
+		r.AskRetries, r.AskReserve, r.AskLongRun, flag(r.Stock), r.Born, ttlMillis, now, flag(r.Leave)}
 }
+
+// errNotGrant is the error of a reply to the script that is not a grant.
+var errNotGrant = errors.New("fleetbudget: Redis's answer to the lease script is not a grant")
 
 // parseGrant reads the script's reply to r, refusing anything else: a
 // server that answers garbage is a server that cannot be reached.
 func parseGrant(reply any, r lease.Request) (lease.Grant, error) {
 	vs, ok := reply.([]any)
-	if !ok || len(vs) != 9 {
-		return lease.Grant{}, fmt.Errorf("fleetbudget: Redis answered %.40q to the lease script, want 9 integers", fmt.Sprint(reply))
+	if !ok || len(vs) != 10 {
+		return lease.Grant{}, fmt.Errorf("%w: %.40q, want 10 integers", errNotGrant, fmt.Sprint(reply))
 	}
-	var n [9]int64
+	var n [10]int64
 	for i, v := range vs {
 		if n[i], ok = v.(int64); !ok {
-			return lease.Grant{}, fmt.Errorf("fleetbudget: Redis answered %.40q to the lease script, want 9 integers", fmt.Sprint(reply))
+			return lease.Grant{}, fmt.Errorf("%w: %.40q, want 10 integers", errNotGrant, fmt.Sprint(reply))
 		}
 	}
-	g := lease.Grant{Earned: n[0], Floor: n[1], LongRun: n[2], Tenth: n[3], Size: n[4], Reserve: n[5], Pool: n[6], Born: n[7], Now: n[8]}
+	g := lease.Grant{Earned: n[0], Floor: n[1], LongRun: n[2], Tenth: n[3], Size: n[4], Reserve: n[5], Pool: n[6], Born: n[7], Now: n[8], Parked: n[9]}
 	asked := max(r.AskRetries, 0) + max(r.AskReserve, 0) + max(r.AskLongRun, 0)
-	if g.Earned < 0 || g.Floor < 0 || g.LongRun < 0 || g.Tenth < 0 || g.Size < 1 || g.Born <= 0 || g.Born > g.Now ||
+	if g.Earned < 0 || g.Floor < 0 || g.LongRun < 0 || g.Tenth < 0 || g.Size < 1 || g.Born <= 0 || g.Born > g.Now || g.Parked < 0 ||
 		!r.Stock && g.Earned+g.Floor+g.LongRun > asked {
-		return lease.Grant{}, fmt.Errorf("fleetbudget: Redis answered %v to the lease script: not a grant for %+v", n, r)
+		return lease.Grant{}, fmt.Errorf("%w: %v is not one for the renewal asked", errNotGrant, n)
 	}
 	return g, nil
 }

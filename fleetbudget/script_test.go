@@ -21,8 +21,10 @@ import (
 // same to the unit, a missing key included (the script and the Ledger are
 // one algorithm in two languages). Between renewals, fields are written
 // with values out of their ranges (into both), or with garbage (into the
-// hash; the Ledger's field is 0, as the script reads it), and the server's
-// clock sometimes goes back: both repair the same way.
+// hash; the Ledger's field is 0, as the script reads it), the key is
+// replaced with a string or a list (the Ledger with a new one: a key that
+// is not a hash is made again, as a lost one), and the server's clock
+// sometimes goes back: both repair the same way.
 func TestScriptIsLedger(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		name := "standalone"
@@ -50,7 +52,7 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 	var l lease.Ledger
 	now := int64(1_800_000_000_000_000) + rng.Int64N(1e6)
 	var last lease.Grant
-	hostile := 0
+	hostile, pending, parked := 0, 0, 0
 	for i := range 3000 {
 		now += rng.Int64N(200_000)
 		switch {
@@ -61,12 +63,28 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 		}
 		r := lease.Request{Started: rng.Int64N(50), Succeeded: rng.Int64N(50), Span: rng.Int64N(400_000),
 			AskRetries: rng.Int64N(10) * lease.Token, AskReserve: rng.Int64N(20 * lease.Token), AskLongRun: rng.Int64N(5 * lease.Token),
-			Stock: rng.IntN(2) == 0}
+			Stock: rng.IntN(2) == 0, Leave: rng.IntN(10) == 0}
 		if rng.IntN(3) == 0 {
 			r.Return = lease.Return{Tenth: last.Tenth, Earned: rng.Int64N(last.Earned + 1), Floor: rng.Int64N(last.Floor + 1), LongRun: rng.Int64N(last.LongRun + 1)}
 		}
 		if i == 1000 || i == 2500 { // the key is lost: made again as old as it was
 			if err := c.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			l = lease.Ledger{}
+			r.Born = last.Born
+		}
+		if i%700 == 350 { // the key is not a hash: made again, as a lost one
+			var err error
+			if i%1400 == 350 {
+				err = c.Set(ctx, key, "x", 0).Err()
+			} else {
+				err = c.Del(ctx, key).Err()
+				if err == nil {
+					err = c.RPush(ctx, key, "x").Err()
+				}
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			l = lease.Ledger{}
@@ -103,8 +121,17 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 			}
 		}
 		last = got
+		if s := l.State(); s.Counts[0].Refused+s.Counts[1].Refused > 0 {
+			pending++
+		}
+		if got.Parked > 0 {
+			parked++
+		}
 	}
-	t.Logf("3000 renewals, %d hostile writes", hostile)
+	t.Logf("3000 renewals, %d hostile writes, %d with refusals pending, %d with stock parked", hostile, pending, parked)
+	if pending < 100 || parked < 100 {
+		t.Errorf("of 3000 renewals, %d left refusals pending and %d found stock parked: the stock's hold-back is not tested", pending, parked)
+	}
 	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Minute {
 		t.Errorf("the key's time to live is %v, want up to a minute", ttl)
 	}
@@ -112,7 +139,7 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 
 // fields names the hash's fields in the order of lease.State.
 var fields = func() []string {
-	f := []string{"b", "l", "p", "s", "c0", "n0", "c1", "n1"}
+	f := []string{"b", "l", "p", "s", "c0", "n0", "d0", "g0", "c1", "n1", "d1", "g1"}
 	for j := range 10 {
 		f = append(f, fmt.Sprintf("i%d", j), fmt.Sprintf("e%d", j), fmt.Sprintf("a%d", j), fmt.Sprintf("f%d", j))
 	}
@@ -134,6 +161,10 @@ func field(s *lease.State, name string) *int64 {
 		return &s.Counts[name[1]-'0'].Index
 	case "n0", "n1":
 		return &s.Counts[name[1]-'0'].N
+	case "d0", "d1":
+		return &s.Counts[name[1]-'0'].Refused
+	case "g0", "g1":
+		return &s.Counts[name[1]-'0'].Stock
 	}
 	t := &s.Tenths[name[1]-'0']
 	return map[byte]*int64{'i': &t.Index, 'e': &t.Earned, 'a': &t.Paid, 'f': &t.Floor}[name[0]]

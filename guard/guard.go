@@ -49,7 +49,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -64,6 +63,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/guardcore"
 )
 
 // previousAttemptsKey is the request metadata that marks a retry: the
@@ -71,23 +71,18 @@ import (
 // interceptor package's PreviousAttemptsKey).
 const previousAttemptsKey = "grpc-previous-rpc-attempts"
 
-// The defaults of Options.
+// The defaults of Options: a Share of 0.1, a Window of 10 s, 10
+// MinRetries.
 const (
-	DefaultShare      = 0.1
-	DefaultWindow     = 10 * time.Second
-	DefaultMinRetries = 10
+	DefaultShare      = guardcore.DefaultShare
+	DefaultWindow     = guardcore.DefaultWindow
+	DefaultMinRetries = guardcore.DefaultMinRetries
 )
 
-// clientSlots is the size of the table of per-client counts, shared by
-// every method, and probes how many places a client may try in it;
 // maxMethods is the number of method names counted apart (past it, further
 // names, which only a server with an unknown-service handler can see, share
 // one count).
-const (
-	clientSlots = 4096
-	probes      = 8
-	maxMethods  = 1000
-)
+const maxMethods = 1000
 
 // Options configure a Guard. The zero value is the defaults.
 type Options struct {
@@ -113,57 +108,27 @@ type Options struct {
 // It is safe for concurrent use; one Guard may serve many servers, which
 // then share its counts.
 type Guard struct {
-	share      float64
-	start      time.Time // epochs count buckets from it
-	width      int64     // of a bucket, in nanoseconds
-	minRetries int64
-	codes      uint32 // bit c set: failures with code c are marked
+	core  *guardcore.Core // counts and decides, on the time since start
+	start time.Time
+	codes uint32 // bit c set: failures with code c are marked
 
-	seed     maphash.Seed
-	methods  sync.Map // full method name -> *method
-	nameds   atomic.Int64
-	other    method // the methods past maxMethods
-	clients  []client
-	overflow window // the clients that found no place in clients
-}
-
-// client is a place in the table of clients: the key of the client that
-// holds it (a hash of its method and peer, never 0; 0 for a free place) and
-// its counts.
-type client struct {
-	key atomic.Uint64
-	w   window
+	seed    maphash.Seed
+	methods sync.Map // full method name -> *method
+	nameds  atomic.Int64
+	other   method // the methods past maxMethods
 }
 
 // method is the state of one method.
 type method struct {
-	id      uint64 // mixed into its clients' hash
-	w       window
-	refused atomic.Int64
+	id     uint64 // mixed into its clients' hash
+	counts guardcore.Method
 }
 
 // New returns a Guard, or an error naming every invalid field of o with its
 // value.
 func New(o Options) (*Guard, error) {
-	var errs []error
-	switch {
-	case o.Share == 0:
-		o.Share = DefaultShare
-	case math.IsNaN(o.Share) || o.Share < 0 || o.Share > 1:
-		errs = append(errs, fmt.Errorf("guard: Options.Share (%v) must be in (0, 1]", o.Share))
-	}
-	switch {
-	case o.Window == 0:
-		o.Window = DefaultWindow
-	case o.Window < 10*time.Millisecond:
-		errs = append(errs, fmt.Errorf("guard: Options.Window (%v) must be at least 10ms", o.Window))
-	}
-	switch {
-	case o.MinRetries == 0:
-		o.MinRetries = DefaultMinRetries
-	case o.MinRetries < 0:
-		errs = append(errs, fmt.Errorf("guard: Options.MinRetries (%d) must not be negative", o.MinRetries))
-	}
+	core, err := guardcore.New(guardcore.Params{Share: o.Share, Window: o.Window, MinRetries: o.MinRetries})
+	errs := []error{err}
 	set := uint32(1<<codes.Unavailable | 1<<codes.ResourceExhausted)
 	for i, c := range o.Codes {
 		switch {
@@ -178,15 +143,7 @@ func New(o Options) (*Guard, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Guard{
-		share:      o.Share,
-		start:      time.Now(),
-		width:      int64(o.Window / buckets),
-		minRetries: int64(o.MinRetries),
-		codes:      set,
-		seed:       maphash.MakeSeed(),
-		clients:    make([]client, clientSlots),
-	}, nil
+	return &Guard{core: core, start: time.Now(), codes: set, seed: maphash.MakeSeed()}, nil
 }
 
 // ServerOptions returns the options that install the guard's interceptors
@@ -222,39 +179,22 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 }
 
 // count counts an attempt of fullMethod, whose context is ctx, and returns
-// its method's state and its client's window.
-func (g *Guard) count(ctx context.Context, fullMethod string) (*method, *window) {
+// its method's state and its client's counts.
+func (g *Guard) count(ctx context.Context, fullMethod string) (*method, *guardcore.Window) {
 	m := g.method(fullMethod)
-	e := g.epoch()
-	c := g.client(g.clientKey(ctx, m.id), e)
-	retry := isRetry(ctx)
-	m.w.add(e, retry)
-	c.add(e, retry)
-	return m, c
+	return m, g.core.Count(&m.counts, g.clientKey(ctx, m.id), time.Since(g.start), isRetry(ctx))
 }
 
 // refuses reports whether the failure err of an attempt of m by the client
-// whose window is c is to carry pushback −1, and counts it if so.
-func (g *Guard) refuses(err error, m *method, c *window) bool {
+// whose counts are c is to carry pushback −1, and counts it if so.
+// (time.Since reads the monotonic clock alone.)
+func (g *Guard) refuses(err error, m *method, c *guardcore.Window) bool {
 	st, ok := status.FromError(err)
 	if !ok || g.codes&(1<<st.Code()) == 0 || hasRetryInfo(st) {
 		return false
 	}
-	e := g.epoch()
-	first, retries := m.w.sum(e)
-	if retries < g.minRetries || !over(first, retries, g.share) {
-		return false
-	}
-	if first, retries = c.sum(e); !over(first, retries, g.share) {
-		return false
-	}
-	m.refused.Add(1)
-	return true
+	return g.core.Refuses(&m.counts, c, time.Since(g.start))
 }
-
-// epoch returns the number of the current bucket. (time.Since reads the
-// monotonic clock alone.)
-func (g *Guard) epoch() int64 { return int64(time.Since(g.start)) / g.width }
 
 // method returns the state of fullMethod, made on its first attempt.
 func (g *Guard) method(fullMethod string) *method {
@@ -272,38 +212,9 @@ func (g *Guard) method(fullMethod string) *method {
 	return v.(*method)
 }
 
-// client returns the counts of the client whose key is key, in epoch e:
-// its place in the table, found within probes places of the key's own, or,
-// failing that, a place another client left idle for a whole window, or,
-// failing that, the overflow count. (A client that comes back to a place
-// taken over that very moment may count one attempt in the new client's.)
-func (g *Guard) client(key uint64, e int64) *window {
-	for i := range uint64(probes) {
-		c := &g.clients[(key+i)%clientSlots]
-		switch k := c.key.Load(); {
-		case k == key:
-			return &c.w
-		case k == 0 && c.key.CompareAndSwap(0, key):
-			return &c.w
-		}
-	}
-	for i := range uint64(probes) {
-		c := &g.clients[(key+i)%clientSlots]
-		k := c.key.Load()
-		if k == key {
-			return &c.w
-		}
-		if f, r := c.w.sum(e); f+r == 0 && c.key.CompareAndSwap(k, key) {
-			return &c.w
-		}
-	}
-	return &g.overflow
-}
-
 // clientKey returns the key of the client of the attempt whose context is
 // ctx, for the method whose id is id: a hash of id and its peer's IP
-// address and port (of id alone for a peer that is not a TCP address),
-// never 0.
+// address and port (of id alone for a peer that is not a TCP address).
 func (g *Guard) clientKey(ctx context.Context, id uint64) uint64 {
 	var b [26]byte
 	if p, ok := peer.FromContext(ctx); ok {
@@ -315,7 +226,7 @@ func (g *Guard) clientKey(ctx context.Context, id uint64) uint64 {
 	for i := range 8 {
 		b[18+i] = byte(id >> (8 * i))
 	}
-	return maphash.Bytes(g.seed, b[:]) | 1
+	return maphash.Bytes(g.seed, b[:])
 }
 
 // isRetry reports whether the attempt whose context is ctx is a retry: its
@@ -360,7 +271,6 @@ func (g *Guard) State(fullMethod string) State {
 	} else if g.nameds.Load() < maxMethods {
 		return State{}
 	}
-	first, retries := m.w.sum(g.epoch())
-	return State{FirstTries: first, Retries: retries, Refused: m.refused.Load(),
-		Over: retries >= g.minRetries && over(first, retries, g.share)}
+	first, retries, over, refused := g.core.State(&m.counts, time.Since(g.start))
+	return State{FirstTries: first, Retries: retries, Over: over, Refused: refused}
 }

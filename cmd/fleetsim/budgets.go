@@ -27,19 +27,25 @@ func runBudgets(ctx context.Context, b sim.Budgets, chartPath string, w io.Write
 	}
 	fmt.Fprintf(w, "%d runs in %v\n\n", len(runs), time.Since(start).Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "outage\tprocesses\tbudget\tretries in the outage\tbound, one budget\tgoodput after (calls/s)\tfailed calls\trecovered\t")
+	fmt.Fprintln(tw, "outage\tprocesses\tstrategy\tsent in the outage\tbudget bound\tat the server\tguard bound\trefused\tgoodput after (calls/s)\tfailed calls\trecovered\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.0f\t%d\t%s\t\n", r.Outage, r.Processes, budgetName(r.Strategy), r.Figures.Retries,
-			r.Figures.Bound, r.Figures.Goodput, r.Figures.Failed, after(r.Result.Recovered, r.Result.RecoveredAfter))
+		f := r.Figures
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%s\t%d\t%.0f\t%d\t%s\t\n", r.Outage, r.Processes, budgetName(r.Strategy), f.Retries,
+			budgetBound(r), f.AtServer, orDash(f.GuardBound), f.Refused, f.Goodput, f.Failed, after(r.Result.Recovered, r.Result.RecoveredAfter))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, `
 outages:   UNAVAILABLE: every attempt answered at once; pause: the server stopped, at most %d requests waiting;
            storm: a restart (UNAVAILABLE) of a server at 90%% of its capacity, its latency growing 5%% per 1/14 of
            its limit above it, whose work for callers that gave up goes on
-retries:   attempts sent during the outage less the calls started in it
-bound:     MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T for one budget, S the successes in the
+sent:      retries sent during the outage: attempts less the calls started in it
+budget bound: on the retries sent, MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T for one budget (the
+           fleet's), Burst and MinReserve once per process for budgets per process; S the successes in the
            Window before the outage, R its calls started per second
+at the server: retries that reached the server from the start of the outage to the end of the run
+guard bound: on those, k·(2·s/(1−s)·R·W + R·L + C), k = ⌊T/(0.9·W)⌋ + 1, s the guard's share, W its window,
+           L the longest first backoff, C the processes (at most 4097) (sim.GuardBound); UNAVAILABLE only
+refused:   calls ended by the guard's pushback −1
 goodput:   successful calls per second from the end of the outage to the end of the run (offered: %.0f)
 failed:    calls that failed from the start of the outage to the end of the run
 recovered: time after the outage to the first 5 s in a row with goodput at 90%% of the offered load
@@ -51,6 +57,26 @@ recovered: time after the outage to the first 5 s in a row with goodput at 90%% 
 		fmt.Fprintf(w, "\nchart: %s\n", chartPath)
 	}
 	return nil
+}
+
+// budgetBound is the budget's bound on the retries sent in r's outage: the
+// fleet's, or the sum of its processes' with budgets per process; "-"
+// without a budget.
+func budgetBound(r sim.BudgetRun) string {
+	switch st, _ := sim.SelectStrategies(r.Strategy); {
+	case len(st) == 0 || st[0].Throttle == nil:
+		return "-"
+	case st[0].LeasePeriod > 0:
+		return fmt.Sprintf("%.0f", r.Figures.Bound)
+	}
+	return fmt.Sprintf("%.0f", r.Figures.PerProcess)
+}
+
+func orDash(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 func outageNames(b sim.Budgets) string {
@@ -71,62 +97,82 @@ func budgetName(strategy string) string {
 		return "per process"
 	case sim.RecipeFleet().Name:
 		return "fleet"
+	case sim.RecipeGuard().Name:
+		return "guard"
+	case sim.RecipeBudgetGuard().Name:
+		return "guard+per process"
 	}
 	return strategy
 }
 
-// writeBudgetChart draws one row of panels per outage: the retries during
-// it, the goodput after it, the calls failed, and the time to recover
-// (never: at the top), each against the number of processes, one line per
-// strategy.
+// writeBudgetChart draws one row of panels per outage: the time to
+// recover (never: at the top), the calls failed, and the retries that
+// reached the server, each against the number of processes, one line per
+// strategy, under a legend. (The goodput after the outage, in the table,
+// tells what the time to recover does.)
 func writeBudgetChart(path string, b sim.Budgets, runs []sim.BudgetRun) error {
 	never := b.Base.Duration - b.Base.PauseAt - b.Base.Pause // "never" is drawn there
+	var keys []simchart.Key
+	for i, st := range b.Strategies {
+		keys = append(keys, budgetKey(st.Name, i))
+	}
 	var rows [][]chart.Chart
 	for _, o := range b.Outages {
-		var retries, goodput, failed, recovered []chart.Series
+		var retries, failed, recovered []chart.Series
 		for i, st := range b.Strategies {
-			var x, yr, yg, yf, yt []float64
+			var x, yr, yf, yt []float64
 			for _, r := range runs {
 				if r.Outage != o.Name || r.Strategy != st.Name {
 					continue
 				}
 				x = append(x, math.Log10(float64(r.Processes)))
-				yr = append(yr, max(float64(r.Figures.Retries), 1)) // log scales: 1 stands for 0
+				yr = append(yr, max(float64(r.Figures.AtServer), 1)) // log scales: 1 stands for 0
 				yf = append(yf, max(float64(r.Figures.Failed), 1))
-				yg = append(yg, 100*r.Figures.Goodput/r.Scenario.Offered())
 				t := never.Seconds()
 				if r.Result.Recovered {
 					t = r.Result.RecoveredAfter.Seconds()
 				}
 				yt = append(yt, t)
 			}
-			c := simchart.Color(budgetColors[i%len(budgetColors)])
-			name := budgetName(st.Name)
-			retries = append(retries, simchart.Line(name, x, yr, c, false))
-			goodput = append(goodput, simchart.Line(name, x, yg, c, false))
-			failed = append(failed, simchart.Line(name, x, yf, c, false))
-			recovered = append(recovered, simchart.Line(name, x, yt, c, false))
+			k := keys[i]
+			retries = append(retries, simchart.Line(k.Name, x, yr, k.Color, k.Dashed))
+			failed = append(failed, simchart.Line(k.Name, x, yf, k.Color, k.Dashed))
+			recovered = append(recovered, simchart.Line(k.Name, x, yt, k.Color, k.Dashed))
 		}
 		rows = append(rows, []chart.Chart{
-			smallPanel(o.Name+": retries sent in the outage", b, retries, logRange(retries)),
-			percentPanel(o.Name+": goodput after it, % of offered", b, goodput),
+			recoveryPanel(o.Name+": seconds to recover after it (top: never)", b, recovered, never),
 			smallPanel(o.Name+": calls failed", b, failed, logRange(failed)),
-			recoveryPanel(o.Name+": seconds to recover (top: never)", b, recovered, never),
+			smallPanel(o.Name+": retries that reached the server", b, retries, logRange(retries)),
 		})
 	}
-	title := fmt.Sprintf("%d clients (%.0f calls/s) in 10 to 10 000 processes, a %v outage:", b.Base.Clients, b.Base.Offered(), b.Base.Pause)
-	for i, st := range b.Strategies {
-		title += fmt.Sprintf(" %s (%s)", budgetName(st.Name), colorNames[budgetColors[i%len(budgetColors)]])
-	}
-	title += "; log scales, 1 stands for 0"
-	return simchart.WriteGrid(path, title, rows)
+	title := fmt.Sprintf("%d clients (%.0f calls/s) in %d to %d processes, a %v outage: recovery, calls failed, retries at the server (log scales, 1 stands for 0)",
+		b.Base.Clients, b.Base.Offered(), b.Processes[0], b.Processes[len(b.Processes)-1], b.Base.Pause)
+	return simchart.WriteGrid(path, title, keys, rows)
 }
 
-// budgetColors are the palette's colours of the strategies, in order: red
-// for a budget per process, green for the fleet's, then blue, purple.
-var budgetColors = []int{0, 3, 2, 4}
-
-var colorNames = []string{"red", "orange", "blue", "green", "purple"}
+// budgetKey is the legend's key of strategy name, the i-th of the
+// experiment: the colour says what bounds its retries (red a budget per
+// process, green the fleet's, blue the server's guard, purple both the
+// guard and budgets per process, orange nothing), a dashed line that its
+// clients are grpc-go's built-in retry rather than this library.
+func budgetKey(name string, i int) simchart.Key {
+	red, orange, blue, green, purple := simchart.Color(0), simchart.Color(1), simchart.Color(2), simchart.Color(3), simchart.Color(4)
+	switch name {
+	case sim.RecipeBudget().Name:
+		return simchart.Key{Name: "budget per process", Color: red}
+	case sim.RecipeFleet().Name:
+		return simchart.Key{Name: "fleet budget", Color: green}
+	case sim.RecipeGuard().Name:
+		return simchart.Key{Name: "guard, no budget", Color: blue}
+	case sim.RecipeBudgetGuard().Name:
+		return simchart.Key{Name: "guard + budget per process", Color: purple}
+	case sim.GRPCRetry().Name:
+		return simchart.Key{Name: "grpc-go's retry", Color: orange, Dashed: true}
+	case sim.GRPCRetryGuard().Name:
+		return simchart.Key{Name: "grpc-go's retry + guard", Color: blue, Dashed: true}
+	}
+	return simchart.Key{Name: name, Color: simchart.Color(5 + i)}
+}
 
 // smallPanel is a panel of the grid: x the number of processes (log scale).
 func smallPanel(title string, b sim.Budgets, series []chart.Series, y chart.Range) chart.Chart {
@@ -138,7 +184,7 @@ func smallPanel(title string, b sim.Budgets, series []chart.Series, y chart.Rang
 	c := chart.Chart{
 		Title:      title,
 		TitleStyle: chart.Style{FontSize: 10, Padding: chart.Box{Top: 6}},
-		Width:      300, Height: 250,
+		Width:      400, Height: 260,
 		Background: chart.Style{Padding: chart.Box{Top: 30, Left: 10, Right: 20, Bottom: 5}},
 		XAxis:      chart.XAxis{Name: "processes", Ticks: xt, Range: &chart.ContinuousRange{Min: lo - 0.15, Max: hi + 0.15}},
 		YAxis:      chart.YAxis{Range: y},
@@ -148,14 +194,6 @@ func smallPanel(title string, b sim.Budgets, series []chart.Series, y chart.Rang
 		for v := lr.Min; v <= lr.Max; v *= 10 {
 			c.YAxis.Ticks = append(c.YAxis.Ticks, chart.Tick{Value: v, Label: shortCount(v)})
 		}
-	}
-	return c
-}
-
-func percentPanel(title string, b sim.Budgets, series []chart.Series) chart.Chart {
-	c := smallPanel(title, b, series, &chart.ContinuousRange{Min: 0, Max: 110})
-	for v := 0.0; v <= 100; v += 20 {
-		c.YAxis.Ticks = append(c.YAxis.Ticks, chart.Tick{Value: v, Label: fmt.Sprintf("%.0f", v)})
 	}
 	return c
 }

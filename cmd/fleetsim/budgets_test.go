@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestBudgets(t *testing.T) {
@@ -19,7 +22,8 @@ func TestBudgets(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, re := range []string{`(?m)^ +UNAVAILABLE +1000 +fleet +\d{4} `, `(?m)^ +pause +1000 +per process +\d{5} `,
-		`(?m)^ +storm +1000 +per process( +\d+){4} +no *$`, `(?m)^ +storm +1000 +fleet( +\d+){4} +\+\d+s *$`} {
+		`(?m)^ +storm +1000 +per process( +[-\d]+){7} +no *$`, `(?m)^ +storm +1000 +fleet( +[-\d]+){7} +\+\d+s *$`,
+		`(?m)^ +UNAVAILABLE +1000 +guard +\d+ +- +\d+ +\d+ +[1-9]\d* `, `(?m)^ +storm +1000 +grpc\+guard( +[-\d]+){7} +\+\d+s *$`} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, out.String())
 		}
@@ -49,5 +53,28 @@ func TestBudgetsReal(t *testing.T) {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, out.String())
 		}
+	}
+}
+
+// TestBudgetsFlags: with -budgets, -pause sets the outage and keeps the
+// minute after it, and -strategies replaces the experiment's six.
+func TestBudgetsFlags(t *testing.T) {
+	cfg, err := parse([]string{"-budgets", "-pause", "28s", "-strategies", "grpc+guard,recipe+guard", "-processes", "10"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.budgets
+	if b.Base.Pause != 28*time.Second || b.Base.Duration != 108*time.Second {
+		t.Errorf("-pause 28s: outage %v, run %v; want 28s and 1m48s", b.Base.Pause, b.Base.Duration)
+	}
+	var names []string
+	for _, st := range b.Strategies {
+		names = append(names, st.Name)
+	}
+	if strings.Join(names, ",") != "grpc+guard,recipe+guard" {
+		t.Errorf("-strategies: %v", names)
+	}
+	if cfg, err = parse([]string{"-budgets"}, io.Discard); err != nil || len(cfg.budgets.Strategies) != 6 || cfg.budgets.Base.Pause != 30*time.Second {
+		t.Errorf("-budgets alone: %d strategies, outage %v, %v; want 6, 30s", len(cfg.budgets.Strategies), cfg.budgets.Base.Pause, err)
 	}
 }

@@ -69,6 +69,7 @@ type config struct {
 	chart      string
 	real       realConfig
 	parallel   int
+	perSecond  bool // the single run's samples, second by second
 
 	budgetsReal budgetsReal
 	budgets     sim.Budgets
@@ -83,7 +84,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&sc.PerProcess, "per-process", sc.PerProcess, "clients per client process, which share a retry budget and adaptive throttling state")
 	fs.DurationVar(&sc.Interval, "interval", sc.Interval, "mean think time of a client between calls (exponentially distributed)")
 	fs.DurationVar(&sc.PauseAt, "pause-at", sc.PauseAt, "when the server is paused")
-	fs.DurationVar(&sc.Pause, "pause", sc.Pause, "how long the server stays paused (single run)")
+	fs.DurationVar(&sc.Pause, "pause", sc.Pause, "how long the server stays paused (single run); with -budgets, its outage (30s), the run going on as long after it")
 	fs.BoolVar(&sc.Unavailable, "unavailable", sc.Unavailable, "the outage answers attempts with UNAVAILABLE at once (a restart) instead of pausing the server")
 	fs.Float64Var(&sc.Failing, "failing", sc.Failing, "with -unavailable, the share of attempts that fail during the outage, in (0, 1] (0: all)")
 	fs.IntVar(&sc.Backlog, "backlog", sc.Backlog, "requests that can wait for the paused server, further ones are lost (0: no bound)")
@@ -94,15 +95,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&sc.Model.Growth, "growth", sc.Model.Growth, "factor by which the latency grows for every -k requests above -limit")
 	load := fs.Float64("load", 0, "offered load as a share of the server's capacity (limit/base latency), in (0, 1]; sets -limit and -k (0: use them)")
 	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the think times and adaptive draws")
-	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget,recipe+adaptive,recipe+both", "comma-separated strategies: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none, recipe+fleet, fleet:stock, fleet:when-due, fleet:demand")
+	names := fs.String("strategies", "fixed,exponential,recipe,recipe+budget,recipe+adaptive,recipe+both", "comma-separated strategies: fixed, exponential, recipe, recipe+budget, recipe+adaptive, recipe+both, fixed+adaptive, none, recipe+fleet, fleet:stock, fleet:when-due, fleet:demand, recipe+guard, recipe+budget+guard, grpc, grpc+guard (the last four: not with -real); with -budgets, replaces its six")
 	grid := fs.Bool("grid", false, "run the grid of -grid-loads × -grid-outages and write -chart")
 	loads := fs.String("grid-loads", "50,60,70,80,90", "offered loads of the grid, in % of capacity")
 	outages := fs.String("grid-outages", "1s,2s,10s,30s,60s", "outage lengths of the grid")
 	fs.DurationVar(&g.After, "after", g.After, "how long each grid run goes on after the resume")
 	fs.IntVar(&g.Parallel, "parallel", g.Parallel, "grid runs at once")
+	perSecond := fs.Bool("per-second", false, "print the single run's seconds: calls started, succeeded and failed, attempts, retries at the server, calls the guard refused, requests in the server")
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
 	processes := fs.String("processes", "10,100,1000,10000", "numbers of client processes of -budgets")
-	budgets := fs.Bool("budgets", false, "run issues 29 and 35's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's; writes -chart (default fleetsim-budgets.png)")
+	budgets := fs.Bool("budgets", false, "run issues 29, 35 and 37's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's and the server's retry guard, for this library's clients and grpc-go's; writes -chart (default fleetsim-budgets.png)")
 	budgetsRealMode := fs.Bool("budgets-real", false, "run -budgets for real: two fleets of client processes (a budget per process; the fleet's on a redis-server it starts), a backend process each, paused with SIGSTOP, Redis killed once; writes -chart (default fleetsim-budgets-real.png)")
 	br := defaultBudgetsReal()
 	fs.IntVar(&br.processes, "real-processes", br.processes, "client processes of each fleet of -budgets-real")
@@ -149,7 +151,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if *chart != "" && !strings.HasSuffix(*chart, ".png") && (*grid || !strings.HasSuffix(*chart, ".svg")) {
 		return config{}, fmt.Errorf("-chart %q must end in .png (or .svg, for the single run)", *chart)
 	}
-	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart, parallel: g.Parallel}
+	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart, parallel: g.Parallel, perSecond: *perSecond}
 	switch {
 	case *budgets:
 		cfg.mode = "budgets"
@@ -163,6 +165,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 				b.Backlog = sc.Backlog
 			case "limit", "k", "load":
 				b.Model = sc.Model
+			case "pause": // the run goes on as long after it
+				b.Duration += sc.Pause - b.Pause
+				b.Pause = sc.Pause
+			}
+		})
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "strategies" {
+				cfg.budgets.Strategies = strategies
 			}
 		})
 		cfg.budgets.Processes = nil
@@ -265,6 +275,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		results = append(results, r)
 	}
 	summary(stdout, results)
+	if cfg.perSecond {
+		perSecondTables(stdout, results)
+	}
 	if cfg.chart != "" {
 		if err := simchart.Write(cfg.chart, simchart.FleetFrame(sc), results); err != nil {
 			return err
@@ -294,6 +307,19 @@ rejected:   calls and retries rejected locally by adaptive throttling; throttled
 lost:       attempts that found the paused server's backlog full
 B/client:   heap held at the end of the run per client (clients, processes, event queue, counters)
 `)
+}
+
+// perSecondTables writes each result's samples, a second a line.
+func perSecondTables(w io.Writer, results []sim.Result) {
+	for _, r := range results {
+		fmt.Fprintf(w, "\n%s, second by second:\n", r.Strategy)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "second\tstarted\tOK\tfailed\tattempts\tretries at the server\trefused\tin the server\t")
+		for _, x := range r.Samples {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", x.Second, x.Started, x.OK, x.Failed, x.Attempts, x.ServerRetries, x.Refused, x.Concurrency)
+		}
+		tw.Flush()
+	}
 }
 
 func after(ok bool, d time.Duration) string {

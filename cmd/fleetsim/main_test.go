@@ -36,7 +36,7 @@ func TestSingleRun(t *testing.T) {
 	var out bytes.Buffer
 	chart := filepath.Join(t.TempDir(), "run.png")
 	err := run(context.Background(), []string{"-clients", "1000", "-limit", "30", "-k", "15", "-duration", "40s",
-		"-strategies", "fixed,recipe+budget", "-chart", chart}, &out)
+		"-strategies", "fixed,recipe+budget", "-chart", chart, "-per-second"}, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -45,6 +45,7 @@ func TestSingleRun(t *testing.T) {
 		`fleetsim: 1000 clients \(1000 per process\), offered 100 calls/s = 33% of capacity`,
 		`(?m)^ +fixed +no +no `,
 		`(?m)^ +recipe\+budget +\+[0-2]s +\+[0-2]s `,
+		`(?m)^recipe\+budget, second by second:\n +second +started +OK +failed +attempts +retries at the server +refused +in the server *\n +0 +\d+ `,
 		`chart: ` + regexp.QuoteMeta(chart),
 	} {
 		if !regexp.MustCompile(re).MatchString(got) {

@@ -16,11 +16,14 @@
 // stock (its share of the fleet's floors, among the processes the Ledger
 // sees, and of the earnings of its own successes) and for the retries it
 // wants (see Local). The Ledger grants what it holds, first come first
-// served; a lease is valid for one lease period. A process whose lease
-// expired, because the Ledger could not be reached, spends from its share of
-// the budget instead: the same Throttle on its own calls with the fleet's
-// floors divided by the last fleet size it saw. See fleetbudget's README for
-// the bound this keeps.
+// served, the retries asked for before any stock, and, for an interval, no
+// stock from what it refused (the retries, which may be asked for again,
+// and a process's share at its first renewal); a lease is valid for one
+// lease period. A
+// process whose lease expired, because the Ledger could not be reached,
+// spends from its share of the budget instead: the same Throttle on its own
+// calls with the fleet's floors divided by the last fleet size it saw. See
+// fleetbudget's README for the bound this keeps.
 package lease
 
 import (
@@ -48,16 +51,17 @@ func ParamsOf(t grpcbackoff.Throttle, interval time.Duration, share int64) Param
 }
 
 // Ledger is the state of a fleet's budget: its budget.Account, and the
-// renewals counted in the last two intervals. Its zero value is a budget
-// not yet made (a missing key): the first Renew makes it. It is not safe
-// for concurrent use.
+// renewals counted in the last two intervals, with what it refused and
+// granted as stock in them. Its zero value is a budget not yet made (a missing
+// key): the first Renew makes it. It is not safe for concurrent use.
 type Ledger struct {
 	acc   budget.Account
 	count [2]count
 }
 
-// count is the number of renewals in one interval.
-type count struct{ index, n int64 }
+// count is the number of renewals in one interval, what was refused in it,
+// and what was granted as stock (µtokens).
+type count struct{ index, n, refused, stock int64 }
 
 // Request is what a process sends at a renewal.
 type Request struct {
@@ -76,6 +80,9 @@ type Request struct {
 	// Born is the Ledger's Born as the process last saw it, 0 if never:
 	// a Ledger lost with Redis's memory is made again as old as it was.
 	Born int64
+	// Leave says it is the process's last renewal (Local.Leave): it is not
+	// counted in the fleet's size.
+	Leave bool
 }
 
 // Return is what a process gives back of a lease granted in tenth Tenth:
@@ -96,6 +103,10 @@ type Grant struct {
 	// Born is when the Ledger was made, and Now the time of the grant, in
 	// µs.
 	Born, Now int64
+	// Parked is what the Ledger granted as stock in this interval and the
+	// last, before this grant: tokens that come back within an interval,
+	// as every process renews, unless spent.
+	Parked int64
 }
 
 // Renew applies r at time now (µs, the server's clock: the only clock the
@@ -106,38 +117,67 @@ type Grant struct {
 // capped at Burst after the grant, since the calls of an interval are
 // reported at once, and the retries they paid for were asked for during
 // it); r's successes are spread over their span; its reserve comes back to
-// the tenth it was granted in, if that tenth is still in the Window; then
-// the reserve is granted (from earnings first, then from the floor) for the
-// retries asked for first, then for the reserve asked for and, with Stock,
-// the process's share of MinReserve (divided by the size); then the
-// long-run pool grants the long-run ask, the process's share of Burst with
-// Stock, and the retries the reserve could not pay. The Redis script
+// the tenth it was granted in, if that tenth is still in the Window. Then
+// the retries asked for are granted, from the reserve (earnings first, then
+// the floor), then from the long-run pool; then the stock: the reserve
+// asked for and, with Stock, the process's share of MinReserve (divided by
+// the size), and the long-run ask and the share of Burst, from what the
+// reserve and then the pool hold beyond what was refused in this interval
+// and the last one (pending). What is refused counts in this interval: the
+// retries, and, at a process's first renewal (Born 0), its share; and so
+// does the stock granted, which the grant reports (Parked). So a stock
+// never keeps the tokens that a process refused will ask for again at its
+// next renewal (a retry refused while stocks were parked is asked for
+// twice: see Local): in one interval, every process renews, gives back its
+// stock and leaves what is pending in the Ledger. The Redis script
 // (fleetbudget) is this function in Lua.
 func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 	l.Repair(now, p, r.Born)
-	size := l.count1(now, p)
+	size, pending, parked := l.count1(now, p, !r.Leave)
 	bp := p.Params
 	l.acc.Add(now, bp, clamp(r.Started, maxCount), clamp(r.Return.LongRun, maxAsk))
 	l.acc.Earn(now, bp, clamp(r.Succeeded, maxCount), now-max(r.Span, 0))
-	g := Grant{Born: l.acc.Born(), Now: now, Size: size}
+	g := Grant{Born: l.acc.Born(), Now: now, Size: size, Parked: parked}
 	retries, askReserve, askLongRun := clamp(r.AskRetries, maxAsk), clamp(r.AskReserve, maxAsk), clamp(r.AskLongRun, maxAsk)
+	var shareReserve, shareLongRun int64 // the process's share of the floors
 	if r.Stock {
-		askReserve += p.MinReserve / size
-		askLongRun += p.Burst / size
+		shareReserve, shareLongRun = p.MinReserve/size, p.Burst/size
 	}
+	askReserve += shareReserve
+	askLongRun += shareLongRun
+	// left: the retries not paid yet; shareRefused: of the share; stocked:
+	// the stock granted.
+	left, shareRefused, stocked := retries, int64(0), int64(0)
 	if p.Window > 0 {
 		l.acc.GiveBack(now, bp, r.Return.Tenth, r.Return.Earned, r.Return.Floor)
 		earned, floor := l.acc.Reserve(now, bp)
-		ask := whole(min(retries+askReserve, earned+floor))
+		free := earned + floor
+		paid := whole(min(left, free))
+		stock := whole(min(askReserve, max(free-paid-pending, 0)))
+		shareRefused += min(askReserve-stock, shareReserve)
+		stocked += stock
+		ask := paid + stock
 		l.acc.Spend(now, bp, ask, earned)
 		g.Earned, g.Floor = min(ask, earned), ask-min(ask, earned)
-		g.Tenth, g.Reserve = l.acc.Tenth(now, bp), earned+floor-ask
-		retries = max(retries-ask, 0) // left for the long-run pool
+		g.Tenth, g.Reserve = l.acc.Tenth(now, bp), free-ask
+		left -= paid
+		pending = max(pending-(free-paid), 0) // what the reserve cannot hold back
 	}
-	g.LongRun = whole(min(askLongRun+retries, max(l.acc.Pool(), 0)))
+	pool := max(l.acc.Pool(), 0)
+	paid := whole(min(left, pool))
+	stock := whole(min(askLongRun, max(pool-paid-pending, 0)))
+	shareRefused += min(askLongRun-stock, shareLongRun)
+	stocked += stock
+	g.LongRun = paid + stock
 	l.acc.Draw(g.LongRun)
 	l.acc.Cap(bp)
 	g.Pool = l.acc.Pool()
+	if r.Born != 0 {
+		shareRefused = 0 // a process's share is pending at its first renewal alone
+	}
+	c := &l.count[mod2(now/p.Interval)]
+	c.refused = min(c.refused+left-paid+shareRefused, maxAsk)
+	c.stock = min(c.stock+stocked, maxAsk)
 	return g
 }
 
@@ -152,21 +192,26 @@ const (
 // clamp returns n within [0, hi].
 func clamp(n, hi int64) int64 { return min(max(n, 0), hi) }
 
-// count1 counts a renewal at now and returns the fleet's size: the most
-// renewals in the current or the last whole interval.
-func (l *Ledger) count1(now int64, p Params) int64 {
+// count1 counts a renewal at now, if add, and returns the fleet's size, the
+// most renewals in the current or the last whole interval (at least 1),
+// and what was refused and granted as stock in them.
+func (l *Ledger) count1(now int64, p Params, add bool) (size, refused, stock int64) {
 	i := now / p.Interval
-	c := &l.count[i%2]
+	c := &l.count[mod2(i)]
 	if c.index != i {
 		*c = count{index: i}
 	}
-	c.n++
-	size := c.n
-	if o := l.count[(i+1)%2]; o.index == i-1 {
-		size = max(size, o.n)
+	if add {
+		c.n++
 	}
-	return size
+	size, refused, stock = max(c.n, 1), c.refused, c.stock
+	if o := l.count[mod2(i+1)]; o.index == i-1 {
+		size, refused, stock = max(size, o.n), refused+o.refused, stock+o.stock
+	}
+	return size, refused, stock
 }
+
+func mod2(i int64) int64 { return i % 2 }
 
 // Repair makes l if it is not made (as old as born, if born is a time
 // before now: see budget.Account.Make), and brings every field back into
@@ -177,8 +222,8 @@ func (l *Ledger) count1(now int64, p Params) int64 {
 // (nothing credited); a tenth after now's is emptied, and negative counts
 // are 0; the long-run pool lies in [0, Burst], the floor paid in a tenth
 // and since the last success in [0, MinReserve]; a renewal count of an
-// interval after now's is forgotten. (A count above maxCount, or paid above
-// maxCount tokens, is brought down to it.)
+// interval after now's is forgotten. (A count above maxCount, paid above
+// maxCount tokens, or refused above maxAsk, is brought down to it.)
 func (l *Ledger) Repair(now int64, p Params, born int64) {
 	bp := p.Params
 	s := l.State()
@@ -207,7 +252,7 @@ func (l *Ledger) Repair(now int64, p Params, born int64) {
 		if c := &s.Counts[j]; c.Index < 0 || c.Index > i || c.Index%2 != int64(j) || c.N < 0 {
 			*c = Count{}
 		} else {
-			c.N = min(c.N, maxCount)
+			c.N, c.Refused, c.Stock = min(c.N, maxCount), clamp(c.Refused, maxAsk), clamp(c.Stock, maxAsk)
 		}
 	}
 	l.Load(s)
@@ -277,14 +322,15 @@ type State struct {
 	Counts [2]Count
 }
 
-// Count is the number of renewals, N, in interval Index.
-type Count struct{ Index, N int64 }
+// Count is the number of renewals, N, in interval Index, what was refused
+// in it, Refused, and what was granted as stock, Stock (µtokens).
+type Count struct{ Index, N, Refused, Stock int64 }
 
 // State returns l's fields.
 func (l *Ledger) State() State {
 	s := State{Fields: l.acc.Fields()}
 	for i, c := range l.count {
-		s.Counts[i] = Count{Index: c.index, N: c.n}
+		s.Counts[i] = Count{Index: c.index, N: c.n, Refused: c.refused, Stock: c.stock}
 	}
 	return s
 }
@@ -293,6 +339,6 @@ func (l *Ledger) State() State {
 func (l *Ledger) Load(s State) {
 	l.acc.Load(s.Fields)
 	for i, c := range s.Counts {
-		l.count[i] = count{index: c.Index, n: c.N}
+		l.count[i] = count{index: c.Index, n: c.N, refused: c.Refused, stock: c.Stock}
 	}
 }

@@ -22,9 +22,15 @@ import (
 // that a lone process holds the whole Throttle and a new or quiet one its
 // share at once. Its demand is the retries it wants: each retry a caller
 // told it of with Want, when decided, that its lease could not pay for
-// then (paid, and so refused or not, by the next renewal: before the retry
-// is due with the recipe's backoff, as with the fleet's state when it was
-// decided), and as many as it paid without a Want since the last renewal.
+// then, and as many as it paid without a Want since the last renewal. A
+// retry wanted is asked for at the next renewal (before it is due with the
+// recipe's backoff) and, if that one's grant cannot pay for it while other
+// processes hold stock, at the one after, which pays for it or refuses it;
+// if it is due before, it is refused then. It is so decided on the fleet's
+// state when its attempt failed, the tokens parked in other processes'
+// stocks included: within an interval, every process renews and gives them
+// back, and the Ledger keeps what it refused out of the stocks it grants
+// after.
 //
 // A lease is valid for one Period after the request that brought it was
 // sent; a process renews every Interval() = 3/4 of the Period, so a
@@ -149,6 +155,21 @@ func (l *Local) Request(now time.Time, started, succeeded int64) Request {
 	return r
 }
 
+// Leave returns the process's last renewal, to send at now when it stops
+// using the fleet (fleetbudget's Fleet.Close): it reports the calls started
+// and succeeded since the last one, gives back all the process holds, and
+// asks for nothing; the Ledger does not count it in the fleet's size. From
+// then on the process spends its share, as without a lease: its answer is
+// not to be applied. The fleet's other processes (a successor, in a rolling
+// restart) so get at their next renewal what the process held, rather than
+// when the Window forgets it.
+func (l *Local) Leave(now time.Time, started, succeeded int64) Request {
+	r := l.Request(now, started, succeeded)
+	r.AskRetries, r.AskReserve, r.AskLongRun, r.Stock, r.Leave = 0, 0, 0, false, true
+	l.joined, l.out, l.lease, l.spent = false, false, Return{}, Return{}
+	return r
+}
+
 // Apply takes g, the answer to the request sent at sent, at now: the
 // process holds the lease until sent plus the period. A grant that comes
 // after that is given back at the next renewal.
@@ -159,14 +180,14 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 	lease := Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: g.LongRun}
 	expires := micros(sent) + l.period
 	if expires <= n {
-		l.wants.settle(n, l.interval(), nil) // the retries asked for are refused
+		l.wants.settle(n, l.interval(), nil, g.Parked >= Token) // the retries asked for are refused, or stay open
 		l.stale.Tenth, l.stale.Earned, l.stale.Floor = lease.Tenth, lease.Earned, lease.Floor
 		l.stale.LongRun += lease.LongRun
 		return
 	}
 	// The grant pays first for the retries asked for, which keep their
 	// tokens until they are due, in the order they are due.
-	reserve, longRun := l.wants.settle(n, l.interval(), &lease)
+	reserve, longRun := l.wants.settle(n, l.interval(), &lease, g.Parked >= Token)
 	for range reserve {
 		l.charge(n, true)
 	}
@@ -193,10 +214,12 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 // (Allow, or AllowLongRun with longRun), and reports whether a renewal
 // should be made now for it.
 // Its lease (or, without one, the process's share) pays for it now if it
-// can; else it is asked for at the next renewal, which pays for it or
-// refuses it, and it is paid or refused when it is due (if no renewal
-// answers, it is paid then as a retry not told of); a renewal is made now
-// if the next would come after it is due (at most once an interval).
+// can; else it is asked for at the next renewal and, if that one cannot
+// pay for it while stock is parked, at the one after, which pays for it or
+// refuses it; it is paid or refused when it is due (refused if it was not
+// asked for again by then; if no renewal answers, paid then as a retry not
+// told of); a renewal is made now if the next would come after it is due
+// (at most once an interval).
 func (l *Local) Want(now, due time.Time, longRun bool) (renewNow bool) {
 	n, d := micros(now), micros(due)
 	l.expire(n)
@@ -314,10 +337,16 @@ const wantSlots = 128
 
 // wantSlot is the wants due in interval index, each count by what pays for
 // them: [0] Allow (the reserve, then the long-run pool), [1] AllowLongRun.
+// A want is asked for (ask, then asked) at the next request; if its grant
+// cannot pay for it while stock is parked, it stays open and is asked for
+// again (again) at the request after, whose grant pays for it or refuses
+// it; if it is due before, it is refused then. (The retries of one
+// interval hold in an int32.)
 type wantSlot struct {
 	index              int64
-	ask, paid, refused [2]int64
-	asked              [2]int64 // by the last request
+	ask, paid, refused [2]int32
+	asked, again       [2]int32 // by the last request: for the first time, for the second
+	open               [2]int32 // refused once, to ask for again
 }
 
 // What take found.
@@ -356,30 +385,42 @@ func (w *wants) at(i int64) *wantSlot {
 
 func (w *wants) slot0(i int64) *wantSlot { return &w.slot[(i%wantSlots+wantSlots)%wantSlots] }
 
-// ask returns the retries to ask for at now: those not asked for yet, and
-// those asked for by a request that got no answer, due from one interval
-// before now on. They are asked for now.
+// ask returns the retries to ask for at now: those not asked for yet, those
+// open, and those asked for by a request that got no answer, due from one
+// interval before now on. They are asked for now.
 func (w *wants) ask(now, interval int64) (retries, longRun int64) {
 	from := now/interval - 1
 	for i := from; i < from+wantSlots; i++ {
 		if s := w.slot0(i); s.index == i {
 			for k := range 2 {
 				s.asked[k] += s.ask[k]
-				s.ask[k] = 0
+				s.again[k] += s.open[k]
+				s.ask[k], s.open[k] = 0, 0
 			}
-			retries, longRun = retries+s.asked[0], longRun+s.asked[1]
+			retries += int64(s.asked[0] + s.again[0])
+			longRun += int64(s.asked[1] + s.again[1])
 		}
 	}
 	return retries, longRun
 }
 
-// settle takes the retries asked for, in the order they are due, out of
-// lease, the grant that answered: each one it holds a token for is paid
-// for, the others are refused (all of them without a grant). A retry paid
-// from the reserve takes its earnings, then the floor, then a long-run
-// token; one paid from the long-run pool, a long-run token. It returns the
-// retries paid for, of each kind.
-func (w *wants) settle(now, interval int64, lease *Return) (reserve, longRun int64) {
+// settle takes the retries asked for, in the order they are due (those
+// asked for again first), out of lease, the grant that answered (nil: a
+// grant too late to be used): each one it holds a token for is paid for;
+// the others stay open, with again, if it was the first time they were
+// asked for, and are refused otherwise. A retry paid from the reserve
+// takes its earnings, then the floor, then a long-run token; one paid from
+// the long-run pool, a long-run token. It returns the retries paid for, of
+// each kind.
+//
+// again is the grant's saying that other processes hold stock (Parked): a
+// retry refused then, at a process's first renewal or when a lone process
+// held the whole Throttle, finds the fleet's tokens in other leases; by the
+// process's next renewal, every process renewed once, gave them back, and
+// left in the Ledger what it refused (Ledger.Renew). A retry refused when
+// no stock is parked (an outage that spent the budget) is refused then, as
+// one process's Throttle would refuse it when decided.
+func (w *wants) settle(now, interval int64, lease *Return, again bool) (reserve, longRun int64) {
 	from := now/interval - 1
 	for i := from; i < from+wantSlots; i++ {
 		s := w.slot0(i)
@@ -387,16 +428,21 @@ func (w *wants) settle(now, interval int64, lease *Return) (reserve, longRun int
 			continue
 		}
 		for k := range 2 {
-			for ; s.asked[k] > 0; s.asked[k]-- {
-				if lease != nil && lease.take(k == 0) {
-					s.paid[k]++
-					if k == 0 {
-						reserve++
-					} else {
-						longRun++
+			for _, n := range []*int32{&s.again[k], &s.asked[k]} {
+				for ; *n > 0; *n-- {
+					switch {
+					case lease != nil && lease.take(k == 0):
+						s.paid[k]++
+						if k == 0 {
+							reserve++
+						} else {
+							longRun++
+						}
+					case again && n == &s.asked[k]:
+						s.open[k]++
+					default:
+						s.refused[k]++
 					}
-				} else {
-					s.refused[k]++
 				}
 			}
 		}
@@ -433,6 +479,12 @@ func (w *wants) take(now, interval int64, longRun bool) int {
 		case s.refused[k] > 0:
 			s.refused[k]--
 			return wantRefused
+		case s.open[k] > 0: // due before it was asked for again
+			s.open[k]--
+			return wantRefused
+		case s.again[k] > 0:
+			s.again[k]--
+			return wantWaiting
 		case s.asked[k] > 0:
 			s.asked[k]--
 			return wantWaiting

@@ -3,10 +3,12 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/guardcore"
 )
 
 // Budgets is the experiment of issues 29 and 35: one backend's fleet of
@@ -22,8 +24,7 @@ type Budgets struct {
 	Processes []int
 	// Outages are the outages each strategy and number of processes meets.
 	Outages []OutageKind
-	// Strategies are compared in each cell. Default: RecipeBudget (a budget
-	// per process) and RecipeFleet.
+	// Strategies are compared in each cell (see DefaultBudgets).
 	Strategies []Strategy
 	// Parallel is the number of runs at once (each is single-threaded).
 	Parallel int
@@ -68,13 +69,15 @@ func StormOutage() OutageKind {
 // DefaultBudgets returns 100 000 clients (10 000 calls/s) in 10 to 10 000
 // processes, the outage from 20 s to 50 s, 110 s in all, answered
 // UNAVAILABLE, a pause (keeping at most 10 000 requests waiting, so that the
-// server can recover) or a storm, with a budget per process and the fleet's.
+// server can recover) or a storm, with a budget per process, the fleet's,
+// the server's guard alone and beside budgets per process, and grpc-go's
+// built-in retry without and with the guard.
 func DefaultBudgets() Budgets {
 	sc := DefaultFleet()
 	sc.PauseAt, sc.Pause, sc.Duration, sc.Backlog = 20*time.Second, 30*time.Second, 110*time.Second, 10_000
 	return Budgets{Base: sc, Processes: []int{10, 100, 1000, 10_000},
 		Outages:    []OutageKind{UnavailableOutage(), PausedOutage(), StormOutage()},
-		Strategies: []Strategy{RecipeBudget(), RecipeFleet()}, Parallel: 2}
+		Strategies: []Strategy{RecipeBudget(), RecipeFleet(), RecipeGuard(), RecipeBudgetGuard(), GRPCRetry(), GRPCRetryGuard()}, Parallel: 2}
 }
 
 // Scenario returns b's scenario for processes processes and outage o.
@@ -121,6 +124,12 @@ func RunBudgets(ctx context.Context, b Budgets) ([]BudgetRun, error) {
 					th = *st.Throttle
 				}
 				r.Figures = OutageOf(r.Result, r.Scenario, th, r.Processes)
+				// GuardBound's outage: answered UNAVAILABLE, then served
+				// (not the storm, whose attempts then time out); its
+				// clients: without a budget.
+				if st := strategies[i]; st.Guard != nil && st.Throttle == nil && r.Outage == UnavailableOutage().Name {
+					r.Figures.GuardBound = GuardBound(r.Scenario, st, r.Processes, float64(r.Figures.Started)/r.Scenario.Pause.Seconds())
+				}
 			}
 		})
 	}
@@ -144,6 +153,13 @@ type Outage struct {
 	// PerSecond·T; PerProcess the sum of the processes' bounds, each with
 	// its own floors.
 	Bound, PerProcess float64
+	// AtServer is the retries that reached the server from the outage's
+	// start to the end of the run (Sample.ServerRetries), and Refused the
+	// calls the server's guard ended in that time.
+	AtServer, Refused int
+	// GuardBound is GuardBound's bound on AtServer, for a strategy with a
+	// guard and no budget in UnavailableOutage; 0 otherwise.
+	GuardBound float64
 	// Failed is the calls that failed from the outage's start to the end of
 	// the run, and Goodput the calls that succeeded per second from the
 	// outage's end to the end of the run (the offered load is the most).
@@ -164,6 +180,8 @@ func OutageOf(r Result, sc Fleet, t grpcbackoff.Throttle, processes int) Outage 
 	}
 	for _, s := range r.Samples[from:] {
 		o.Failed += s.Failed
+		o.AtServer += s.ServerRetries
+		o.Refused += s.Refused
 	}
 	if after := r.Samples[min(to, len(r.Samples)):]; len(after) > 0 {
 		ok := 0
@@ -177,4 +195,37 @@ func OutageOf(r Result, sc Fleet, t grpcbackoff.Throttle, processes int) Outage 
 	rest := t.Reserve*float64(o.Before) + t.Ratio*float64(o.Started)
 	o.Bound, o.PerProcess = floors+rest, float64(processes)*floors+rest
 	return o
+}
+
+// GuardBound bounds the retries that reach a server with st's guard, its
+// clients without a budget, from the start of an outage of sc answered
+// UNAVAILABLE, for processes processes making calls calls a second:
+//
+//	k · (2·m + F·L + C),  m = s/(1−s)·F·W,  k = ⌊T/(W − W/10)⌋ + 1
+//
+// s is the guard's Share, W its Window, T the outage, F the calls per
+// second, L the longest first backoff of st's Policy and C the clients the
+// guard counts apart (the processes, at most its table's 4096 and one for
+// the rest). The guard counts a retry when it arrives, a backoff after the
+// failure it let through. Once a count falls under its share, by a margin
+// of at most m retries, it lets every failure through until arrivals fill
+// that margin; the first tries that fail from then on bring their first
+// retries within L, so that the stretch lasts at most m/F + L and lets
+// through at most m + F·L first tries and the m retries that arrived in
+// it: 2·m + F·L failures, whose retries are all the stretch brings. A count
+// falls under again only once those retries have left its window, which
+// slides by a tenth: at most k stretches in T. Each client's count can let
+// one more retry through in each (C).
+func GuardBound(sc Fleet, st Strategy, processes int, calls float64) float64 {
+	g, err := guardcore.New(*st.Guard) // for the defaults
+	if err != nil {
+		return math.NaN()
+	}
+	share, window := g.Params()
+	W := window.Seconds()
+	k := math.Floor(sc.Pause.Seconds()/(W-W/10)) + 1
+	p := st.Policy
+	L := float64(min(p.Initial+p.Jitter, p.Max)) * (1 + p.JitterFactor) / float64(time.Second)
+	C := float64(min(processes, guardcore.ClientSlots+1))
+	return k * (2*share/(1-share)*calls*W + calls*L + C)
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,7 +57,11 @@ func TestFleetBudgetBound(t *testing.T) {
 // TestStormKeepsServerDown: the storm outage, 10 000 clients in 1000
 // processes: without retries the server serves its offered load again at
 // once; with a budget per process the retries after the restart keep it down
-// to the end of the run; with the fleet's budget it recovers.
+// to the end of the run; with the fleet's budget it recovers. With the
+// server's guard, grpc-go's built-in retry lets it recover, and the recipe
+// without a budget keeps it down: the retries the guard let through a
+// backoff before the restart arrive with it, and those of the attempts that
+// time out after it are none of the guard's to refuse.
 func TestStormKeepsServerDown(t *testing.T) {
 	b := DefaultBudgets()
 	b.Base.Clients, b.Base.Backlog = 10_000, 1000
@@ -64,7 +69,7 @@ func TestStormKeepsServerDown(t *testing.T) {
 	for _, tc := range []struct {
 		st        Strategy
 		recovered bool
-	}{{NoRetry(), true}, {RecipeBudget(), false}, {RecipeFleet(), true}} {
+	}{{NoRetry(), true}, {RecipeBudget(), false}, {RecipeFleet(), true}, {GRPCRetryGuard(), true}, {RecipeGuard(), false}} {
 		r, err := RunFleet(context.Background(), sc, tc.st, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -77,6 +82,61 @@ func TestStormKeepsServerDown(t *testing.T) {
 		}
 		if !tc.recovered && o.Goodput > sc.Offered()/2 {
 			t.Errorf("%s: goodput after the outage %.0f/s, want under half the offered %.0f/s", tc.st.Name, o.Goodput, sc.Offered())
+		}
+	}
+}
+
+// TestGuardBound: 20 000 clients in 10 and 1000 processes, a 30 s outage
+// answered UNAVAILABLE: with the server's guard and no budget, the retries
+// that reach the server, this library's recipe's and grpc-go's built-in
+// retry's, stay within GuardBound, grow by at most a quarter from 10 to
+// 1000 processes, and are at most a third of the same clients' without the
+// guard; every call the guard refuses fails. In a pause the server answers
+// nothing, and the guard refuses nothing.
+func TestGuardBound(t *testing.T) {
+	b := DefaultBudgets()
+	b.Base.Clients, b.Base.Backlog, b.Base.Duration = 20_000, 2000, 80*time.Second
+	b.Base.Model.Limit, b.Base.Model.K = 600, 300
+	b.Processes = []int{10, 1000}
+	b.Outages = []OutageKind{UnavailableOutage(), PausedOutage()}
+	b.Strategies = []Strategy{RecipeGuard(), Recipe(), GRPCRetryGuard(), GRPCRetry()}
+	runs, err := RunBudgets(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atServer := map[string]int{} // by strategy and processes, in the UNAVAILABLE outage
+	for _, r := range runs {
+		f := r.Figures
+		t.Logf("%-11s %4d processes, %-12s: %6d retries at the server (bound %6.0f), %6d refused, %6d failed, recovered %v +%v",
+			r.Outage, r.Processes, r.Strategy, f.AtServer, f.GuardBound, f.Refused, f.Failed, r.Result.Recovered, r.Result.RecoveredAfter)
+		if r.Outage == PausedOutage().Name {
+			if f.Refused != 0 {
+				t.Errorf("pause, %s, %d processes: %d calls refused, want none (the paused server answers nothing)", r.Strategy, r.Processes, f.Refused)
+			}
+			continue
+		}
+		atServer[fmt.Sprint(r.Strategy, r.Processes)] = f.AtServer
+		if r.Strategy != RecipeGuard().Name && r.Strategy != GRPCRetryGuard().Name {
+			continue
+		}
+		if float64(f.AtServer) > f.GuardBound {
+			t.Errorf("%s, %d processes: %d retries at the server, over the bound %.0f", r.Strategy, r.Processes, f.AtServer, f.GuardBound)
+		}
+		if f.Refused == 0 || f.Refused > f.Failed {
+			t.Errorf("%s, %d processes: %d calls refused and %d failed, want some refused, all of them failed", r.Strategy, r.Processes, f.Refused, f.Failed)
+		}
+		if !r.Result.Recovered || r.Result.RecoveredAfter > time.Second {
+			t.Errorf("%s, %d processes: recovered %v +%v, want within 1 s", r.Strategy, r.Processes, r.Result.Recovered, r.Result.RecoveredAfter)
+		}
+	}
+	for _, pair := range [][2]Strategy{{RecipeGuard(), Recipe()}, {GRPCRetryGuard(), GRPCRetry()}} {
+		guarded, plain := pair[0].Name, pair[1].Name
+		few, many := atServer[fmt.Sprint(guarded, 10)], atServer[fmt.Sprint(guarded, 1000)]
+		if float64(many) > 1.25*float64(few) {
+			t.Errorf("%s: %d retries at the server in 10 processes, %d in 1000: want at most a quarter more", guarded, few, many)
+		}
+		if unguarded := atServer[fmt.Sprint(plain, 1000)]; 3*many > unguarded {
+			t.Errorf("%s: %d retries at the server in 1000 processes, %s %d: want at most a third", guarded, many, plain, unguarded)
 		}
 	}
 }

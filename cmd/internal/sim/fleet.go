@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
 	"github.com/platformkit/grpcbackoff/internal/decide"
+	"github.com/platformkit/grpcbackoff/internal/guardcore"
 	"github.com/platformkit/grpcbackoff/internal/lease"
 )
 
@@ -28,7 +30,7 @@ const (
 type client struct {
 	seq      uint32 // number of the current attempt, across calls; stale events carry an older one
 	attempts uint32 // attempts of the current call
-	start    int32  // second in which the current call started, for its sample
+	start    int32  // millisecond in which the current call started, for its deadline (Strategy.CallTimeout)
 	state    uint8
 	timedOut bool // the retry it waits for is of an attempt cut by its timeout (paid from the long-run allowance)
 }
@@ -42,6 +44,9 @@ type process struct {
 	lease              *lease.Local
 	started, succeeded int64
 	renewal            uint32 // the renewals scheduled; an evRenew of an older one is stale
+	// key is the process's connection at the server's guard (a hash, as
+	// the guard makes of a peer's address and port).
+	key uint64
 }
 
 // Event kinds.
@@ -91,10 +96,12 @@ func (q *queue) pop() event {
 	return e
 }
 
-// ref names an attempt: its client and sequence number.
+// ref names an attempt: its client and sequence number, and whether it is
+// a retry (it carries grpc-previous-rpc-attempts).
 type ref struct {
-	id  int32
-	seq uint32
+	id    int32
+	seq   uint32
+	retry bool
 }
 
 // sim is one run.
@@ -121,6 +128,9 @@ type sim struct {
 
 	ledger lease.Ledger // the fleet budget, with Strategy.LeasePeriod
 	leased float64      // long-run tokens the processes held when the outage began
+
+	guard  *guardcore.Core // the server's retry guard, with Strategy.Guard
+	method guardcore.Method
 }
 
 // t returns model time ns as a time.Time for the library's code.
@@ -146,8 +156,11 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 	if err := st.Policy.Validate(); err != nil {
 		return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
 	}
-	if st.Policy.AttemptTimeout <= 0 {
-		return Result{}, fmt.Errorf("sim: strategy %s: the Policy needs an AttemptTimeout", st.Name)
+	if st.Policy.AttemptTimeout <= 0 && st.CallTimeout <= 0 {
+		return Result{}, fmt.Errorf("sim: strategy %s: the Policy needs an AttemptTimeout, or the strategy a CallTimeout", st.Name)
+	}
+	if st.CallTimeout < 0 {
+		return Result{}, fmt.Errorf("sim: strategy %s: CallTimeout (%v) must not be negative", st.Name, st.CallTimeout)
 	}
 	var before runtime.MemStats
 	runtime.GC()
@@ -169,6 +182,17 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 	}
 	nproc := (sc.Clients + sc.PerProcess - 1) / sc.PerProcess
 	s.procs = make([]process, nproc)
+	if st.Guard != nil {
+		g, err := guardcore.New(*st.Guard)
+		if err != nil {
+			return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
+		}
+		s.guard = g
+		keys := rand.New(rand.NewPCG(sc.Seed, 0x9a4d)) // apart from the think times
+		for i := range s.procs {
+			s.procs[i].key = keys.Uint64()
+		}
+	}
 	for i := range s.procs {
 		if st.Throttle != nil && st.LeasePeriod > 0 {
 			p := &s.procs[i]
@@ -243,15 +267,15 @@ func (s *sim) handle(e event) {
 			if b := s.sample(e.at); b != nil {
 				b.TimedOut++
 			}
-			s.failed(e.id, e.at, true)
+			s.failed(e.id, e.at, true, false)
 		}
 	case evDone:
 		s.accepted--
 		if s.paused && !s.sc.Unavailable { // a paused server cannot answer
-			s.held = append(s.held, ref{e.id, e.seq})
+			s.held = append(s.held, ref{id: e.id, seq: e.seq})
 			return
 		}
-		s.answer(ref{e.id, e.seq}, e.at)
+		s.answer(ref{id: e.id, seq: e.seq}, e.at)
 	case evPause:
 		s.paused = true
 		for _, p := range s.procs {
@@ -322,7 +346,7 @@ func (s *sim) call(id int32, now int64) {
 	}
 	p.started++
 	c := &s.clients[id]
-	c.attempts, c.start = 0, int32(now/int64(time.Second))
+	c.attempts, c.start = 0, int32(now/int64(time.Millisecond))
 	s.calls++
 	s.send(id, now)
 }
@@ -337,11 +361,14 @@ func (s *sim) send(id int32, now int64) {
 		b.Attempts++
 	}
 	if s.paused && s.sc.Unavailable && (s.sc.Failing == 0 || s.rng.Float64() < s.sc.Failing) {
-		s.failed(id, now, false) // answered at once with UNAVAILABLE
+		// Answered at once with UNAVAILABLE, marked by the guard if it
+		// refuses.
+		cw := s.arrive(id, c.attempts > 1, now)
+		s.failed(id, now, false, cw != nil && s.guard.Refuses(&s.method, cw, time.Duration(now)))
 		return
 	}
-	s.q.push(event{at: now + int64(s.st.Policy.AttemptTimeout), id: id, seq: c.seq, kind: evTimeout})
-	r := ref{id, c.seq}
+	s.q.push(event{at: s.timeout(c, now), id: id, seq: c.seq, kind: evTimeout})
+	r := ref{id: id, seq: c.seq, retry: c.attempts > 1}
 	if s.paused && !s.sc.Unavailable {
 		if s.sc.Backlog > 0 && len(s.waiting) >= s.sc.Backlog {
 			if b := s.sample(now); b != nil {
@@ -356,14 +383,47 @@ func (s *sim) send(id int32, now int64) {
 	s.accept(r, now)
 }
 
+// timeout returns when the attempt of c sent now times out: at its
+// AttemptTimeout or its call's deadline, whichever comes first.
+func (s *sim) timeout(c *client, now int64) int64 {
+	at := int64(math.MaxInt64)
+	if s.st.Policy.AttemptTimeout > 0 {
+		at = now + int64(s.st.Policy.AttemptTimeout)
+	}
+	if s.st.CallTimeout > 0 {
+		at = min(at, s.deadline(c))
+	}
+	return at
+}
+
+// deadline returns the deadline of c's call (Strategy.CallTimeout), in
+// nanoseconds of model time.
+func (s *sim) deadline(c *client) int64 {
+	return int64(c.start)*int64(time.Millisecond) + int64(s.st.CallTimeout)
+}
+
 // accept starts the server's work on r; its latency is fixed from the
 // concurrency at this moment, r included (the Model's AtStart rule).
 func (s *sim) accept(r ref, now int64) {
+	s.arrive(r.id, r.retry, now)
 	s.accepted++
 	s.peak = max(s.peak, s.inflight())
 	if at := now + int64(s.sc.Model.Latency(s.accepted)); at <= s.end {
 		s.q.push(event{at: at, id: r.id, seq: r.seq, kind: evDone})
 	} // else it is still in the server when the run ends: no event needed
+}
+
+// arrive counts an attempt of client id, a retry or a first try, that
+// reaches the server now, and returns its connection's counts at the
+// server's guard (nil without a guard).
+func (s *sim) arrive(id int32, retry bool, now int64) *guardcore.Window {
+	if b := s.sample(now); b != nil && retry {
+		b.ServerRetries++
+	}
+	if s.guard == nil {
+		return nil
+	}
+	return s.guard.Count(&s.method, s.proc(id).key, time.Duration(now), retry)
 }
 
 // answer delivers the server's answer to r, if its client still waits.
@@ -388,8 +448,9 @@ func (s *sim) answer(r ref, now int64) {
 }
 
 // failed handles the failure of client id's attempt with the library's
-// decision: its timeout, or an UNAVAILABLE answered at once.
-func (s *sim) failed(id int32, now int64, timedOut bool) {
+// decision: its timeout, or an UNAVAILABLE answered at once, with pushback
+// −1 if refused.
+func (s *sim) failed(id int32, now int64, timedOut, refused bool) {
 	c := &s.clients[id]
 	p := s.proc(id)
 	if p.adaptive != nil {
@@ -397,8 +458,11 @@ func (s *sim) failed(id int32, now int64, timedOut bool) {
 	}
 	a := decide.Attempt{Number: int(c.attempts), MaxAttempts: s.st.Policy.MaxAttempts,
 		Code: codes.DeadlineExceeded, TimedOut: timedOut, Now: s.t(now)}
+	if s.st.CallTimeout > 0 {
+		a.Deadline = s.t(s.deadline(c))
+	}
 	if !timedOut {
-		a.Code = codes.Unavailable
+		a.Code, a.Hint.Stop = codes.Unavailable, refused
 	}
 	if s.payWhenDue(p) {
 		// Decided now, paid when due (paid): the budget is told of it.
@@ -467,6 +531,8 @@ func (s *sim) gaveUp(id int32, now int64, reason grpcbackoff.Reason) {
 			b.Throttled++
 		case grpcbackoff.ReasonRejectedLocally:
 			b.Rejected++
+		case grpcbackoff.ReasonServerRefused:
+			b.Refused++
 		}
 	}
 	s.calls--

@@ -106,6 +106,9 @@ func (sc Fleet) Validate() error {
 	if sc.Interval <= 0 {
 		bad("interval (%v) must be positive", sc.Interval)
 	}
+	if sc.Duration > 24*time.Hour {
+		bad("duration (%v) must be at most 24h", sc.Duration) // a call's start is kept in milliseconds, as an int32
+	}
 	errs = append(errs, checkRun(sc.Duration, sc.PauseAt, sc.Pause)...)
 	return errors.Join(errs...)
 }

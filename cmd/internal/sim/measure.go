@@ -29,6 +29,13 @@ type Sample struct {
 	// Lost is the attempts that found the paused server's backlog full
 	// (RunFleet only).
 	Lost int
+	// ServerRetries is the retries that reached the server (attempts after
+	// the first of their call), counted in the second in which the server
+	// started them or answered them UNAVAILABLE (RunFleet only).
+	ServerRetries int
+	// Refused is the calls ended by the server's pushback −1: its retry
+	// guard's (Strategy.Guard; RunFleet only).
+	Refused int
 }
 
 // Result is what one Strategy did in one run.
@@ -49,7 +56,7 @@ type Result struct {
 	// started during the pause and after it; NaN when no call started.
 	AmplificationOutage, AmplificationAfter float64
 	// Totals over the run.
-	OK, Failed, Rejected, Throttled, Started, Attempts, Lost int
+	OK, Failed, Rejected, Throttled, Started, Attempts, Lost, ServerRetries, Refused int
 	// WaitingAtEnd is the calls still under way at the end of the run.
 	WaitingAtEnd int
 	// GoodputAfter is the mean goodput, in calls per second, over the last
@@ -83,6 +90,8 @@ func (res *Result) summarize(pauseAt, resumeAt time.Duration, limit int, offered
 		res.Started += x.Started
 		res.Attempts += x.Attempts
 		res.Lost += x.Lost
+		res.ServerRetries += x.ServerRetries
+		res.Refused += x.Refused
 		res.PeakConcurrency = max(res.PeakConcurrency, x.Peak)
 	}
 	n := len(res.Samples)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/guardcore"
+	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
 // Strategy is a way of retrying: a Policy, whose AttemptTimeout is the
@@ -34,6 +36,21 @@ type Strategy struct {
 	// decided. NoStock leaves out the lease's stock (lease.Local.NoStock):
 	// both to compare the fleet budget's designs.
 	PayWhenDue, NoStock bool
+	// Guard, when set, puts the retry guard of package guard, with these
+	// settings (its Options less Codes), in front of the server (RunFleet
+	// only): the guard's own code (internal/guardcore) on the model's clock
+	// counts every attempt the server starts, a connection for each
+	// process, and marks the UNAVAILABLE the server answers with pushback
+	// −1 while it refuses; the clients read it, as this library's unary
+	// calls do (ReasonServerRefused). A paused server, or one too slow
+	// for an attempt's timeout, answers nothing to mark.
+	Guard *guardcore.Params
+	// CallTimeout, when set, is each call's deadline from its start, its
+	// attempts and backoffs included (RunFleet only): an attempt still
+	// under way then ends the call, and no retry is made that could not
+	// start before it. With it the Policy may have no AttemptTimeout, as
+	// grpc-go's built-in retry has none (GRPCRetry).
+	CallTimeout time.Duration
 }
 
 // attemptTimeout is the article's per-attempt timeout.
@@ -103,6 +120,52 @@ func FleetDesigns() []Strategy {
 	return []Strategy{stock, due, neither}
 }
 
+// RecipeGuard is Recipe, without a budget, against a server with the retry
+// guard's defaults: the guard alone.
+func RecipeGuard() Strategy {
+	s := Recipe()
+	s.Name, s.Guard = "recipe+guard", &guardcore.Params{}
+	return s
+}
+
+// RecipeBudgetGuard is RecipeBudget, a budget per process, against a
+// server with the retry guard's defaults.
+func RecipeBudgetGuard() Strategy {
+	s := RecipeBudget()
+	s.Name, s.Guard = "recipe+budget+guard", &guardcore.Params{}
+	return s
+}
+
+// grpcRetryConfig is cmd/guardrun's service config: grpc-go's built-in
+// retry as teams configure it, with the calls' 2 s deadline.
+const grpcRetryConfig = `{"methodConfig": [{"name": [{}], "timeout": "2s",
+	"retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2,
+		"retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]}}]}`
+
+// GRPCRetry is grpc-go's built-in retry with cmd/guardrun's service config
+// (5 attempts, 0.1 s doubling to 1 s): the Policy serviceconfig maps its
+// retryPolicy to, which waits as grpc-go v1.85 waits, with no attempt
+// timeout, and the config's 2 s timeout as each call's deadline
+// (CallTimeout), so that an attempt the server does not answer ends its
+// call, as in grpc-go. Like grpc-go with a retryPolicy, it stops at
+// pushback −1, and, without retryThrottling, has no budget.
+func GRPCRetry() Strategy {
+	sc, err := serviceconfig.Parse([]byte(grpcRetryConfig))
+	if err != nil {
+		panic("sim: " + err.Error()) // a constant document
+	}
+	m := sc.Methods[0]
+	return Strategy{Name: "grpc", Policy: *m.Policy, CallTimeout: m.Timeout}
+}
+
+// GRPCRetryGuard is GRPCRetry against a server with the retry guard's
+// defaults.
+func GRPCRetryGuard() Strategy {
+	s := GRPCRetry()
+	s.Name, s.Guard = "grpc+guard", &guardcore.Params{}
+	return s
+}
+
 // RecipeAdaptive is Recipe with grpcbackoff.DefaultAdaptiveThrottle.
 func RecipeAdaptive() Strategy { return withAdaptive(Recipe(), "recipe+adaptive") }
 
@@ -139,9 +202,11 @@ func Strategies() []Strategy {
 }
 
 // SelectStrategies returns the strategies named in a comma-separated list,
-// in the list's order: those of Strategies, "fixed+adaptive" and "none".
+// in the list's order: those of Strategies, "fixed+adaptive", "none",
+// "recipe+fleet" and FleetDesigns', "recipe+guard",
+// "recipe+budget+guard", "grpc" and "grpc+guard".
 func SelectStrategies(list string) ([]Strategy, error) {
-	all := append(append(Strategies(), FixedAdaptive(), NoRetry(), RecipeFleet()), FleetDesigns()...)
+	all := append(append(Strategies(), FixedAdaptive(), NoRetry(), RecipeFleet(), RecipeGuard(), RecipeBudgetGuard(), GRPCRetry(), GRPCRetryGuard()), FleetDesigns()...)
 	var names []string
 	for _, s := range all {
 		names = append(names, s.Name)
@@ -167,6 +232,9 @@ func SelectStrategies(list string) ([]Strategy, error) {
 // the real length of a model second, in seconds), and onRetry, if not nil,
 // as its hook.
 func (s Strategy) Retrier(scale float64, onRetry func(interceptor.Retry)) (*interceptor.Retrier, error) {
+	if s.Guard != nil || s.CallTimeout > 0 {
+		return nil, fmt.Errorf("sim: strategy %s: a server's guard and a call's deadline are simulated by RunFleet only", s.Name)
+	}
 	p := s.Policy
 	p.Codes = append([]codes.Code(nil), p.Codes...)
 	p.Initial = scaled(p.Initial, scale)

@@ -249,12 +249,25 @@ func Line(name string, x, y []float64, color drawing.Color, dashed bool) chart.C
 	return s
 }
 
+// A Key is an entry of WriteGrid's legend: a line's name, colour and dash.
+type Key struct {
+	Name   string
+	Color  drawing.Color
+	Dashed bool
+}
+
+// legendHeight is the height of WriteGrid's legend.
+const legendHeight = 26
+
 // WriteGrid writes a PNG of panels in rows, each row's panels side by side,
-// under a title (which says what the lines are: the panels have no
-// legend).
-func WriteGrid(path, title string, rows [][]chart.Chart) error {
+// under a title and, if keys are given, a legend of the lines (the panels
+// have none).
+func WriteGrid(path, title string, keys []Key, rows [][]chart.Chart) error {
 	var imgs [][]image.Image
 	w, h := 0, 30
+	if len(keys) > 0 {
+		h += legendHeight
+	}
 	for _, row := range rows {
 		var line []image.Image
 		rw, rh := 0, 0
@@ -275,20 +288,23 @@ func WriteGrid(path, title string, rows [][]chart.Chart) error {
 	}
 	out := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(out, out.Bounds(), image.White, image.Point{}, draw.Src)
-	head := chart.Chart{Title: title, TitleStyle: chart.Style{FontSize: 11, Padding: chart.Box{Top: 8}}, Width: w, Height: 30,
-		XAxis: chart.XAxis{Style: chart.Hidden()}, YAxis: chart.YAxis{Style: chart.Hidden()},
-		Series: []chart.Series{chart.ContinuousSeries{XValues: []float64{0, 1}, YValues: []float64{0, 0},
-			Style: chart.Style{StrokeColor: drawing.ColorWhite, StrokeWidth: 1}}}}
-	var hb bytes.Buffer
-	if err := head.Render(chart.PNG, &hb); err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	himg, err := png.Decode(&hb)
+	himg, err := strip(w, 30, func(r chart.Renderer) {
+		r.SetFontSize(11)
+		r.Text(title, max((w-r.MeasureText(title).Width())/2, 0), 20)
+	})
 	if err != nil {
-		return fmt.Errorf("chart: %w", err)
+		return err
 	}
 	draw.Draw(out, image.Rect(0, 0, w, 30), himg, image.Point{}, draw.Src)
 	y := 30
+	if len(keys) > 0 {
+		limg, err := legend(w, keys)
+		if err != nil {
+			return err
+		}
+		draw.Draw(out, image.Rect(0, y, w, y+legendHeight), limg, image.Point{}, draw.Src)
+		y += legendHeight
+	}
 	for _, line := range imgs {
 		x, rh := 0, 0
 		for _, img := range line {
@@ -303,4 +319,65 @@ func WriteGrid(path, title string, rows [][]chart.Chart) error {
 		return fmt.Errorf("chart: %w", err)
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// legend draws keys in a row, centred in width w: for each a short line as
+// the panels draw it (Line), then its name.
+func legend(w int, keys []Key) (image.Image, error) {
+	return strip(w, legendHeight, func(r chart.Renderer) {
+		r.SetFontSize(10)
+		const sample, gap, space = 36, 6, 28 // the line, the space before its name, and between keys
+		total := 0
+		for _, k := range keys {
+			total += sample + gap + r.MeasureText(k.Name).Width() + space
+		}
+		x, mid := max((w-total+space)/2, 0), legendHeight/2
+		for _, k := range keys {
+			st := Line(k.Name, nil, nil, k.Color, k.Dashed).Style
+			r.SetStrokeColor(k.Color)
+			r.SetStrokeWidth(st.StrokeWidth)
+			r.SetStrokeDashArray(st.StrokeDashArray)
+			r.MoveTo(x, mid)
+			r.LineTo(x+sample, mid)
+			r.Stroke()
+			r.SetFillColor(k.Color)
+			r.Circle(st.DotWidth, x+sample/2, mid)
+			r.Fill()
+			x += sample + gap
+			r.Text(k.Name, x, mid+4)
+			x += r.MeasureText(k.Name).Width() + space
+		}
+	})
+}
+
+// strip is a white image of w × h on which drawn draws, with the default
+// font in black.
+func strip(w, h int, drawn func(chart.Renderer)) (image.Image, error) {
+	r, err := chart.PNG(w, h)
+	if err != nil {
+		return nil, fmt.Errorf("chart: %w", err)
+	}
+	font, err := chart.GetDefaultFont()
+	if err != nil {
+		return nil, fmt.Errorf("chart: %w", err)
+	}
+	r.SetFillColor(drawing.ColorWhite)
+	r.MoveTo(0, 0)
+	r.LineTo(w, 0)
+	r.LineTo(w, h)
+	r.LineTo(0, h)
+	r.Close()
+	r.Fill()
+	r.SetFont(font)
+	r.SetFontColor(drawing.ColorBlack)
+	drawn(r)
+	var b bytes.Buffer
+	if err := r.Save(&b); err != nil {
+		return nil, fmt.Errorf("chart: %w", err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		return nil, fmt.Errorf("chart: %w", err)
+	}
+	return img, nil
 }

@@ -1,19 +1,19 @@
-package guard
+package guardcore
 
 import "sync/atomic"
 
-// A window counts first tries and retries over the last buckets buckets of
+// A Window counts first tries and retries over the last buckets buckets of
 // time, the current one included. Each bucket is one atomic word holding the
 // bucket's number (its epoch, the time divided by the bucket's width) and its
 // two counts, so that adding is a compare-and-swap and a bucket reused for a
 // later epoch starts from zero, without a lock and without losing a count to
 // a reset racing an add. Its zero value is an empty window. It reads no
 // clock: the epoch is an argument.
-type window struct {
+type Window struct {
 	b [buckets]atomic.Uint64
 }
 
-// buckets is the number of buckets of a window: Options.Window / buckets is
+// buckets is the number of buckets of a Window: Params.Window / buckets is
 // the width of one, and the window slides by that step.
 const buckets = 10
 
@@ -30,7 +30,7 @@ const (
 )
 
 // add counts one attempt, a retry or a first try, in epoch e.
-func (w *window) add(e int64, retry bool) {
+func (w *Window) add(e int64, retry bool) {
 	slot := &w.b[e%buckets]
 	tag := uint64(e) & epochMask
 	for {
@@ -53,7 +53,7 @@ func (w *window) add(e int64, retry bool) {
 
 // sum returns the first tries and retries counted in epochs e−buckets+1
 // to e.
-func (w *window) sum(e int64) (first, retries int64) {
+func (w *Window) sum(e int64) (first, retries int64) {
 	for i := int64(0); i < buckets; i++ {
 		ep := e - i
 		if ep < 0 {

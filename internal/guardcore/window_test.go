@@ -1,4 +1,4 @@
-package guard
+package guardcore
 
 import (
 	"sync"
@@ -33,7 +33,7 @@ func TestWindowSum(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var w window
+			var w Window
 			for _, a := range tt.adds {
 				for range a.n {
 					w.add(a.e, a.retry)
@@ -47,7 +47,7 @@ func TestWindowSum(t *testing.T) {
 }
 
 func TestWindowSaturates(t *testing.T) {
-	var w window
+	var w Window
 	w.b[7].Store(7<<(2*countBits) | countMax<<countBits | countMax)
 	w.add(7, true)
 	w.add(7, false)
@@ -63,7 +63,7 @@ func TestWindowSaturates(t *testing.T) {
 // TestWindowConcurrentAdds checks that adds racing each other and the
 // reuse of a slot for a new epoch lose no count.
 func TestWindowConcurrentAdds(t *testing.T) {
-	var w window
+	var w Window
 	w.add(3, true) // epoch 3's slot is reused by epoch 13, below
 	var wg sync.WaitGroup
 	for g := range 8 {

@@ -1,0 +1,123 @@
+package googleclients_test
+
+// Red-team probe of issue 33: a poller that reuses one request object and
+// one context, on the README's set-up (ClientOptions and Adopt of the
+// Pub/Sub admin client), against pstest over loopback TCP.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/gaxretry"
+)
+
+// scriptedGetTopic is a pstest reactor for GetTopic: it answers the codes
+// of its script in order, then lets pstest answer; it counts attempts.
+type scriptedGetTopic struct {
+	mu       sync.Mutex
+	script   []codes.Code
+	attempts int
+}
+
+func (s *scriptedGetTopic) React(any) (bool, any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts++
+	if len(s.script) == 0 {
+		return false, nil, nil
+	}
+	c := s.script[0]
+	s.script = s.script[1:]
+	return true, nil, status.Error(c, "scripted "+c.String())
+}
+
+func (s *scriptedGetTopic) set(cs ...codes.Code) (attempts int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script, attempts = cs, s.attempts
+	return attempts
+}
+
+func (s *scriptedGetTopic) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts
+}
+
+// TestProbePollerAfterFailedCall: a health poller calls GetTopic with one
+// request object and one context (its service's), through
+// ClientOptions(p) and Adopt of the topic admin client's CallOptions, as
+// the README shows. Its first call meets a short outage and fails after
+// MaxAttempts (5); the next call, a new call of the poller, meets
+// RESOURCE_EXHAUSTED twice, then an answer: the library's to retry (the
+// client does not retry RESOURCE_EXHAUSTED; Adopt hands every code to the
+// library), which it does for the control, the same call with a new
+// request object. Issue 33: "a call whose context is alive is always sent
+// at least once; what the memory knows can only lower the library's own
+// retries of a call its client resends"; RESOURCE_EXHAUSTED never retried
+// by nobody. The second call is taken for the client's resend of the
+// first, gets one attempt, and fails.
+func TestProbePollerAfterFailedCall(t *testing.T) {
+	t.Skip("red team: a poller's new call with the request object and context of an earlier failed call (Adopt) is taken for the client's resend: RESOURCE_EXHAUSTED gets 1 attempt, retried by nobody")
+	const topicName = "projects/proj/topics/polled"
+	for _, tc := range []struct {
+		name       string
+		sameObject bool
+	}{{"same request object", true}, {"control: a new request object", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := &scriptedGetTopic{}
+			srv := pstest.NewServer(pstest.ServerReactorOption{FuncName: "GetTopic", Reactor: script})
+			defer srv.Close()
+			if _, err := srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topicName}); err != nil {
+				t.Fatal(err)
+			}
+			p := grpcbackoff.DefaultPolicy()
+			p.Initial, p.Max, p.Jitter, p.MaxAttempts = 20*time.Millisecond, 50*time.Millisecond, 0, 5
+			platform, err := gaxretry.ClientOptions(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := pubsub.NewClient(t.Context(), "proj", append([]option.ClientOption{option.WithEndpoint(srv.Addr), option.WithoutAuthentication(),
+				option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))}, platform...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // the poller's job, with its deadline
+			defer cancel()
+			req := &pubsubpb.GetTopicRequest{Topic: topicName}
+
+			script.set(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)
+			_, err = c.TopicAdminClient.GetTopic(ctx, req)
+			var ge *grpcbackoff.Error
+			if !errors.As(err, &ge) || status.Code(err) != codes.Unavailable || script.count() != 5 {
+				t.Fatalf("the first call: %v after %d attempts; want UNAVAILABLE after 5", err, script.count())
+			}
+
+			before := script.set(codes.ResourceExhausted, codes.ResourceExhausted)
+			if !tc.sameObject {
+				req = &pubsubpb.GetTopicRequest{Topic: topicName}
+			}
+			_, err = c.TopicAdminClient.GetTopic(ctx, req)
+			if n := script.count() - before; err != nil || n != 3 {
+				t.Errorf("the poller's next call (RESOURCE_EXHAUSTED twice, then an answer): %v after %d attempts; want success after 3, as with a new request object", err, n)
+			}
+		})
+	}
+}
