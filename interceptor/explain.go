@@ -42,7 +42,10 @@ type Decision struct {
 	Source string
 	// Codes are the codes retried after a failure that may have been
 	// applied: Policy.Codes, less those (see Safety) for a method that is
-	// NotIdempotent unless WithNonIdempotentRetries is set.
+	// NotIdempotent unless WithNonIdempotentRetries is set. Of those left
+	// for such a method (RESOURCE_EXHAUSTED, ABORTED), a failure is retried
+	// only when it is the server's own status, never a stream reset that
+	// grpc-go gave the same code.
 	Codes []codes.Code
 	// Clients says what the Google Cloud clients that call the method retry
 	// by themselves, one entry per kind of client: for their calls, the
@@ -220,7 +223,7 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	k := r.e.SafetyOf(&p)
 	d.Safety, d.Source = Safety(k.Level), k.Source
 	for _, c := range pol.Codes {
-		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && attempt.MayHaveApplied(c) {
+		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && attempt.CodeMayHaveApplied(c) {
 			continue
 		}
 		d.Codes = append(d.Codes, c)

@@ -61,7 +61,10 @@ func (r *Retrier) Unary() grpc.UnaryClientInterceptor {
 // what decides a retry is known as without it: whether the call committed
 // (grpc.Header) and whether it was sent (grpc.Peer). Use it where no server
 // sends pushback and every allocation counts: unary calls then ignore a
-// server's retry guard (package guard), whose refusal is pushback.
+// server's retry guard (package guard), whose refusal is pushback, and a
+// NotIdempotent method's RESOURCE_EXHAUSTED or ABORTED is not resent, as
+// without the trailer the server's own status cannot be told from a stream
+// reset that grpc-go gave the same code.
 func WithoutPushback() Option {
 	return func(r *Retrier) error { r.e.NoPushback = true; return nil }
 }

@@ -53,9 +53,10 @@ func (f *Facts) PeerWritten() bool { return f.Peer.Addr != notSentAddr{} }
 func (f *Facts) Sent() bool { return !f.Reached || f.PeerWritten() }
 
 // Read fills in what the attempt that failed as x.Err told through f, the
-// trailer only with trailer.
+// trailer itself only with trailer (for pushback). Without grpc.Trailer
+// among the attempt's options its status is not known to be the server's.
 func (f *Facts) Read(x *Failure, trailer bool) {
-	x.Committed, x.Sent = f.Header != nil, f.Sent()
+	x.Committed, x.Sent, x.Status = f.Header != nil, f.Sent(), len(f.Trailer) > 0
 	if trailer {
 		x.Trailer = f.Trailer
 	}

@@ -25,6 +25,14 @@ import (
 //     is nil for a trailers-only response and for a stream that ended
 //     before headers) and tells it through grpc.Header for a unary call,
 //     through ClientStream.Header for a stream.
+//   - the server's own status: the failure's status came in the server's
+//     trailers: grpc-go reports an empty trailer unless trailers arrived
+//     with metadata, and a trailers-only response always carries its
+//     content-type; a stream reset (RST_STREAM) leaves it empty, and grpc-go
+//     makes its status from the reset's HTTP/2 code (ENHANCE_YOUR_CALM and
+//     FLOW_CONTROL_ERROR become RESOURCE_EXHAUSTED), which any hop may send
+//     after the server acted. Only the server's own status can say a call
+//     was not applied (MayHaveApplied).
 //   - sent: the attempt made a transport stream, so its request may have
 //     reached the server. grpc-go runs the call options' after() only then
 //     (grpc.Peer, grpc.Header, grpc.Trailer), and a stream's opening
@@ -55,6 +63,7 @@ type Failure struct {
 	Err       error
 	Trailer   metadata.MD // for pushback; nil if not read
 	Committed bool        // response headers had arrived: the server has the call
+	Status    bool        // the status came in the server's trailers, not from a reset
 	Sent      bool        // a transport stream was made: the request may have reached the server
 	Cut       bool        // the attempt's own AttemptTimeout ended it
 	Opening   bool        // a stream's first opening failed: its client's to retry, if it retries the opening
@@ -72,12 +81,20 @@ func HasRetryInfo(st *status.Status) bool {
 	return false
 }
 
-// MayHaveApplied reports whether an attempt that reached the server (its
-// request was sent) and failed with code may have been applied: the server,
-// or one behind it, may have acted before the failure. RESOURCE_EXHAUSTED
-// and ABORTED, among others, say it did not. An attempt that was not sent
-// was not applied, whatever its code.
-func MayHaveApplied(code codes.Code) bool {
+// MayHaveApplied reports whether the attempt that failed as f may have been
+// applied: it was sent, and either its code says the server, or one behind
+// it, may have acted before the failure (CodeMayHaveApplied), or the code
+// that says it did not (RESOURCE_EXHAUSTED, ABORTED, ...) is not the
+// server's own status: grpc-go made it from a stream reset, or the
+// attempt's trailer was not read.
+func (f Failure) MayHaveApplied() bool {
+	return f.Sent && (CodeMayHaveApplied(status.Code(f.Err)) || !f.Status)
+}
+
+// CodeMayHaveApplied reports whether a server's status with code leaves
+// open that the call was applied. RESOURCE_EXHAUSTED and ABORTED, among
+// others, say it was not, when the server says them.
+func CodeMayHaveApplied(code codes.Code) bool {
 	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.DataLoss:
 		return true

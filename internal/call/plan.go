@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
@@ -163,7 +162,7 @@ func (e *Engine) SafetyOf(p *Plan) safety.Knowledge {
 // safeToRetry reports whether the call p plans may be sent again after an
 // attempt failed as f, with a code its Policy retries.
 func (e *Engine) safeToRetry(p *Plan, f attempt.Failure) bool {
-	if e.UnsafeRetries || !f.Sent || !attempt.MayHaveApplied(status.Code(f.Err)) {
+	if e.UnsafeRetries || !f.MayHaveApplied() {
 		return true
 	}
 	return e.SafetyOf(p).Level != safety.NotIdempotent

@@ -474,7 +474,7 @@ func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	if c.Engine().NoPushback {
 		trailer = nil // RetryInfo only, as WithoutPushback says
 	}
-	f := attempt.Failure{Err: a.err, Trailer: trailer, Sent: a.Sent(), Cut: a.cut, Number: a.n}
+	f := attempt.Failure{Err: a.err, Trailer: trailer, Status: len(a.Trailer) > 0, Sent: a.Sent(), Cut: a.cut, Number: a.n}
 	d, final := c.Decide(h.ctx, f)
 	switch {
 	case final != nil:

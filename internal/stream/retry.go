@@ -83,7 +83,7 @@ func (s *Stream) retryLocked(a *streamAttempt, err error) error {
 			s.mu.Lock()
 			a.trailer = trailer
 			s.mu.Unlock()
-			f := attempt.Failure{Err: err, Trailer: trailer, Sent: sent, Cut: cut, Opening: s.opening}
+			f := attempt.Failure{Err: err, Trailer: trailer, Status: len(trailer) > 0, Sent: sent, Cut: cut, Opening: s.opening}
 			var d time.Duration
 			d, final = s.c.Decide(s.ctx, f)
 			s.opening = false

@@ -1,14 +1,15 @@
 package interceptor_test
 
-// Red-team probes of issue 34 over loopback TCP: what a write's failure
-// made by the transport (an HTTP/2 reset) rather than by the server's
-// status tells about whether it was applied.
+// Tests over loopback TCP, first written as red-team probes of issue 34:
+// what a write's failure made by the transport (an HTTP/2 reset) rather
+// than by the server's status tells about whether it was applied.
 
 import (
 	"bytes"
 	"context"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,18 +27,26 @@ import (
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
 
+// rawAnswer is how probeRawServer answers a request: reset the stream with
+// an HTTP/2 error code (reset), answer trailers-only with a gRPC status
+// (status, when not OK), or answer OK with an empty message.
+type rawAnswer struct {
+	reset  http2.ErrCode
+	status codes.Code
+}
+
 // probeRawServer is a gRPC server on HTTP/2 frames over loopback TCP. A
 // stream whose request arrived whole (its END_STREAM) is "applied"; then
-// answer decides: reset the stream with an HTTP/2 error code, or answer it
-// OK (an empty message).
+// answer(n), for the n-th request from 0, decides how it is answered; nil
+// is an OK answer.
 type probeRawServer struct {
 	lis     net.Listener
 	applied atomic.Int32
-	answer  func(n int) (reset bool, code http2.ErrCode)
+	answer  func(n int) *rawAnswer
 	wg      sync.WaitGroup
 }
 
-func newProbeRawServer(t *testing.T, answer func(n int) (bool, http2.ErrCode)) *probeRawServer {
+func newProbeRawServer(t *testing.T, answer func(n int) *rawAnswer) *probeRawServer {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +99,13 @@ func (s *probeRawServer) serve(c net.Conn) {
 	}
 	respond := func(id uint32) error {
 		n := int(s.applied.Add(1)) - 1 // the request arrived whole: the handler has it
-		if reset, code := s.answer(n); reset {
-			return fr.WriteRSTStream(id, code)
+		switch a := s.answer(n); {
+		case a == nil:
+		case a.status != codes.OK:
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(":status", "200", "content-type", "application/grpc",
+				"grpc-status", strconv.Itoa(int(a.status)), "grpc-message", "quota"), EndStream: true, EndHeaders: true})
+		default:
+			return fr.WriteRSTStream(id, a.reset)
 		}
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(":status", "200", "content-type", "application/grpc"), EndHeaders: true}); err != nil {
 			return err
@@ -132,12 +146,12 @@ func (s *probeRawServer) serve(c net.Conn) {
 }
 
 // probeTCPClient dials addr through DialOptions of a Policy of 3 attempts,
-// 1 ms apart, with no budget.
-func probeTCPClient(t *testing.T, addr string) testgrpc.TestServiceClient {
+// 1 ms apart, with no budget, and opts.
+func probeTCPClient(t *testing.T, addr string, opts ...interceptor.Option) testgrpc.TestServiceClient {
 	p := grpcbackoff.DefaultPolicy()
 	p.Initial, p.Max, p.Jitter, p.MaxAttempts = time.Millisecond, time.Millisecond, 0, 3
-	opts := append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	dopts := append(interceptor.DialOptions(p, append(opts, interceptor.WithoutThrottle())...), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient("passthrough:///"+addr, dopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,27 +159,37 @@ func probeTCPClient(t *testing.T, addr string) testgrpc.TestServiceClient {
 	return testgrpc.NewTestServiceClient(cc)
 }
 
-// TestProbeResetAfterWriteAppliedNotResent: the server (or a proxy in front
-// of it: an HTTP/2 RST_STREAM is no gRPC status) has the whole request of a
-// write (CallNotIdempotent), then resets the stream with ENHANCE_YOUR_CALM
-// or FLOW_CONTROL_ERROR, which grpc-go turns into RESOURCE_EXHAUSTED. No
-// status came from the server (no trailer: grpc-go reports it), so nothing
-// says the write was not applied; GUARANTEES: "a write is never applied
-// twice by default ... nor after a reset once sent". The control, the
-// same reset with CANCEL (CANCELED, not retried), is applied once.
-func TestProbeResetAfterWriteAppliedNotResent(t *testing.T) {
-	t.Skip("red team: a write reset with RST_STREAM ENHANCE_YOUR_CALM/FLOW_CONTROL_ERROR (RESOURCE_EXHAUSTED from the transport, no trailer) after it reached the server is resent: applied twice, the caller gets success")
+// TestResetAfterWriteNotResent: the server (or a proxy in front of it: an
+// HTTP/2 RST_STREAM is no gRPC status) has the whole request of a write
+// (CallNotIdempotent), then resets the stream with ENHANCE_YOUR_CALM or
+// FLOW_CONTROL_ERROR, which grpc-go turns into RESOURCE_EXHAUSTED. No
+// status came from the server (an empty trailer), so nothing says the
+// write was not applied: it is not resent, as GUARANTEES says. CANCEL
+// (CANCELED, not retried) is applied once too. A server's own
+// RESOURCE_EXHAUSTED, trailers-only, says the write was not applied: it is
+// resent, unless WithoutPushback leaves the trailer unread (the safe side).
+func TestResetAfterWriteNotResent(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		code http2.ErrCode
+		name    string
+		answer  rawAnswer
+		opts    []interceptor.Option
+		applied int32
+		code    codes.Code
 	}{
-		{"ENHANCE_YOUR_CALM", http2.ErrCodeEnhanceYourCalm},
-		{"FLOW_CONTROL_ERROR", http2.ErrCodeFlowControl},
-		{"CANCEL (control)", http2.ErrCodeCancel},
+		{"reset ENHANCE_YOUR_CALM", rawAnswer{reset: http2.ErrCodeEnhanceYourCalm}, nil, 1, codes.ResourceExhausted},
+		{"reset FLOW_CONTROL_ERROR", rawAnswer{reset: http2.ErrCodeFlowControl}, nil, 1, codes.ResourceExhausted},
+		{"reset CANCEL", rawAnswer{reset: http2.ErrCodeCancel}, nil, 1, codes.Canceled},
+		{"server's RESOURCE_EXHAUSTED", rawAnswer{status: codes.ResourceExhausted}, nil, 2, codes.OK},
+		{"server's RESOURCE_EXHAUSTED, WithoutPushback", rawAnswer{status: codes.ResourceExhausted}, []interceptor.Option{interceptor.WithoutPushback()}, 1, codes.ResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newProbeRawServer(t, func(n int) (bool, http2.ErrCode) { return n == 0, tc.code })
-			c := probeTCPClient(t, srv.lis.Addr().String())
+			srv := newProbeRawServer(t, func(n int) *rawAnswer {
+				if n == 0 {
+					return &tc.answer
+				}
+				return nil
+			})
+			c := probeTCPClient(t, srv.lis.Addr().String(), tc.opts...)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			for _, kind := range []string{"unary", "client stream"} {
@@ -180,9 +204,16 @@ func TestProbeResetAfterWriteAppliedNotResent(t *testing.T) {
 						_, err = st.CloseAndRecv()
 					}
 				}
-				t.Logf("%s: err = %v (%v); the write was applied %d times", kind, err, status.Code(err), srv.applied.Load())
-				if n := srv.applied.Load(); n != 1 || status.Code(err) == codes.OK {
-					t.Errorf("%s: the write was applied %d times, the caller got %v; want once, and the reset's error", kind, n, err)
+				applied, want := srv.applied.Load(), tc.applied
+				if kind == "client stream" && tc.opts != nil {
+					want = 2 // streams read the trailer whatever WithoutPushback says
+				}
+				wantCode := tc.code
+				if want == 2 {
+					wantCode = codes.OK
+				}
+				if applied != want || status.Code(err) != wantCode {
+					t.Errorf("%s: the write reached the server %d times, the caller got %v; want %d and %v", kind, applied, err, want, wantCode)
 				}
 			}
 		})
