@@ -61,7 +61,8 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 // leave the codes the client retries to the client), and wraps the client's
 // gax Retryer: when the interceptor gave up on a call (a *grpcbackoff.Error
 // whose Reason is neither ReasonNotRetryable nor ReasonClientRetries), gax
-// does not retry it; an error the interceptor does not retry (a code outside
+// does not retry it, and a next call with the same request object and
+// context (a poller's) is a call of its own; an error the interceptor does not retry (a code outside
 // its Policy, a write that may have been applied) goes to the client's own
 // Retryer, which decides as it would alone. The polling of op.Wait is
 // adopted with the client's LROClient:
@@ -139,7 +140,12 @@ type handOver struct {
 func (r *handOver) Retry(err error) (time.Duration, bool) {
 	var ge *grpcbackoff.Error
 	if errors.As(err, &ge) && ge.Reason != grpcbackoff.ReasonNotRetryable && ge.Reason != grpcbackoff.ReasonClientRetries || r.own == nil {
+		cloudclients.Decline(err) // not sent again: the next call with its request and context is another
 		return 0, false
 	}
-	return r.own.Retry(err)
+	pause, ok := r.own.Retry(err)
+	if !ok {
+		cloudclients.Decline(err)
+	}
+	return pause, ok
 }

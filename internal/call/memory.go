@@ -43,5 +43,9 @@ func (e *Engine) Remember(p *Plan, u *Unary, err error, attempts int) {
 		return
 	}
 	again := err != nil && u.Origin.Err() == nil && p.Client.Resends.Has(status.Code(err))
-	e.Memory.End(u.Origin, k, p.Taken, again, p.Prior+max(attempts-1, 0), time.Now(), p.Client.Pause+cloudclients.ResendGrace)
+	var declinable error
+	if p.Client.HandedOver {
+		declinable = err // Adopt's Retryer forgets it if it does not resend it
+	}
+	e.Memory.End(u.Origin, k, p.Taken, again, p.Prior+max(attempts-1, 0), time.Now(), p.Client.Pause+cloudclients.ResendGrace, declinable)
 }

@@ -51,6 +51,9 @@ type Client struct {
 	// Memory of its call needs.
 	Resends CodeSet
 	Pause   time.Duration
+	// HandedOver: the client handed its retries over (gaxretry.Adopt); its
+	// Retryer says when it will not send the call again (Decline).
+	HandedOver bool
 }
 
 // everyCode is every code but OK.
@@ -104,11 +107,10 @@ func Learn(ctx context.Context, method string, opts []grpc.CallOption, api *API,
 		cl.Pause = max(cl.Pause, marked.MaxPause)
 	}
 	if handedOver {
-		// The client's Retryer hands the call back after the Retrier gave
-		// up on it, but a per-call gax.WithRetry replaces that one and may
-		// resend it after any code, with gax's pauses (30 s at most by
-		// default).
-		cl.Google = true
+		// A per-call gax.WithRetry replaces Adopt's Retryer and may resend
+		// the call after any code, with gax's pauses (30 s at most by
+		// default); Adopt's own Retryer says when it will not (Decline).
+		cl.Google, cl.HandedOver = true, true
 		cl.Codes, cl.Hinted, cl.Opening = 0, 0, false
 		cl.Resends, cl.Pause = everyCode, max(cl.Pause, gaxMaxPause)
 	}

@@ -2,6 +2,7 @@ package cloudclients
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,28 @@ type remembered struct {
 	within  time.Duration // how long after ended the client may send it again
 	busy    bool          // a resend of it is under way: a call that finds it then is another call
 	stop    func() bool   // stops the context.AfterFunc that forgets it; nil: none
+	err     error         // its error, for Decline; nil: not declinable
+}
+
+// declinable maps the error an adopted call ended with (gaxretry.Adopt) to
+// the function that forgets its entry: Adopt's Retryer, which sees that
+// error, forgets the call when it does not send it again (Decline), so that
+// the caller's next call with the same request and context (a poller's) is
+// a call of its own. A per-call gax.WithRetry, which replaces that Retryer
+// and may resend the call, leaves the entry to bound its retries.
+var declinable sync.Map // error → func()
+
+// Decline forgets the call that ended with err, if it is an adopted call's
+// that is remembered: its client's Retryer will not send it again. The
+// error is the one the Retrier returned, or one that wraps it.
+func Decline(err error) {
+	for err != nil {
+		if f, ok := declinable.LoadAndDelete(err); ok {
+			f.(func())()
+			return
+		}
+		err = errors.Unwrap(err)
+	}
 }
 
 // maxLogical bounds the calls remembered at once: past it, calls are not
@@ -110,9 +133,9 @@ func (l *Memory) Take(k Key, now time.Time) (retries int, ok bool) {
 
 // End records the end at now, with retries made in all, of an attempt of
 // the call with key k, whose context is ctx: forgotten if !again (its
-// client does not send it again), kept for within otherwise. taken says
-// the attempt took the entry.
-func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int, now time.Time, within time.Duration) {
+// client does not send it again), kept for within otherwise, or until
+// Decline(err) with a non-nil err. taken says the attempt took the entry.
+func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int, now time.Time, within time.Duration, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.m[k]
@@ -143,6 +166,20 @@ func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int,
 		l.n.Store(int32(len(l.m)))
 	}
 	e.retries, e.ended, e.within, e.busy = max(e.retries, retries), now, within, false
+	if e.err != nil {
+		declinable.Delete(e.err)
+	}
+	if e.err = err; err != nil && hashable(err) {
+		declinable.Store(err, func() { l.forget(k, e) })
+	} else {
+		e.err = nil
+	}
+}
+
+// hashable reports whether err can be a map key: errors are compared as
+// interfaces, and one of an uncomparable type would panic.
+func hashable(err error) bool {
+	return reflect.TypeOf(err).Comparable()
 }
 
 // forget drops e, the entry of k, if it is still there.
@@ -158,6 +195,9 @@ func (l *Memory) forget(k Key, e *remembered) {
 func (l *Memory) drop(k Key, e *remembered) {
 	if e.stop != nil {
 		e.stop()
+	}
+	if e.err != nil {
+		declinable.Delete(e.err)
 	}
 	delete(l.m, k)
 	l.n.Store(int32(len(l.m)))

@@ -1,8 +1,8 @@
 package googleclients_test
 
-// Red-team probe of issue 33: a poller that reuses one request object and
-// one context, on the README's set-up (ClientOptions and Adopt of the
-// Pub/Sub admin client), against pstest over loopback TCP.
+// A poller that reuses one request object and one context, on the README's
+// set-up (ClientOptions and Adopt of the Pub/Sub admin client), against
+// pstest over loopback TCP; first written as a red-team probe of issue 33.
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func (s *scriptedGetTopic) count() int {
 	return s.attempts
 }
 
-// TestProbePollerAfterFailedCall: a health poller calls GetTopic with one
+// TestPollerAfterFailedCall: a health poller calls GetTopic with one
 // request object and one context (its service's), through
 // ClientOptions(p) and Adopt of the topic admin client's CallOptions, as
 // the README shows. Its first call meets a short outage and fails after
@@ -68,10 +68,12 @@ func (s *scriptedGetTopic) count() int {
 // request object. Issue 33: "a call whose context is alive is always sent
 // at least once; what the memory knows can only lower the library's own
 // retries of a call its client resends"; RESOURCE_EXHAUSTED never retried
-// by nobody. The second call is taken for the client's resend of the
-// first, gets one attempt, and fails.
-func TestProbePollerAfterFailedCall(t *testing.T) {
-	t.Skip("red team: a poller's new call with the request object and context of an earlier failed call (Adopt) is taken for the client's resend: RESOURCE_EXHAUSTED gets 1 attempt, retried by nobody")
+// by nobody. Adopt's Retryer does not send the first call again, and says
+// so (cloudclients.Decline): the second is a call of its own, not the
+// client's resend of the first (TestAdoptPerCallRetry: a per-call
+// gax.WithRetry, which does resend it, keeps its retries bounded).
+func TestPollerAfterFailedCall(t *testing.T) {
+
 	const topicName = "projects/proj/topics/polled"
 	for _, tc := range []struct {
 		name       string
