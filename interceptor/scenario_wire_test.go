@@ -221,11 +221,12 @@ func fastPolicy() grpcbackoff.Policy {
 }
 
 // tcpClient returns a client of the loopback TCP address addr through a
-// Retrier of fastPolicy without a throttle, the log of its attempts, and a
-// context for its calls; the connection is closed when the test ends.
-func tcpClient(t *testing.T, addr string) (testgrpc.TestServiceClient, *attemptLog, context.Context) {
+// Retrier of fastPolicy without a throttle, with more options, the log of
+// its attempts, and a context for its calls; the connection is closed when
+// the test ends.
+func tcpClient(t *testing.T, addr string, more ...interceptor.Option) (testgrpc.TestServiceClient, *attemptLog, context.Context) {
 	log := new(attemptLog)
-	opts := append(interceptor.DialOptions(fastPolicy(), interceptor.WithoutThrottle()), log.dialOptions()...)
+	opts := append(interceptor.DialOptions(fastPolicy(), append(more, interceptor.WithoutThrottle())...), log.dialOptions()...)
 	cc, err := grpc.NewClient("passthrough:///"+addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ type Failure struct {
 	Err       error
 	Trailer   metadata.MD // for pushback; nil if not read
 	Committed bool        // response headers had arrived: the server has the call
-	Status    bool        // the status came in the server's trailers, not from a reset
+	Status    bool        // not committed: the status came in the server's trailers-only answer, not from a reset
 	Sent      bool        // a transport stream was made: the request may have reached the server
 	Cut       bool        // the attempt's own AttemptTimeout ended it
 	Opening   bool        // a stream's first opening failed: its client's to retry, if it retries the opening

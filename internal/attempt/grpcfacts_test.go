@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -39,6 +40,7 @@ type factCase struct {
 	code      codes.Code
 	committed bool // grpc.Header's metadata is not nil
 	sent      bool // grpc.Peer was written (and grpc.Trailer's metadata is not nil)
+	status    bool // a failure not committed: its status is the server's (grpc.Trailer's metadata is not empty)
 	ctxDone   bool // the call's context had ended when the attempt returned
 	closed    bool // the ClientConn was shut down when the attempt returned
 	streams   int  // streams a RawServer saw (its case only): grpc-go's transparent retry
@@ -112,9 +114,10 @@ func factCases() []factCase {
 
 		// A status the server sent alone (trailers-only): not committed,
 		// whatever its message says.
-		{name: "trailers-only UNAVAILABLE " + ctxDeadlineMsg, call: scripted(bufconntest.Fail(unavailable(ctxDeadlineMsg))), code: codes.Unavailable, sent: true},
-		{name: "trailers-only UNAVAILABLE " + dialErrMsg, call: scripted(bufconntest.Fail(unavailable(dialErrMsg))), code: codes.Unavailable, sent: true},
-		{name: "trailers-only UNAVAILABLE " + resolverMsg, call: scripted(bufconntest.Fail(unavailable(resolverMsg))), code: codes.Unavailable, sent: true},
+		{name: "trailers-only UNAVAILABLE " + ctxDeadlineMsg, call: scripted(bufconntest.Fail(unavailable(ctxDeadlineMsg))), code: codes.Unavailable, sent: true, status: true},
+		{name: "trailers-only UNAVAILABLE " + dialErrMsg, call: scripted(bufconntest.Fail(unavailable(dialErrMsg))), code: codes.Unavailable, sent: true, status: true},
+		{name: "trailers-only UNAVAILABLE " + resolverMsg, call: scripted(bufconntest.Fail(unavailable(resolverMsg))), code: codes.Unavailable, sent: true, status: true},
+		{name: "trailers-only RESOURCE_EXHAUSTED", call: raw([]bufconntest.RawAnswer{{Code: codes.ResourceExhausted, Message: "quota"}}), code: codes.ResourceExhausted, sent: true, status: true, streams: 1},
 
 		// After headers: committed, whatever the status or its message.
 		{name: "headers, then UNAVAILABLE " + ctxCanceledMsg, call: scripted(bufconntest.Step{Header: true, Err: unavailable(ctxCanceledMsg)}), code: codes.Unavailable, committed: true, sent: true},
@@ -126,10 +129,15 @@ func factCases() []factCase {
 		{name: "connection cut before headers", call: raw([]bufconntest.RawAnswer{{Cut: true}}), code: codes.Unavailable, sent: true, streams: 1},
 		{name: "connection cut after headers", call: raw([]bufconntest.RawAnswer{{Headers: true, Cut: true}}), code: codes.Unavailable, committed: true, sent: true, streams: 1},
 
+		// A stream reset once its request arrived: grpc-go makes the status
+		// from the reset's code; none is the server's.
+		{name: "RST_STREAM ENHANCE_YOUR_CALM", call: raw([]bufconntest.RawAnswer{{Reset: http2.ErrCodeEnhanceYourCalm, AfterRequest: true}}), code: codes.ResourceExhausted, sent: true, streams: 1},
+		{name: "RST_STREAM FLOW_CONTROL_ERROR", call: raw([]bufconntest.RawAnswer{{Reset: http2.ErrCodeFlowControl, AfterRequest: true}}), code: codes.ResourceExhausted, sent: true, streams: 1},
+
 		// A stream the server did not process is retried by grpc-go itself,
 		// retry policy off: once. The attempt reports the stream that
 		// answered, and when that one is refused too, it reports it sent.
-		{name: "REFUSED_STREAM, then answered", call: raw([]bufconntest.RawAnswer{{Refuse: true}, {Code: codes.Unavailable, Message: "second"}}), code: codes.Unavailable, sent: true, streams: 2},
+		{name: "REFUSED_STREAM, then answered", call: raw([]bufconntest.RawAnswer{{Refuse: true}, {Code: codes.Unavailable, Message: "second"}}), code: codes.Unavailable, sent: true, status: true, streams: 2},
 		{name: "REFUSED_STREAM twice", call: raw([]bufconntest.RawAnswer{{Refuse: true}}), code: codes.Unavailable, sent: true, streams: 2},
 		{name: "GOAWAY before processing, then answered on a new connection", call: raw([]bufconntest.RawAnswer{{GoAway: true}}, []bufconntest.RawAnswer{{Code: codes.OK}}), code: codes.OK, committed: true, sent: true, streams: 2},
 
@@ -221,6 +229,9 @@ func TestGRPCFacts(t *testing.T) {
 				}
 				if f.Sent != tc.sent || (facts.Trailer != nil) != tc.sent {
 					t.Errorf("grpc.Peer %v, grpc.Trailer %v: sent = %v, want %v", facts.Peer, facts.Trailer, f.Sent, tc.sent)
+				}
+				if !f.Committed && err != nil && f.Status != tc.status {
+					t.Errorf("grpc.Trailer %v: the server's status = %v, want %v", facts.Trailer, f.Status, tc.status)
 				}
 				if got := ctx.Err() != nil; got != tc.ctxDone {
 					t.Errorf("the call's context ended: %v, want %v", got, tc.ctxDone)

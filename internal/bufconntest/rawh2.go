@@ -27,6 +27,15 @@ type RawAnswer struct {
 	// Cut closes the connection, after the headers if Headers, without a
 	// status.
 	Cut bool
+	// Reset resets the stream with this HTTP/2 error code (not NO_ERROR),
+	// which grpc-go turns into a status of its own (ENHANCE_YOUR_CALM and
+	// FLOW_CONTROL_ERROR: RESOURCE_EXHAUSTED), with no status from the
+	// server.
+	Reset http2.ErrCode
+	// AfterRequest answers once the request arrived whole (its
+	// END_STREAM), as a handler that had it would; otherwise the answer
+	// follows the request's headers.
+	AfterRequest bool
 	// Code and Message are the status. OK comes after headers and an empty
 	// response message, as a unary call needs one.
 	Code    codes.Code
@@ -42,9 +51,10 @@ type RawServer struct {
 	lis    net.Listener
 	answer func(conn, stream int) RawAnswer
 
-	mu      sync.Mutex
-	streams []string // the method of each stream received, in order
-	conns   int
+	mu       sync.Mutex
+	streams  []string // the method of each stream received, in order
+	conns    int
+	requests int // requests that arrived whole
 }
 
 // NewRawServer serves answer on lis (a loopback TCP or bufconn listener)
@@ -83,6 +93,14 @@ func (s *RawServer) Streams() []string {
 	return append([]string(nil), s.streams...)
 }
 
+// Requests returns the number of requests that arrived whole (their
+// END_STREAM), the streams the server could have applied.
+func (s *RawServer) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
 // serve answers the streams of connection c, number n, until the client
 // goes or an answer ends the connection.
 func (s *RawServer) serve(c net.Conn, n int) {
@@ -103,6 +121,53 @@ func (s *RawServer) serve(c net.Conn, n int) {
 			enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
 		}
 		return bytes.Clone(hbuf.Bytes())
+	}
+	// respond answers stream id as a says; false: the connection is done.
+	respond := func(id uint32, a RawAnswer) bool {
+		switch {
+		case a.Refuse:
+			return fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) == nil
+		case a.Reset != http2.ErrCodeNo:
+			return fr.WriteRSTStream(id, a.Reset) == nil
+		case a.GoAway:
+			fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+			return false
+		}
+		status := []string{"grpc-status", strconv.Itoa(int(a.Code)), "grpc-message", a.Message}
+		start := []string{":status", "200", "content-type", "application/grpc"}
+		var err error
+		switch {
+		case a.Headers || a.Code == codes.OK && !a.Cut:
+			err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(start...), EndHeaders: true})
+			if err == nil && a.Cut {
+				return false
+			}
+			if err == nil && a.Code == codes.OK {
+				err = fr.WriteData(id, false, []byte{0, 0, 0, 0, 0}) // an empty message
+			}
+			if err == nil {
+				err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(status...), EndStream: true, EndHeaders: true})
+			}
+		case a.Cut:
+			return false
+		default:
+			err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(append(start, status...)...), EndStream: true, EndHeaders: true})
+		}
+		return err == nil
+	}
+	// ended counts a request that arrived whole, and answers it if its
+	// answer waited for it.
+	pending := make(map[uint32]RawAnswer)
+	ended := func(id uint32) bool {
+		s.mu.Lock()
+		s.requests++
+		s.mu.Unlock()
+		a, ok := pending[id]
+		if !ok {
+			return true
+		}
+		delete(pending, id)
+		return respond(id, a)
 	}
 	stream := 0
 	for {
@@ -125,38 +190,20 @@ func (s *RawServer) serve(c net.Conn, n int) {
 			s.mu.Unlock()
 			a := s.answer(n, stream)
 			stream++
-			id := f.StreamID
-			switch {
-			case a.Refuse:
-				if fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) != nil {
-					return
-				}
-				continue
-			case a.GoAway:
-				fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+			if a.AfterRequest {
+				pending[f.StreamID] = a
+			} else if !respond(f.StreamID, a) {
 				return
 			}
-			status := []string{"grpc-status", strconv.Itoa(int(a.Code)), "grpc-message", a.Message}
-			start := []string{":status", "200", "content-type", "application/grpc"}
-			var err error
-			switch {
-			case a.Headers || a.Code == codes.OK && !a.Cut:
-				err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(start...), EndHeaders: true})
-				if err == nil && a.Cut {
-					return
-				}
-				if err == nil && a.Code == codes.OK {
-					err = fr.WriteData(id, false, []byte{0, 0, 0, 0, 0}) // an empty message
-				}
-				if err == nil {
-					err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(status...), EndStream: true, EndHeaders: true})
-				}
-			case a.Cut:
+			if f.StreamEnded() && !ended(f.StreamID) {
 				return
-			default:
-				err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(append(start, status...)...), EndStream: true, EndHeaders: true})
 			}
-			if err != nil {
+		case *http2.DataFrame:
+			if n := len(f.Data()); n > 0 {
+				fr.WriteWindowUpdate(0, uint32(n))
+				fr.WriteWindowUpdate(f.StreamID, uint32(n))
+			}
+			if f.StreamEnded() && !ended(f.StreamID) {
 				return
 			}
 		}
