@@ -76,7 +76,10 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 // interceptor hands back and what it gave up on; each of its attempts is
 // sent, the interceptor's retries across them staying within the Policy's
 // MaxAttempts, so that at most its attempts + MaxAttempts − 1 reach the
-// server. The gRPC options a method has are kept. Call Adopt before the client is used; calling it again changes
+// server. As the interceptor cannot tell when such a Retryer stops, a next
+// call with the same request object and context within the client's
+// longest pause is taken for one of its attempts: give each such call a
+// request of its own. The gRPC options a method has are kept. Call Adopt before the client is used; calling it again changes
 // nothing.
 //
 // It returns an error naming the type for anything but a non-nil pointer to

@@ -45,7 +45,8 @@ type Decision struct {
 	// NotIdempotent unless WithNonIdempotentRetries is set. Of those left
 	// for such a method (RESOURCE_EXHAUSTED, ABORTED), a failure is retried
 	// only when it is the server's own status, never a stream reset that
-	// grpc-go gave the same code.
+	// grpc-go gave the same code; none for a unary method under
+	// WithoutPushback, which leaves that unknown.
 	Codes []codes.Code
 	// Clients says what the Google Cloud clients that call the method retry
 	// by themselves, one entry per kind of client: for their calls, the
@@ -222,8 +223,11 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	d.Policy = &pol
 	k := r.e.SafetyOf(&p)
 	d.Safety, d.Source = Safety(k.Level), k.Source
+	// Under WithoutPushback a unary call reads no trailer, so no failure is
+	// known to be the server's own status: a write is resent after none.
+	blind := r.e.NoPushback && !isStream(fullMethod)
 	for _, c := range pol.Codes {
-		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && attempt.CodeMayHaveApplied(c) {
+		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && (attempt.CodeMayHaveApplied(c) || blind) {
 			continue
 		}
 		d.Codes = append(d.Codes, c)

@@ -5,13 +5,17 @@ package interceptor_test
 // than by the server's status tells about whether it was applied.
 
 import (
+	"context"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
@@ -81,6 +85,53 @@ func TestResetAfterWriteNotResent(t *testing.T) {
 				if applied != want || status.Code(err) != wantCode {
 					t.Errorf("%s: the write reached the server %d times, the caller got %v; want %d and %v", kind, applied, err, want, wantCode)
 				}
+			}
+		})
+	}
+}
+
+// TestExplainWithoutPushbackWrite: Explain and the wire agree on a write's
+// RESOURCE_EXHAUSTED: with the trailer read, the server's own is listed and
+// resent; under WithoutPushback, neither (a red team's probe found Explain
+// listing it while the wire did not resend it).
+func TestExplainWithoutPushbackWrite(t *testing.T) {
+	const method = "/grpc.testing.TestService/UnaryCall"
+	for _, tc := range []struct {
+		name string
+		opts []interceptor.Option
+		want int
+	}{
+		{"pushback read", nil, 2},
+		{"WithoutPushback", []interceptor.Option{interceptor.WithoutPushback()}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := append([]interceptor.Option{interceptor.WithSafety(method, interceptor.NotIdempotent), interceptor.WithoutThrottle()}, tc.opts...)
+			r, err := interceptor.New(fastPolicy(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			explained := slices.Contains(r.Explain(method).Codes, codes.ResourceExhausted)
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streams atomic.Int32
+			srv := bufconntest.NewRawServer(t, lis, func(_, _ int) bufconntest.RawAnswer {
+				if streams.Add(1) == 1 {
+					return bufconntest.RawAnswer{Code: codes.ResourceExhausted, Message: "quota", AfterRequest: true}
+				}
+				return bufconntest.RawAnswer{AfterRequest: true}
+			})
+			cc, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), append(r.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+			if n := srv.Requests(); n != tc.want || explained != (tc.want > 1) {
+				t.Errorf("the write reached the server %d times (err %v), Explain lists RESOURCE_EXHAUSTED: %v; want %d, and %v", n, err, explained, tc.want, tc.want > 1)
 			}
 		})
 	}

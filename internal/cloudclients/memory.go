@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
+
+	"github.com/platformkit/grpcbackoff"
 )
 
 // A Google Cloud client retries a call with one context and request, by
@@ -18,32 +21,71 @@ import (
 // remembered is how many retries the Retrier made across its client's
 // attempts of one call, for the client's next attempt of it.
 type remembered struct {
-	retries int           // retries the Retrier made
-	ended   time.Time     // when the last attempt of it ended
-	within  time.Duration // how long after ended the client may send it again
-	busy    bool          // a resend of it is under way: a call that finds it then is another call
-	stop    func() bool   // stops the context.AfterFunc that forgets it; nil: none
-	err     error         // its error, for Decline; nil: not declinable
+	retries int                // retries the Retrier made
+	ended   time.Time          // when the last attempt of it ended
+	within  time.Duration      // how long after ended the client may send it again
+	busy    bool               // a resend of it is under way: a call that finds it then is another call
+	stop    func() bool        // stops the context.AfterFunc that forgets it; nil: none
+	err     *grpcbackoff.Error // the error it ended with, for Decline; nil: not declinable
+	memory  *Memory            // its memory, and
+	key     Key                // its key there, for Decline
 }
 
-// declinable maps the error an adopted call ended with (gaxretry.Adopt) to
-// the function that forgets its entry: Adopt's Retryer, which sees that
-// error, forgets the call when it does not send it again (Decline), so that
-// the caller's next call with the same request and context (a poller's) is
-// a call of its own. A per-call gax.WithRetry, which replaces that Retryer
-// and may resend the call, leaves the entry to bound its retries.
-var declinable sync.Map // error → func()
+// declinable maps the error an adopted call ended with (gaxretry.Adopt), a
+// *grpcbackoff.Error the Retrier made for that call alone, to its entry:
+// Adopt's Retryer, which sees that error, forgets the call when it does not
+// send it again (Decline), so that the caller's next call with the same
+// request and context (a poller's) is a call of its own. A per-call
+// gax.WithRetry, which replaces that Retryer and may resend the call,
+// leaves the entry to bound its retries. The entries are held weakly: a
+// Memory dropped with its Retrier is not kept by this map, and the errors
+// of entries gone are swept as the map grows.
+var declinable struct {
+	mu    sync.Mutex
+	m     map[*grpcbackoff.Error]weak.Pointer[remembered]
+	sweep int // the size at which entries gone are swept
+}
 
-// Decline forgets the call that ended with err, if it is an adopted call's
-// that is remembered: its client's Retryer will not send it again. The
-// error is the one the Retrier returned, or one that wraps it.
+// Decline forgets the call that ended with err (the Retrier's error, or one
+// that wraps it), if it is an adopted call's that is remembered: its
+// client's Retryer will not send it again.
 func Decline(err error) {
-	for err != nil {
-		if f, ok := declinable.LoadAndDelete(err); ok {
-			f.(func())()
-			return
+	var ge *grpcbackoff.Error
+	if !errors.As(err, &ge) {
+		return
+	}
+	declinable.mu.Lock()
+	wp, ok := declinable.m[ge]
+	delete(declinable.m, ge)
+	declinable.mu.Unlock()
+	if e := wp.Value(); ok && e != nil {
+		e.memory.forget(e.key, e)
+	}
+}
+
+// declinableSet makes e, the entry of k in l, declinable by err, in place
+// of the error it was declinable by; a nil err: by none.
+func declinableSet(e *remembered, err *grpcbackoff.Error) {
+	declinable.mu.Lock()
+	defer declinable.mu.Unlock()
+	if e.err != nil && declinable.m[e.err] == weak.Make(e) {
+		delete(declinable.m, e.err)
+	}
+	e.err = err
+	if err == nil {
+		return
+	}
+	if declinable.m == nil {
+		declinable.m = make(map[*grpcbackoff.Error]weak.Pointer[remembered])
+	}
+	declinable.m[err] = weak.Make(e)
+	if len(declinable.m) >= declinable.sweep {
+		for ge, wp := range declinable.m {
+			if wp.Value() == nil {
+				delete(declinable.m, ge)
+			}
 		}
-		err = errors.Unwrap(err)
+		declinable.sweep = 2*len(declinable.m) + 64
 	}
 }
 
@@ -158,7 +200,7 @@ func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int,
 		if l.m == nil {
 			l.m = make(map[Key]*remembered)
 		}
-		e = &remembered{}
+		e = &remembered{memory: l, key: k}
 		if k.done != nil {
 			e.stop = context.AfterFunc(ctx, func() { l.forget(k, e) })
 		}
@@ -166,20 +208,13 @@ func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int,
 		l.n.Store(int32(len(l.m)))
 	}
 	e.retries, e.ended, e.within, e.busy = max(e.retries, retries), now, within, false
-	if e.err != nil {
-		declinable.Delete(e.err)
+	var ge *grpcbackoff.Error
+	if err == nil || !errors.As(err, &ge) {
+		ge = nil
 	}
-	if e.err = err; err != nil && hashable(err) {
-		declinable.Store(err, func() { l.forget(k, e) })
-	} else {
-		e.err = nil
+	if ge != e.err {
+		declinableSet(e, ge)
 	}
-}
-
-// hashable reports whether err can be a map key: errors are compared as
-// interfaces, and one of an uncomparable type would panic.
-func hashable(err error) bool {
-	return reflect.TypeOf(err).Comparable()
 }
 
 // forget drops e, the entry of k, if it is still there.
@@ -197,7 +232,7 @@ func (l *Memory) drop(k Key, e *remembered) {
 		e.stop()
 	}
 	if e.err != nil {
-		declinable.Delete(e.err)
+		declinableSet(e, nil)
 	}
 	delete(l.m, k)
 	l.n.Store(int32(len(l.m)))

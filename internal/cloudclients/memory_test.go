@@ -3,14 +3,27 @@ package cloudclients
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/platformkit/grpcbackoff"
 )
+
+// held reports whether the declinable map holds err.
+func held(err *grpcbackoff.Error) bool {
+	declinable.mu.Lock()
+	defer declinable.mu.Unlock()
+	_, ok := declinable.m[err]
+	return ok
+}
 
 // TestMemoryDecline: an adopted call's entry is forgotten when its client's
 // Retryer declines the error it ended with, wrapped or not; an entry with
-// no error to decline, or another error, is kept; a dropped entry leaves
-// nothing to decline.
+// no error to decline, or another error, is kept; an entry dropped leaves
+// nothing to decline; two calls that end with equal errors (one wrapped
+// error shared by an interceptor after the Retrier) are told apart, as the
+// Retrier makes an Error of each call's own.
 func TestMemoryDecline(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -19,28 +32,91 @@ func TestMemoryDecline(t *testing.T) {
 	req, other := new(int), new(int)
 	k, _ := KeyOf(ctx, "t", "/s/M", req)
 	k2, _ := KeyOf(ctx, "t", "/s/M", other)
-	errA, errB := fmt.Errorf("a"), fmt.Errorf("b")
+	shared := fmt.Errorf("circuit open")
+	errA := &grpcbackoff.Error{Err: shared, Reason: grpcbackoff.ReasonExhausted}
+	errB := &grpcbackoff.Error{Err: shared, Reason: grpcbackoff.ReasonExhausted}
 	m.End(ctx, k, false, true, 3, now, time.Minute, errA)
-	m.End(ctx, k2, false, true, 2, now, time.Minute, nil)
+	m.End(ctx, k2, false, true, 2, now, time.Minute, errB)
 
-	Decline(errB)
+	Decline(shared) // not the Retrier's error: nothing
+	Decline(&grpcbackoff.Error{Err: shared})
 	if m.Len() != 2 {
-		t.Fatalf("after declining another error: %d calls remembered, want 2", m.Len())
+		t.Fatalf("after declining other errors: %d calls remembered, want 2", m.Len())
 	}
-	Decline(fmt.Errorf("wrapped: %w", errA))
+	Decline(fmt.Errorf("wrapped by the client: %w", errA))
 	if _, ok := m.Take(k, now); ok {
 		t.Errorf("the declined call is still remembered")
 	}
 	if n, ok := m.Take(k2, now); !ok || n != 2 {
 		t.Errorf("the other call: %d, %v; want 2 retries remembered", n, ok)
 	}
-	if _, ok := declinable.Load(errA); ok {
+	if held(errA) {
 		t.Errorf("a declined error is still held")
 	}
 
-	m.End(ctx, k, false, true, 1, now, time.Minute, errB)
+	m.End(ctx, k, false, true, 1, now, time.Minute, errA)
 	m.End(ctx, k, true, false, 1, now, time.Minute, nil) // the call succeeded, say: dropped
-	if _, ok := declinable.Load(errB); ok {
+	if held(errA) {
 		t.Errorf("a dropped entry's error is still held")
 	}
+	m.End(ctx, k, false, true, 1, now, time.Minute, fmt.Errorf("not the Retrier's"))
+	if _, ok := m.Take(k, now); !ok {
+		t.Errorf("a call that ended with an error not the Retrier's is not remembered")
+	}
+}
+
+// TestMemoryDeclinableWeak: the declinable map does not keep a Memory
+// dropped with its Retrier, nor the requests it remembers, for calls that
+// were never declined and whose context never ends; the map's own entries
+// for them are swept as it grows.
+func TestMemoryDeclinableWeak(t *testing.T) {
+	const memories = 100
+	collected := make(chan struct{}, memories)
+	func() {
+		for i := range memories {
+			m := new(Memory)
+			req := new([1 << 10]byte)
+			runtime.AddCleanup(req, func(c chan struct{}) { c <- struct{}{} }, collected)
+			ctx := context.WithValue(context.Background(), collected, i) // a context that never ends
+			k, ok := KeyOf(ctx, "t", "/s/M", req)
+			if !ok {
+				t.Fatal("no key")
+			}
+			m.End(ctx, k, false, true, 1, time.Now(), time.Hour, &grpcbackoff.Error{Reason: grpcbackoff.ReasonExhausted})
+		}
+	}()
+	for i := 0; i < 10 && len(collected) < memories; i++ {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	// Cleanups run on their own goroutine: wait for them, boundedly.
+	deadline := time.After(10 * time.Second)
+	for n := 0; n < memories; n++ {
+		select {
+		case <-collected:
+		case <-deadline:
+			t.Fatalf("%d of %d remembered requests collected once their Memory was dropped; want all", n, memories)
+		}
+		if n%10 == 0 {
+			runtime.GC()
+		}
+	}
+	// The next registration sweeps the entries gone.
+	var m Memory
+	ctx := context.WithValue(context.Background(), collected, -1)
+	declinable.mu.Lock()
+	declinable.sweep = 0
+	declinable.mu.Unlock()
+	k, ok := KeyOf(ctx, "t", "/s/M", new(int))
+	if !ok {
+		t.Fatal("no key")
+	}
+	m.End(ctx, k, false, true, 1, time.Now(), time.Hour, &grpcbackoff.Error{})
+	declinable.mu.Lock()
+	n := len(declinable.m)
+	declinable.mu.Unlock()
+	if n > 1 {
+		t.Errorf("after a sweep the declinable map holds %d errors, want only the live entry's", n)
+	}
+	runtime.KeepAlive(&m)
 }
