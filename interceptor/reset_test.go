@@ -32,6 +32,7 @@ import (
 // (CANCELED, not retried) is applied once too. A server's own
 // RESOURCE_EXHAUSTED, trailers-only, says the write was not applied: it is
 // resent, unless WithoutPushback leaves the trailer unread (the safe side).
+// A read reset the same way is retried.
 func TestResetAfterWriteNotResent(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -39,12 +40,14 @@ func TestResetAfterWriteNotResent(t *testing.T) {
 		opts    []interceptor.Option
 		applied int32
 		code    codes.Code
+		read    bool
 	}{
-		{"reset ENHANCE_YOUR_CALM", bufconntest.RawAnswer{Reset: http2.ErrCodeEnhanceYourCalm}, nil, 1, codes.ResourceExhausted},
-		{"reset FLOW_CONTROL_ERROR", bufconntest.RawAnswer{Reset: http2.ErrCodeFlowControl}, nil, 1, codes.ResourceExhausted},
-		{"reset CANCEL", bufconntest.RawAnswer{Reset: http2.ErrCodeCancel}, nil, 1, codes.Canceled},
-		{"server's RESOURCE_EXHAUSTED", bufconntest.RawAnswer{Code: codes.ResourceExhausted, Message: "quota"}, nil, 2, codes.OK},
-		{"server's RESOURCE_EXHAUSTED, WithoutPushback", bufconntest.RawAnswer{Code: codes.ResourceExhausted, Message: "quota"}, []interceptor.Option{interceptor.WithoutPushback()}, 1, codes.ResourceExhausted},
+		{"a read, reset ENHANCE_YOUR_CALM", bufconntest.RawAnswer{Reset: http2.ErrCodeEnhanceYourCalm}, nil, 2, codes.OK, true},
+		{"reset ENHANCE_YOUR_CALM", bufconntest.RawAnswer{Reset: http2.ErrCodeEnhanceYourCalm}, nil, 1, codes.ResourceExhausted, false},
+		{"reset FLOW_CONTROL_ERROR", bufconntest.RawAnswer{Reset: http2.ErrCodeFlowControl}, nil, 1, codes.ResourceExhausted, false},
+		{"reset CANCEL", bufconntest.RawAnswer{Reset: http2.ErrCodeCancel}, nil, 1, codes.Canceled, false},
+		{"server's RESOURCE_EXHAUSTED", bufconntest.RawAnswer{Code: codes.ResourceExhausted, Message: "quota"}, nil, 2, codes.OK, false},
+		{"server's RESOURCE_EXHAUSTED, WithoutPushback", bufconntest.RawAnswer{Code: codes.ResourceExhausted, Message: "quota"}, []interceptor.Option{interceptor.WithoutPushback()}, 1, codes.ResourceExhausted, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,15 +64,19 @@ func TestResetAfterWriteNotResent(t *testing.T) {
 				return bufconntest.RawAnswer{AfterRequest: true}
 			})
 			c, _, ctx := tcpClient(t, lis.Addr().String(), tc.opts...)
+			callOpts := []grpc.CallOption{grpc.WaitForReady(true)}
+			if !tc.read {
+				callOpts = append(callOpts, interceptor.CallNotIdempotent())
+			}
 			for _, kind := range []string{"unary", "client stream"} {
 				streams.Store(0)
 				before := srv.Requests()
 				var err error
 				if kind == "unary" {
-					_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, interceptor.CallNotIdempotent(), grpc.WaitForReady(true))
+					_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, callOpts...)
 				} else {
 					var st testgrpc.TestService_StreamingInputCallClient
-					if st, err = c.StreamingInputCall(ctx, interceptor.CallNotIdempotent(), grpc.WaitForReady(true)); err == nil {
+					if st, err = c.StreamingInputCall(ctx, callOpts...); err == nil {
 						st.Send(&testgrpc.StreamingInputCallRequest{})
 						_, err = st.CloseAndRecv()
 					}
@@ -83,7 +90,7 @@ func TestResetAfterWriteNotResent(t *testing.T) {
 					wantCode = codes.OK
 				}
 				if applied != want || status.Code(err) != wantCode {
-					t.Errorf("%s: the write reached the server %d times, the caller got %v; want %d and %v", kind, applied, err, want, wantCode)
+					t.Errorf("%s: the call reached the server %d times, the caller got %v; want %d and %v", kind, applied, err, want, wantCode)
 				}
 			}
 		})
