@@ -20,11 +20,12 @@
 // or for half a window, so that it sees the retries it allowed a backoff
 // before they arrive. A method is over while its retries, counted and
 // expected, are at least Options.MinRetries and either more than
-// Options.Share of its attempts and expected retries, or the failures let
-// through in the current tenth of the window more than Share of a tenth's
-// attempts (so that what the window allows is let through a tenth at a
-// time, not in bursts); a client of the method is over by the same two
-// tests on its own counts. While both are, a failure of the client with a
+// Options.Share of its attempts and expected retries, or more than half of
+// that while the failures let through in the current tenth of the window
+// are more than Share of a tenth's attempts (so that what a window half
+// used allows is let through a tenth at a time, not in bursts, and a short
+// spike of failures in a quiet window keeps its retries); a client of the
+// method is over by the same tests on its own counts. While both are, a failure of the client with a
 // retriable code (UNAVAILABLE, RESOURCE_EXHAUSTED and Options.Codes) carries
 // the trailer grpc-retry-pushback-ms: -1, which gRFC A6 defines as "do not
 // retry": grpc-go's retry (with a retryPolicy) and grpc-java's stop, and this
@@ -104,9 +105,10 @@ const maxMethods = 1000
 
 // Options configure a Guard. The zero value is the defaults.
 type Options struct {
-	// Share is the share of a method's attempts, over Window (and over each
-	// tenth of it), that retries, counted and expected, may make before the
-	// guard refuses them: in (0, 1]. Default 0.1.
+	// Share is the share of a method's attempts, over Window (and, once
+	// half of it is used, over each tenth of Window), that retries, counted
+	// and expected, may make before the guard refuses them: in (0, 1].
+	// Default 0.1.
 	Share float64
 	// Window is how far back the guard counts, at least 10 ms; it slides by
 	// a tenth of its length. Default 10 s.

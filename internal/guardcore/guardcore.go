@@ -141,17 +141,24 @@ func (c *Core) Refuses(m *Method, cc *Counts, now time.Duration) bool {
 
 // overs reports whether the counts k are over in epoch e: their retries in
 // the window and those expected are at least minRetries, and either more
-// than Share of their attempts and those expected, or the failures let
-// through in bucket e are more than Share of a bucket's attempts (the first
-// tries in the window shared among its buckets), so that what the window
-// allows is let through a bucket at a time rather than all at once.
+// than Share of their attempts and those expected, or more than half that
+// share while the failures let through in bucket e are more than Share of a
+// bucket's attempts (the first tries in the window shared among its
+// buckets). So once a window is half used, what it allows is let through a
+// bucket at a time rather than all at once, and a short spike of failures
+// in a window that holds few retries keeps its retries.
 func (c *Core) overs(k *Counts, e int64, minRetries int64) bool {
 	first, retries := k.sum(e)
-	if retries < minRetries {
+	switch {
+	case retries < minRetries:
+		return false
+	case over(first, retries, c.share):
+		return true
+	case !over(first, 2*retries, c.share):
 		return false
 	}
 	lets, _ := counts(&k.x.b[e%horizon], e)
-	return over(first, retries, c.share) || over(first, min(e+1, buckets)*lets, c.share)
+	return over(first, min(e+1, buckets)*lets, c.share)
 }
 
 // State returns m's first tries and retries in the window at time now, the

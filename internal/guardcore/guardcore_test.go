@@ -120,51 +120,57 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
+// steady fills the window of a new Core with a client's 100 successful
+// first tries in each bucket, and returns it.
+func steady(t *testing.T, m *Method, key uint64) *Core {
+	c := newCore(t, Params{})
+	for b := range buckets {
+		for range 100 {
+			c.Count(m, key, time.Duration(b)*time.Second, false)
+		}
+	}
+	return c
+}
+
+// failures makes n first tries of the client key that fail at time at,
+// and returns how many were let through.
+func failures(c *Core, m *Method, key uint64, at time.Duration, n int) (let int) {
+	for range n {
+		if cc := c.Count(m, key, at, false); !c.Refuses(m, cc, at) {
+			let++
+		}
+	}
+	return let
+}
+
 // TestExpectsAndPaces is the start of an outage: a client's 100 successful
 // first tries in each bucket of a full window, then 200 first tries that
 // fail, in bucket 9 and again in bucket 10. The failures let through count
 // at once as retries expected, so the guard does not wait a backoff for
-// their retries to see the demand; and a bucket lets through at most Share
-// of a bucket's attempts: with k let through it lets the next while
-// 10·k ≤ 10% of (first + 10·k), first ≥ 90·k, where the window alone
-// (k ≤ first/9) would let through 133 of bucket 9's failures.
+// their retries to see the demand. Bucket 9 lets failures through until
+// the retries expected are half the window's share (2·k > 10% of
+// first + 2·k: 67 by 1 200 first tries); from then on a bucket lets through
+// at most Share of a bucket's attempts (10·k ≤ 10% of first + 10·k,
+// first ≥ 90·k), where the window alone would let through 133.
 func TestExpectsAndPaces(t *testing.T) {
-	c := newCore(t, Params{})
 	var m Method
 	const key = 42
-	for b := range buckets {
-		for range 100 {
-			c.Count(&m, key, time.Duration(b)*time.Second, false)
-		}
-	}
+	c := steady(t, &m, key)
 	at := 9500 * time.Millisecond
-	let := 0
-	for range 200 {
-		cc := c.Count(&m, key, at, false)
-		if !c.Refuses(&m, cc, at) {
-			let++
-		}
+	if let := failures(c, &m, key, at, 200); let != 67 {
+		t.Errorf("bucket 9 let %d failures through, want 67", let)
 	}
-	// 12 at once, a 13th at 1 080 first tries and a 14th at 1 170.
-	if let != 14 {
-		t.Errorf("bucket 9 let %d failures through, want 14", let)
-	}
-	if f, r, x, over, _ := c.State(&m, at); f != 1200 || r != 0 || x != 14 || !over {
-		t.Errorf("State = %d, %d, %d, %v; want 1200 first tries, 0 retries, 14 expected, over", f, r, x, over)
+	if f, r, x, over, _ := c.State(&m, at); f != 1200 || r != 0 || x != 67 || !over {
+		t.Errorf("State = %d, %d, %d, %v; want 1200 first tries, 0 retries, 67 expected, over", f, r, x, over)
 	}
 
 	// The next bucket lets through its own share: bucket 0 has left the
 	// window, which holds 1 100 first tries, then 1 300; 15 by 1 260.
 	at = 10500 * time.Millisecond
-	let = 0
-	for range 200 {
-		if cc := c.Count(&m, key, at, false); !c.Refuses(&m, cc, at) {
-			let++
-		}
-	}
+	let := failures(c, &m, key, at, 200)
 	_, _, expected, _, _ := c.State(&m, at)
-	if let != 15 || expected != 14+15 {
-		t.Errorf("bucket 10 let %d failures through, %d expected in all; want 15 and 29", let, expected)
+	if let != 15 || expected != 67+15 {
+		t.Errorf("bucket 10 let %d failures through, %d expected in all; want 15 and 82", let, expected)
 	}
 
 	// Their retries come: each is counted once, as a retry, and expected no
@@ -176,5 +182,16 @@ func TestExpectsAndPaces(t *testing.T) {
 	}
 	if _, r, x, _, _ := c.State(&m, at); r != expected+1 || x != 0 {
 		t.Errorf("after %d retries: State = %d retries, %d expected; want %d, 0", expected+1, r, x, expected+1)
+	}
+}
+
+// TestSpikeKeepsRetries: a spike of 50 failures in one bucket of a window
+// that holds no retries is let through whole (50 expected are under half
+// the share of 1 050 first tries), where pacing alone would let 12.
+func TestSpikeKeepsRetries(t *testing.T) {
+	var m Method
+	c := steady(t, &m, 42)
+	if let := failures(c, &m, 42, 9500*time.Millisecond, 50); let != 50 {
+		t.Errorf("a spike of 50 failures: %d let through, want all", let)
 	}
 }
