@@ -1,6 +1,10 @@
 package guardcore
 
-import "testing"
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
 
 // TestExpected checks the ring of expected retries: failures let through
 // are expected until a retry matches them, the oldest first, or until they
@@ -53,4 +57,35 @@ func TestExpected(t *testing.T) {
 			t.Errorf("sum = %d, want 1: the slot's old epoch starts from zero", n)
 		}
 	})
+}
+
+// TestExpectedConcurrent: 8 goroutines let 1000 failures through each in
+// epochs 10 and 11, while 8 others send 900 retries each in epoch 12: every
+// retry finds a failure to match, none matches one twice, and 800 remain
+// expected.
+func TestExpectedConcurrent(t *testing.T) {
+	var x Expected
+	var wg sync.WaitGroup
+	var matched atomic.Int64
+	for g := range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				x.let(10 + int64(g%2))
+			}
+		})
+	}
+	wg.Wait()
+	for range 8 {
+		wg.Go(func() {
+			for range 900 {
+				if x.arrive(12) {
+					matched.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n, s := matched.Load(), x.sum(12); n != 7200 || s != 800 {
+		t.Errorf("%d retries matched, %d expected; want 7200 and 800", n, s)
+	}
 }
