@@ -2,9 +2,9 @@
 // gRPC: the first tries and retries of each method and of each of its
 // clients over a sliding window, the retries they are expected to make (the
 // failures let through whose retries have not come), and whether a
-// retriable failure is to carry pushback −1. Package guard drives it from its server interceptors
-// and the real clock; the fleet simulator (cmd/internal/sim) from its model
-// clock. It reads no clock: every time is an argument, the time since the
+// retriable failure is to carry pushback −1. Package guard drives it from
+// its server interceptors and the real clock; the fleet simulator
+// (cmd/internal/sim) from its model clock. It reads no clock: every time is an argument, the time since the
 // Core was made.
 package guardcore
 
@@ -144,9 +144,10 @@ func (c *Core) Refuses(m *Method, cc *Counts, now time.Duration) bool {
 // than Share of their attempts and those expected, or more than half that
 // share while the failures let through in bucket e are more than Share of a
 // bucket's attempts (the first tries in the window shared among its
-// buckets). So once a window is half used, what it allows is let through a
-// bucket at a time rather than all at once, and a short spike of failures
-// in a window that holds few retries keeps its retries.
+// buckets, or among those since the Core was made in its first window). So
+// once a window is half used, what it allows is let through a bucket at a
+// time rather than all at once, and a short spike of failures in a window
+// that holds few retries keeps its retries.
 func (c *Core) overs(k *Counts, e int64, minRetries int64) bool {
 	first, retries := k.sum(e)
 	switch {
