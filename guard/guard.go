@@ -12,7 +12,8 @@
 // replays. An attempt without it counts as a first try: the retries of a
 // client that does not send it, such as the gax-based retry of Google's
 // generated clients, are seen as first tries (they lower the share the guard
-// measures), and such clients do not read pushback either.
+// measures, though each failure let through to them is expected as a retry
+// for half a window), and such clients do not read pushback either.
 //
 // The guard counts over a sliding window (Options.Window), and counts each
 // retriable failure it lets through at once as a retry expected: until a
@@ -25,21 +26,23 @@
 // are more than Share of a tenth's attempts (so that what a window half
 // used allows is let through a tenth at a time, not in bursts, and a short
 // spike of failures in a quiet window keeps its retries); a client of the
-// method is over by the same tests on its own counts. While both are, a failure of the client with a
-// retriable code (UNAVAILABLE, RESOURCE_EXHAUSTED and Options.Codes) carries
-// the trailer grpc-retry-pushback-ms: -1, which gRFC A6 defines as "do not
-// retry": grpc-go's retry (with a retryPolicy) and grpc-java's stop, and this
-// library's ends with grpcbackoff.ReasonServerRefused. Counting per client
-// as well keeps one noisy client from switching off the retries of the
-// others. A failure let through on a call's last attempt is expected too
-// (the guard cannot know a client's maximum): it counts for half a window.
-// The guard never changes a status, never touches a successful response or
-// another code, and leaves a failure alone when its status has a RetryInfo
-// detail: the handler said when to retry. A pushback trailer the handler
-// sets itself cannot be seen from an interceptor (grpc-go keeps the trailer
-// in its transport stream, and replacing that stream in the context breaks
-// grpc.SetSendCompressor): a failure the guard marks then carries both
-// values, which gRFC A6 reads as "do not retry".
+// method is over by the same tests on its own counts. A failure let through
+// on a call's last attempt is expected too (the guard cannot know a
+// client's maximum): it counts for half a window.
+//
+// While both the method and the client are over, a failure of the client
+// with a retriable code (UNAVAILABLE, RESOURCE_EXHAUSTED and Options.Codes)
+// carries the trailer grpc-retry-pushback-ms: -1, which gRFC A6 defines as
+// "do not retry": grpc-go's retry (with a retryPolicy) and grpc-java's stop,
+// and this library's ends with grpcbackoff.ReasonServerRefused. Counting per
+// client as well keeps one noisy client from switching off the retries of
+// the others. The guard never changes a status, never touches a successful
+// response or another code, and leaves a failure alone when its status has a
+// RetryInfo detail: the handler said when to retry. A pushback trailer the
+// handler sets itself cannot be seen from an interceptor (grpc-go keeps the
+// trailer in its transport stream, and replacing that stream in the context
+// breaks grpc.SetSendCompressor): a failure the guard marks then carries
+// both values, which gRFC A6 reads as "do not retry".
 //
 // The defaults, 10% over 10 s, sit far from both sides: with 1% of calls
 // failing once, retries are 1% of the traffic; clients whose budgets allow

@@ -4,8 +4,8 @@
 // failures let through whose retries have not come), and whether a
 // retriable failure is to carry pushback −1. Package guard drives it from
 // its server interceptors and the real clock; the fleet simulator
-// (cmd/internal/sim) from its model clock. It reads no clock: every time is an argument, the time since the
-// Core was made.
+// (cmd/internal/sim) from its model clock. It reads no clock: every time is
+// an argument, the time since the Core was made.
 package guardcore
 
 import (
