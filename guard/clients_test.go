@@ -25,13 +25,15 @@ import (
 
 // Clients that read pushback, against a server in an outage (every attempt
 // fails with UNAVAILABLE at once), with five attempts per call. The guard's
-// default options: it marks failures once a method has seen 10 retries and
-// they are more than 10% of its attempts (one client here: its share is the
-// method's). So the first two calls make 5 attempts each (8 retries), the
-// third stops after its 10th retry (attempt 3), and every later call after
-// its first attempt.
+// default options: it marks failures once a method's retries, those it has
+// seen and those it expects, are at least 10 and more than 10% of its
+// attempts (one client here: its share is the method's). So the first two
+// calls make 5 attempts each (8 retries seen; each failure let through is
+// expected to be retried until its retry comes, the last of each call's too,
+// as the guard cannot know the client's maxAttempts: 2 expected), and every
+// later call stops after its first attempt.
 var (
-	guardedAttempts   = []int{5, 5, 3, 1, 1, 1}
+	guardedAttempts   = []int{5, 5, 1, 1, 1, 1}
 	unguardedAttempts = []int{5, 5, 5, 5, 5, 5}
 )
 

@@ -22,9 +22,10 @@ import (
 )
 
 // A guarded server in an outage, and a client of this library that makes up
-// to 5 attempts per call. Once the server has seen 10 retries, more than 10%
-// of its attempts, its failures carry pushback −1 and the client stops
-// retrying.
+// to 5 attempts per call. Once the server counts 10 retries, more than 10%
+// of its attempts (the 8 it has seen, and the 2 it expects: the last
+// failures of calls 1 and 2, which it let through), its failures carry
+// pushback −1 and the client stops retrying.
 func Example() {
 	g, err := guard.New(guard.Options{})
 	if err != nil {
@@ -64,7 +65,7 @@ func Example() {
 	// Output:
 	// call 1: attempts 5, attempts exhausted
 	// call 2: attempts 5, attempts exhausted
-	// call 3: attempts 3, server asked not to retry
+	// call 3: attempts 1, server asked not to retry
 	// call 4: attempts 1, server asked not to retry
-	// {FirstTries:4 Retries:10 Over:true Refused:2}
+	// {FirstTries:4 Retries:8 Expected:2 Over:true Refused:2}
 }

@@ -12,24 +12,46 @@
 // replays. An attempt without it counts as a first try: the retries of a
 // client that does not send it, such as the gax-based retry of Google's
 // generated clients, are seen as first tries (they lower the share the guard
-// measures), and such clients do not read pushback either.
+// measures, though each failure let through to them is expected as a retry
+// for half a window), and such clients do not read pushback either.
 //
-// The guard counts over a sliding window (Options.Window). While a method's
-// retries are at least Options.MinRetries and more than Options.Share of its
-// attempts, and the retries of the client that made the attempt are more
-// than Share of that client's attempts of the method, a failure with a
-// retriable code (UNAVAILABLE, RESOURCE_EXHAUSTED and Options.Codes) carries
-// the trailer grpc-retry-pushback-ms: -1, which gRFC A6 defines as "do not
-// retry": grpc-go's retry (with a retryPolicy) and grpc-java's stop, and this
-// library's ends with grpcbackoff.ReasonServerRefused. Counting per client
-// as well keeps one noisy client from switching off the retries of the
-// others. The guard never changes a status, never touches a successful
+// The guard counts over a sliding window (Options.Window), and counts each
+// retriable failure it lets through at once as a retry expected: until a
+// retry of the same client comes (then counted as that retry, never twice)
+// or for half a window, so that it sees the retries it allowed a backoff
+// before they arrive. A method is over while its retries, counted and
+// expected, are at least Options.MinRetries and either more than
+// Options.Share of its attempts and expected retries, or more than half of
+// that while the failures let through in the current tenth of the window
+// are more than Share of a tenth's attempts (so that what a window half
+// used allows is let through a tenth at a time, not in bursts, and a short
+// spike of failures in a quiet window keeps its retries); a client of the
+// method is over by the same tests on its own counts. A failure let through
+// on a call's last attempt is expected too (the guard cannot know a
+// client's maximum): it counts for half a window.
+//
+// While both the method and the client are over, a failure of the client
+// with a retriable code (UNAVAILABLE, RESOURCE_EXHAUSTED and Options.Codes)
+// carries the trailer grpc-retry-pushback-ms: -1, which gRFC A6 defines as
+// "do not retry": grpc-go's retry (with a retryPolicy) and grpc-java's stop,
+// and this library's ends with grpcbackoff.ReasonServerRefused. Counting per
+// client as well keeps one noisy client from switching off the retries of
+// the others. The guard never changes a status, never touches a successful
 // response or another code, and leaves a failure alone when its status has a
 // RetryInfo detail: the handler said when to retry. A pushback trailer the
 // handler sets itself cannot be seen from an interceptor (grpc-go keeps the
 // trailer in its transport stream, and replacing that stream in the context
 // breaks grpc.SetSendCompressor): a failure the guard marks then carries
 // both values, which gRFC A6 reads as "do not retry".
+//
+// The defaults, 10% over 10 s, sit far from both sides: with 1% of calls
+// failing once, retries are 1% of the traffic; clients whose budgets allow
+// 10% of calls (this library's long-run allowance) reach at most 9.1%
+// (0.1/1.1); 50 clients of 5 attempts in a 5 s outage sent 79%. 10 s holds
+// the whole schedule of grpc-go's usual policies and the first retries of
+// the Memorystore recipe (1, 2, 4 s), whose retries then come within the
+// half window a failure is expected for, and ends refusals a window after a
+// storm.
 //
 // A client is a connection: its peer's IP address and port. The counts of
 // up to 4096 clients (of a method each) are kept at a time, in a table where
@@ -86,16 +108,18 @@ const maxMethods = 1000
 
 // Options configure a Guard. The zero value is the defaults.
 type Options struct {
-	// Share is the share of a method's attempts, over Window, that retries
-	// may make before the guard refuses them: in (0, 1]. Default 0.1.
+	// Share is the share of a method's attempts, over Window (and, once
+	// half of it is used, over each tenth of Window), that retries, counted
+	// and expected, may make before the guard refuses them: in (0, 1].
+	// Default 0.1.
 	Share float64
 	// Window is how far back the guard counts, at least 10 ms; it slides by
 	// a tenth of its length. Default 10 s.
 	Window time.Duration
-	// MinRetries is the fewest retries of a method in Window for which the
-	// guard refuses anything, however large their share, so that the
-	// failing call of a quiet method keeps its retries. Default 10; at
-	// least 1 when set.
+	// MinRetries is the fewest retries of a method in Window, counted and
+	// expected, for which the guard refuses anything, however large their
+	// share, so that the failing call of a quiet method keeps its retries.
+	// Default 10; at least 1 when set.
 	MinRetries int
 	// Codes are retriable codes whose failures the guard marks, beside
 	// UNAVAILABLE and RESOURCE_EXHAUSTED, which it always marks (ABORTED,
@@ -180,7 +204,7 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 
 // count counts an attempt of fullMethod, whose context is ctx, and returns
 // its method's state and its client's counts.
-func (g *Guard) count(ctx context.Context, fullMethod string) (*method, *guardcore.Window) {
+func (g *Guard) count(ctx context.Context, fullMethod string) (*method, *guardcore.Counts) {
 	m := g.method(fullMethod)
 	return m, g.core.Count(&m.counts, g.clientKey(ctx, m.id), time.Since(g.start), isRetry(ctx))
 }
@@ -188,7 +212,7 @@ func (g *Guard) count(ctx context.Context, fullMethod string) (*method, *guardco
 // refuses reports whether the failure err of an attempt of m by the client
 // whose counts are c is to carry pushback −1, and counts it if so.
 // (time.Since reads the monotonic clock alone.)
-func (g *Guard) refuses(err error, m *method, c *guardcore.Window) bool {
+func (g *Guard) refuses(err error, m *method, c *guardcore.Counts) bool {
 	st, ok := status.FromError(err)
 	if !ok || g.codes&(1<<st.Code()) == 0 || hasRetryInfo(st) {
 		return false
@@ -254,9 +278,12 @@ func hasRetryInfo(st *status.Status) bool {
 type State struct {
 	// FirstTries and Retries are the method's attempts in the window now.
 	FirstTries, Retries int64
-	// Over says the method's retries are at least MinRetries and more than
-	// Share of its attempts: the retriable failures of its clients whose own
-	// retries are more than Share of their attempts carry pushback −1.
+	// Expected is the retries the guard expects: the retriable failures of
+	// the method it let through in the last half window whose retries have
+	// not come.
+	Expected int64
+	// Over says the method is over (see the package documentation): the
+	// retriable failures of its clients that are over too carry pushback −1.
 	Over bool
 	// Refused is the number of failures of the method that carried
 	// pushback −1, since the Guard was made.
@@ -271,6 +298,6 @@ func (g *Guard) State(fullMethod string) State {
 	} else if g.nameds.Load() < maxMethods {
 		return State{}
 	}
-	first, retries, over, refused := g.core.State(&m.counts, time.Since(g.start))
-	return State{FirstTries: first, Retries: retries, Over: over, Refused: refused}
+	first, retries, expected, over, refused := g.core.State(&m.counts, time.Since(g.start))
+	return State{FirstTries: first, Retries: retries, Expected: expected, Over: over, Refused: refused}
 }

@@ -115,12 +115,13 @@ func TestMarksWhileRetriesOverShare(t *testing.T) {
 			}
 		}
 
-		// The window slides: once the retries are out of it, nothing is marked.
+		// The window slides: once the retries are out of it, nothing is
+		// marked, and the failure let through is expected to be retried.
 		time.Sleep(guard.DefaultWindow)
 		if got := attempt(t, g, c, 1, errUnavailable); got != nil {
 			t.Errorf("a window later: pushback %q, want none", got)
 		}
-		if s := g.State(method); s != (guard.State{FirstTries: 0, Retries: 1, Refused: 3}) {
+		if s := g.State(method); s != (guard.State{FirstTries: 0, Retries: 1, Expected: 1, Refused: 3}) {
 			t.Errorf("a window later: State = %+v", s)
 		}
 	})

@@ -43,8 +43,9 @@ budget bound: on the retries sent, MinReserve + Reserve·S + Burst + (Ratio·R +
            fleet's), Burst and MinReserve once per process for budgets per process; S the successes in the
            Window before the outage, R its calls started per second
 at the server: retries that reached the server from the start of the outage to the end of the run
-guard bound: on those, k·(2·s/(1−s)·R·W + R·L + C), k = ⌊T/(0.9·W)⌋ + 1, s the guard's share, W its window,
-           L the longest first backoff, C the processes (at most 4097) (sim.GuardBound); UNAVAILABLE only
+guard bound: on those, min(w·(m + C), N·(m/10 + C) + w·(m/2 + C)), m = s/(1−s)·R·W, N = ⌈10·T/W⌉ + 1,
+           w = ⌈N/10⌉, s the guard's share, W its window, C the processes (at most 4097) (sim.GuardBound);
+           UNAVAILABLE only
 refused:   calls ended by the guard's pushback −1
 goodput:   successful calls per second from the end of the outage to the end of the run (offered: %.0f)
 failed:    calls that failed from the start of the outage to the end of the run

@@ -17,8 +17,9 @@ type Window struct {
 // the width of one, and the window slides by that step.
 const buckets = 10
 
-// A bucket's word: the low epochBits of its epoch, then its first tries,
-// then its retries, countBits each. A count stops at countMax (4 194 303 in
+// A bucket's word: the low epochBits of its epoch, then two counts (a
+// Window's first tries and retries, an Expected's failures let through and
+// retries arrived), countBits each. A count stops at countMax (4 194 303 in
 // one bucket of one method). Epochs are compared modulo 2^epochBits: a
 // bucket last written exactly a multiple of 2^20 epochs ago (12 days with
 // 1 s buckets) that was not written since would read as current.
@@ -30,42 +31,49 @@ const (
 )
 
 // add counts one attempt, a retry or a first try, in epoch e.
-func (w *Window) add(e int64, retry bool) {
-	slot := &w.b[e%buckets]
+func (w *Window) add(e int64, retry bool) { bump(&w.b[e%buckets], e, retry) }
+
+// sum returns the first tries and retries counted in epochs e−buckets+1
+// to e.
+func (w *Window) sum(e int64) (first, retries int64) {
+	for i := int64(0); i < buckets && e-i >= 0; i++ {
+		a, b := counts(&w.b[(e-i)%buckets], e-i)
+		first += a
+		retries += b
+	}
+	return first, retries
+}
+
+// bump adds one to the first count of the bucket word slot (the second if
+// second), for epoch e: from zero if slot holds another epoch.
+func bump(slot *atomic.Uint64, e int64, second bool) {
 	tag := uint64(e) & epochMask
 	for {
 		old := slot.Load()
-		first, retries := uint64(0), uint64(0)
+		a, b := uint64(0), uint64(0)
 		if old>>(2*countBits) == tag {
-			first, retries = old>>countBits&countMax, old&countMax
+			a, b = old>>countBits&countMax, old&countMax
 		}
 		switch {
-		case retry && retries < countMax:
-			retries++
-		case !retry && first < countMax:
-			first++
+		case second && b < countMax:
+			b++
+		case !second && a < countMax:
+			a++
 		}
-		if slot.CompareAndSwap(old, tag<<(2*countBits)|first<<countBits|retries) {
+		if slot.CompareAndSwap(old, tag<<(2*countBits)|a<<countBits|b) {
 			return
 		}
 	}
 }
 
-// sum returns the first tries and retries counted in epochs e−buckets+1
-// to e.
-func (w *Window) sum(e int64) (first, retries int64) {
-	for i := int64(0); i < buckets; i++ {
-		ep := e - i
-		if ep < 0 {
-			break
-		}
-		v := w.b[ep%buckets].Load()
-		if v>>(2*countBits) == uint64(ep)&epochMask {
-			first += int64(v >> countBits & countMax)
-			retries += int64(v & countMax)
-		}
+// counts returns the two counts of the bucket word slot for epoch e: zero
+// if it holds another epoch.
+func counts(slot *atomic.Uint64, e int64) (a, b int64) {
+	v := slot.Load()
+	if v>>(2*countBits) != uint64(e)&epochMask {
+		return 0, 0
 	}
-	return first, retries
+	return int64(v >> countBits & countMax), int64(v & countMax)
 }
 
 // over reports whether retries are more than share of all the attempts.

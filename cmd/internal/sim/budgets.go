@@ -201,31 +201,30 @@ func OutageOf(r Result, sc Fleet, t grpcbackoff.Throttle, processes int) Outage 
 // clients without a budget, from the start of an outage of sc answered
 // UNAVAILABLE, for processes processes making calls calls a second:
 //
-//	k · (2·m + F·L + C),  m = s/(1−s)·F·W,  k = ⌊T/(W − W/10)⌋ + 1
+//	min(w·(m + C), N·(m/10 + C) + w·(m/2 + C)),  m = s/(1−s)·F·W,  N = ⌈10·T/W⌉ + 1,  w = ⌈N/10⌉
 //
 // s is the guard's Share, W its Window, T the outage, F the calls per
-// second, L the longest first backoff of st's Policy and C the clients the
-// guard counts apart (the processes, at most its table's 4096 and one for
-// the rest). The guard counts a retry when it arrives, a backoff after the
-// failure it let through. Once a count falls under its share, by a margin
-// of at most m retries, it lets every failure through until arrivals fill
-// that margin; the first tries that fail from then on bring their first
-// retries within L, so that the stretch lasts at most m/F + L and lets
-// through at most m + F·L first tries and the m retries that arrived in
-// it: 2·m + F·L failures, whose retries are all the stretch brings. A count
-// falls under again only once those retries have left its window, which
-// slides by a tenth: at most k stretches in T. Each client's count can let
-// one more retry through in each (C).
+// second, C the clients the guard counts apart (the processes, at most its
+// table's 4096 and one for the rest), N the tenths of the window (its
+// buckets) the outage touches and w the windows. Each retry comes from a
+// failure the guard let through in the outage, which it counts from then
+// on as a retry, expected until the retry comes and counted in the window
+// for W after that, provided the retry comes within half a window (as the
+// first backoffs of st's Policy do). A failure is let through only while
+// the method's count or its client's is under its share (m retries counted
+// and expected, each client one more): at most m + C in any window. And
+// only while that count is under half its share (at most m/2 + C in any
+// window), or the failures let through in the current tenth are at most
+// its share of a tenth (m/10 + C).
 func GuardBound(sc Fleet, st Strategy, processes int, calls float64) float64 {
 	g, err := guardcore.New(*st.Guard) // for the defaults
 	if err != nil {
 		return math.NaN()
 	}
 	share, window := g.Params()
-	W := window.Seconds()
-	k := math.Floor(sc.Pause.Seconds()/(W-W/10)) + 1
-	p := st.Policy
-	L := float64(min(p.Initial+p.Jitter, p.Max)) * (1 + p.JitterFactor) / float64(time.Second)
+	m := share / (1 - share) * calls * window.Seconds()
+	N := math.Ceil(10*sc.Pause.Seconds()/window.Seconds()) + 1
 	C := float64(min(processes, guardcore.ClientSlots+1))
-	return k * (2*share/(1-share)*calls*W + calls*L + C)
+	w := math.Ceil(N / 10)
+	return min(w*(m+C), N*(m/10+C)+w*(m/2+C))
 }

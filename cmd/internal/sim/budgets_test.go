@@ -58,10 +58,11 @@ func TestFleetBudgetBound(t *testing.T) {
 // processes: without retries the server serves its offered load again at
 // once; with a budget per process the retries after the restart keep it down
 // to the end of the run; with the fleet's budget it recovers. With the
-// server's guard, grpc-go's built-in retry lets it recover, and the recipe
-// without a budget keeps it down: the retries the guard let through a
-// backoff before the restart arrive with it, and those of the attempts that
-// time out after it are none of the guard's to refuse.
+// server's guard, grpc-go's built-in retry and the recipe without a budget
+// both let it recover: the guard counts the failures it lets through as
+// retries to come and lets through a bucket's share at a time, so no burst
+// of retries arrives with the restart. (The recipe's takes 1 s or 6 s in
+// this small fleet, 11 and 4 of 15 runs: within 1 s in fleetsim -budgets.)
 func TestStormKeepsServerDown(t *testing.T) {
 	b := DefaultBudgets()
 	b.Base.Clients, b.Base.Backlog = 10_000, 1000
@@ -69,7 +70,9 @@ func TestStormKeepsServerDown(t *testing.T) {
 	for _, tc := range []struct {
 		st        Strategy
 		recovered bool
-	}{{NoRetry(), true}, {RecipeBudget(), false}, {RecipeFleet(), true}, {GRPCRetryGuard(), true}, {RecipeGuard(), false}} {
+		within    time.Duration
+	}{{NoRetry(), true, 10 * time.Second}, {RecipeBudget(), false, 0}, {RecipeFleet(), true, 10 * time.Second},
+		{GRPCRetryGuard(), true, 10 * time.Second}, {RecipeGuard(), true, 20 * time.Second}} {
 		r, err := RunFleet(context.Background(), sc, tc.st, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -77,8 +80,8 @@ func TestStormKeepsServerDown(t *testing.T) {
 		o := OutageOf(r, sc, grpcbackoff.DefaultThrottle(), 1000)
 		t.Logf("%-13s recovered %v +%v, goodput after %.0f/s of %.0f, %d failed, %d retries", tc.st.Name, r.Recovered, r.RecoveredAfter,
 			o.Goodput, sc.Offered(), o.Failed, o.Retries)
-		if r.Recovered != tc.recovered || tc.recovered && r.RecoveredAfter > 10*time.Second {
-			t.Errorf("%s: recovered %v after %v, want %v (within 10 s)", tc.st.Name, r.Recovered, r.RecoveredAfter, tc.recovered)
+		if r.Recovered != tc.recovered || tc.recovered && r.RecoveredAfter > tc.within {
+			t.Errorf("%s: recovered %v after %v, want %v (within %v)", tc.st.Name, r.Recovered, r.RecoveredAfter, tc.recovered, tc.within)
 		}
 		if !tc.recovered && o.Goodput > sc.Offered()/2 {
 			t.Errorf("%s: goodput after the outage %.0f/s, want under half the offered %.0f/s", tc.st.Name, o.Goodput, sc.Offered())
@@ -89,9 +92,10 @@ func TestStormKeepsServerDown(t *testing.T) {
 // TestGuardBound: 20 000 clients in 10 and 1000 processes, a 30 s outage
 // answered UNAVAILABLE: with the server's guard and no budget, the retries
 // that reach the server, this library's recipe's and grpc-go's built-in
-// retry's, stay within GuardBound, grow by at most a quarter from 10 to
-// 1000 processes, and are at most a third of the same clients' without the
-// guard; every call the guard refuses fails. In a pause the server answers
+// retry's, stay within GuardBound, grow from 10 to 1000 processes by at
+// most what counting each process apart allows (its one retry more in each
+// window the outage touches: 4 · 990), and are at most a third of the same
+// clients' without the guard; every call the guard refuses fails. In a pause the server answers
 // nothing, and the guard refuses nothing.
 func TestGuardBound(t *testing.T) {
 	b := DefaultBudgets()
@@ -132,8 +136,8 @@ func TestGuardBound(t *testing.T) {
 	for _, pair := range [][2]Strategy{{RecipeGuard(), Recipe()}, {GRPCRetryGuard(), GRPCRetry()}} {
 		guarded, plain := pair[0].Name, pair[1].Name
 		few, many := atServer[fmt.Sprint(guarded, 10)], atServer[fmt.Sprint(guarded, 1000)]
-		if float64(many) > 1.25*float64(few) {
-			t.Errorf("%s: %d retries at the server in 10 processes, %d in 1000: want at most a quarter more", guarded, few, many)
+		if many-few > 4*(1000-10) {
+			t.Errorf("%s: %d retries at the server in 10 processes, %d in 1000: want at most %d more", guarded, few, many, 4*(1000-10))
 		}
 		if unguarded := atServer[fmt.Sprint(plain, 1000)]; 3*many > unguarded {
 			t.Errorf("%s: %d retries at the server in 1000 processes, %s %d: want at most a third", guarded, many, plain, unguarded)

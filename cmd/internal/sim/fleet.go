@@ -416,7 +416,7 @@ func (s *sim) accept(r ref, now int64) {
 // arrive counts an attempt of client id, a retry or a first try, that
 // reaches the server now, and returns its connection's counts at the
 // server's guard (nil without a guard).
-func (s *sim) arrive(id int32, retry bool, now int64) *guardcore.Window {
+func (s *sim) arrive(id int32, retry bool, now int64) *guardcore.Counts {
 	if b := s.sample(now); b != nil && retry {
 		b.ServerRetries++
 	}
