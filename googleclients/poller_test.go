@@ -123,3 +123,60 @@ func TestPollerAfterFailedCall(t *testing.T) {
 		})
 	}
 }
+
+// TestPollerAfterResentCall: the poller's first call is resent by the
+// client's own Retryer (ABORTED, a code the Policy does not retry, after a
+// retried UNAVAILABLE), and that resend fails once with a code nobody
+// retries: the Retrier returns a *grpcbackoff.Error for it too, as it
+// retried the call in the client's earlier attempt, so that Adopt's
+// Retryer can say it will not send it again. The poller's next call, with
+// the same request object and context, meets UNAVAILABLE four times and an
+// answer: all its attempts are its own (a reviewer's case: it had 4 and
+// failed).
+func TestPollerAfterResentCall(t *testing.T) {
+	const topicName = "projects/proj/topics/polled"
+	for _, tc := range []struct {
+		name       string
+		sameObject bool
+	}{{"same request object", true}, {"control: a new request object", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := &scriptedGetTopic{}
+			srv := pstest.NewServer(pstest.ServerReactorOption{FuncName: "GetTopic", Reactor: script})
+			defer srv.Close()
+			if _, err := srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topicName}); err != nil {
+				t.Fatal(err)
+			}
+			p := grpcbackoff.DefaultPolicy()
+			p.Initial, p.Max, p.Jitter, p.MaxAttempts = 20*time.Millisecond, 50*time.Millisecond, 0, 5
+			platform, err := gaxretry.ClientOptions(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := pubsub.NewClient(t.Context(), "proj", append([]option.ClientOption{option.WithEndpoint(srv.Addr), option.WithoutAuthentication(),
+				option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))}, platform...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			req := &pubsubpb.GetTopicRequest{Topic: topicName}
+
+			script.set(codes.Unavailable, codes.Aborted, codes.NotFound)
+			if _, err = c.TopicAdminClient.GetTopic(ctx, req); status.Code(err) != codes.NotFound || script.count() != 3 {
+				t.Fatalf("the first call: %v after %d attempts; want NOT_FOUND after 3", err, script.count())
+			}
+			before := script.set(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)
+			if !tc.sameObject {
+				req = &pubsubpb.GetTopicRequest{Topic: topicName}
+			}
+			_, err = c.TopicAdminClient.GetTopic(ctx, req)
+			if n := script.count() - before; err != nil || n != 5 {
+				t.Errorf("the poller's next call (UNAVAILABLE ×4, then an answer): %v after %d attempts; want success after 5", err, n)
+			}
+		})
+	}
+}

@@ -223,9 +223,10 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	d.Policy = &pol
 	k := r.e.SafetyOf(&p)
 	d.Safety, d.Source = Safety(k.Level), k.Source
-	// Under WithoutPushback a unary call reads no trailer, so no failure is
-	// known to be the server's own status: a write is resent after none.
-	blind := r.e.NoPushback && !isStream(fullMethod)
+	// Under WithoutPushback a unary call that is not hedged reads no
+	// trailer, so no failure is known to be the server's own status: a
+	// write is resent after none.
+	blind := r.e.NoPushback && !isStream(fullMethod) && p.Hedge == nil
 	for _, c := range pol.Codes {
 		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && (attempt.CodeMayHaveApplied(c) || blind) {
 			continue

@@ -217,10 +217,13 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 // itself when nothing was retried (the only attempt failed with a code not
 // retried here, or left to the Google Cloud client, or the caller's context
 // ended during it: ReasonNone), a *grpcbackoff.Error of the call's attempts
-// otherwise. It is the one place a call's final error is made.
+// otherwise, also when the Retrier retried the call in its client's earlier
+// attempts of it (Plan.Prior): that Error is how the client's Retryer
+// tells the memory of the call it will not send it again
+// (cloudclients.Decline). It is the one place a call's final error is made.
 func (c *Call) Fail(err error, why grpcbackoff.Reason) error {
 	c.reason = why
-	if c.Attempts <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
+	if c.Plan.Prior+c.Attempts <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
 		return err
 	}
 	var elapsed time.Duration

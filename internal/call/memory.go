@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
-	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // A Google Cloud client retries a unary call with one context and request:
@@ -19,7 +18,7 @@ import (
 // recall looks up, for the unary call p plans with req on ctx and cc, a
 // Google Cloud client's, the retries the Retrier made in the client's
 // earlier attempts of it, which count in this one's.
-func (e *Engine) recall(ctx context.Context, p *Plan, conn *targets.Conn, cc *grpc.ClientConn, req any, opts []grpc.CallOption) {
+func (e *Engine) recall(ctx context.Context, p *Plan, cc *grpc.ClientConn, req any) {
 	if p.Policy == nil || p.Hedge != nil {
 		return
 	}
@@ -27,9 +26,10 @@ func (e *Engine) recall(ctx context.Context, p *Plan, conn *targets.Conn, cc *gr
 	if !ok {
 		return
 	}
-	if p.learnClient(ctx, conn, opts, req); !p.Client.Google {
-		return
-	}
+	// Only a Google Cloud client's call is remembered, by a key no other
+	// call has: which client it is is learnt at its first failure, as for
+	// every call, not here, where learning it would allocate on a call that
+	// may succeed.
 	p.Prior, p.Taken = e.Memory.Take(k, time.Now())
 }
 

@@ -38,7 +38,7 @@ func (e *Engine) Open(ctx context.Context, p *Plan, cc *grpc.ClientConn, req any
 		}
 	}
 	if req != nil && e.Memory.Len() > 0 {
-		e.recall(ctx, p, conn, cc, req, opts)
+		e.recall(ctx, p, cc, req)
 	}
 	conn.Started()
 	return conn, nil

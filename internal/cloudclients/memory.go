@@ -144,9 +144,11 @@ func KeyOf(ctx context.Context, target, method string, req any) (Key, bool) {
 // holds it is another call, with the same request and context: it counts
 // afresh.
 type Memory struct {
-	n  atomic.Int32 // len(m), read by every call: 0 skips the lookup
-	mu sync.Mutex
-	m  map[Key]*remembered
+	n       atomic.Int32 // len(m), read by every call: 0 skips the lookup
+	mu      sync.Mutex
+	m       map[Key]*remembered
+	sweepAt int       // the size of m at which entries past their time are dropped
+	swept   time.Time // when they last were
 }
 
 // Len returns the number of calls remembered: a call finds nothing when it
@@ -191,11 +193,16 @@ func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int,
 		return
 	}
 	if e == nil {
-		if len(l.m) >= maxLogical {
+		// Entries past their time are dropped as the memory grows (when it
+		// doubled since the last sweep) and, when it is full, at most once
+		// a second: a full memory of live entries is not walked on every
+		// call.
+		if len(l.m) >= l.sweepAt || len(l.m) >= maxLogical && now.Sub(l.swept) >= time.Second {
 			l.sweep(now)
-			if len(l.m) >= maxLogical {
-				return
-			}
+			l.sweepAt, l.swept = max(2*len(l.m), 64), now
+		}
+		if len(l.m) >= maxLogical {
+			return
 		}
 		if l.m == nil {
 			l.m = make(map[Key]*remembered)

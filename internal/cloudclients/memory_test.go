@@ -120,3 +120,25 @@ func TestMemoryDeclinableWeak(t *testing.T) {
 	}
 	runtime.KeepAlive(&m)
 }
+
+// TestMemorySweepsAsItGrows: entries past their time are dropped as the
+// memory grows, not only when it is full, so that a memory whose calls'
+// contexts live on does not keep them (and their requests) until it holds
+// 10 000.
+func TestMemorySweepsAsItGrows(t *testing.T) {
+	ctx := context.WithValue(context.Background(), t, 0) // never ends
+	var m Memory
+	now := time.Now()
+	for range 100 {
+		k, _ := KeyOf(ctx, "t", "/s/M", new(int))
+		m.End(ctx, k, false, true, 1, now, time.Second, nil)
+	}
+	later := now.Add(time.Hour)
+	for range 100 {
+		k, _ := KeyOf(ctx, "t", "/s/M", new(int))
+		m.End(ctx, k, false, true, 1, later, time.Second, nil)
+	}
+	if n := m.Len(); n != 100 {
+		t.Errorf("%d calls remembered, want the 100 still within their time", n)
+	}
+}
