@@ -19,13 +19,12 @@
 // retriable failure it lets through at once as a retry expected: until a
 // retry of the same client comes (then counted as that retry, never twice)
 // or for half a window, so that it sees the retries it allowed a backoff
-// before they arrive. A method is over while its retries, counted and
-// expected, are at least Options.MinRetries and either more than
-// Options.Share of its attempts and expected retries, or more than half of
-// that while the failures let through in the current tenth of the window
-// are more than Share of a tenth's attempts (so that what a window half
-// used allows is let through a tenth at a time, not in bursts, and a short
-// spike of failures in a quiet window keeps its retries); a client of the
+// before they arrive. A method is over while its retries (counted and
+// expected) are at least Options.MinRetries and above Share of its
+// attempts and expected retries, or above Share/2 while the failures let
+// through in this tenth of the window are above Share of a tenth's
+// attempts. The second test paces a half-used window by tenths, not in
+// bursts, and spares a short spike in a quiet window. A client of the
 // method is over by the same tests on its own counts. A failure let through
 // on a call's last attempt is expected too (the guard cannot know a
 // client's maximum): it counts for half a window.
