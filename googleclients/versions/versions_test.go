@@ -25,10 +25,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	gc "github.com/platformkit/grpcbackoff/internal/cloudclients"
-	"github.com/platformkit/grpcbackoff/internal/offline"
 )
-
-func TestMain(m *testing.M) { offline.Main(m) }
 
 // TestOtherVersions: for every method of Secret Manager v1.14.7's and
 // Pub/Sub v2.9.0's generated clients, the codes and the longest pause their
