@@ -1,6 +1,6 @@
 // Package googleclients writes the library's data on the Google Cloud
 // clients (by cmd/gaxdata): what every generated client retries, from
-// googleapis' gRPC service configs (internal/cloudclients/retries.txt and
+// googleapis' gRPC service configs (internal/googledata/retries.txt and
 // retries_gen.go), and what the descriptors of the methods of the clients
 // this module pins tell of their safety (safety_gen.go). Its tests check
 // that the committed data is current, that the table equals what the pinned
@@ -377,39 +377,40 @@ func RenderSafety(d *Data, pkg string) ([]byte, error) {
 
 package %s
 
-// methodFacts is what the descriptor of a pinned client's method tells of
-// it (see pinnedMethods).
-type methodFacts struct {
-	method string
-	safety safety
-	stream bool
-	why    string
+// MethodFacts is what the descriptor of a pinned client's method tells of
+// it (see PinnedMethods).
+type MethodFacts struct {
+	Method string
+	Safety Safety
+	Stream bool
+	Why    string
 }
 
-// safety is what a descriptor tells of a method's safety, as the interceptor
-// package reads it (interceptor.Safety).
-type safety int8
+// Safety is what a descriptor tells of a method's safety, as the
+// interceptor package reads it (interceptor.Safety).
+type Safety int8
 
 const (
-	safetyUnknown safety = iota
-	idempotent
-	notIdempotent
+	SafetyUnknown Safety = iota
+	Idempotent
+	NotIdempotent
 )
 
-// pinnedMethods is what the descriptors of the methods of the pinned
+// PinnedMethods is what the descriptors of the methods of the pinned
 // generated clients (googleclients/go.mod) and of the hand-written clients'
-// statements (handwritten.go) tell of their safety, as the interceptor
-// package reads them (interceptor.Safety, and why), sorted by method: for a
-// binary that does not link their generated packages.
-var pinnedMethods = [...]methodFacts{
+// statements (internal/cloudclients/handwritten.go) tell of their safety,
+// as the interceptor package reads them (interceptor.Safety, and why),
+// sorted by method: for a binary that does not link their generated
+// packages.
+var PinnedMethods = [...]MethodFacts{
 `, pkg)
-	name := map[interceptor.Safety]string{interceptor.SafetyUnknown: "safetyUnknown", interceptor.Idempotent: "idempotent", interceptor.NotIdempotent: "notIdempotent"}
+	name := map[interceptor.Safety]string{interceptor.SafetyUnknown: "SafetyUnknown", interceptor.Idempotent: "Idempotent", interceptor.NotIdempotent: "NotIdempotent"}
 	for _, s := range d.Safety {
 		stream := ""
 		if s.Stream {
-			stream = ", stream: true"
+			stream = ", Stream: true"
 		}
-		fmt.Fprintf(&b, "\t{method: %q, safety: %s%s, why: %q},\n", s.Method, name[s.Safety], stream, s.Source)
+		fmt.Fprintf(&b, "\t{Method: %q, Safety: %s%s, Why: %q},\n", s.Method, name[s.Safety], stream, s.Source)
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())
@@ -417,4 +418,4 @@ var pinnedMethods = [...]methodFacts{
 
 // SafetyFile is the generated file of the methods' safety, from the
 // repository's root.
-const SafetyFile = "internal/cloudclients/safety_gen.go"
+const SafetyFile = "internal/googledata/safety_gen.go"

@@ -39,6 +39,7 @@
 // packages that import one way, each one's doc saying its place, bottom up:
 //
 //	internal/attempt       one attempt's facts: Failure, Facts, Timer, HeaderWatch
+//	internal/googledata    the generated data: what each generated Google client retries, the pinned methods' safety
 //	internal/cloudclients  what the Google Cloud clients retry, the rule, the memory of their calls
 //	internal/targets       a target's budget and adaptive throttling, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method

@@ -6,26 +6,18 @@
 // A call is a Google Cloud client's when its x-goog-api-client metadata
 // carries a gapic/ token (generated clients) or a gccl/ token (hand-written
 // ones). What a generated client retries comes from the googleapis gRPC
-// service config its default CallOptions were generated from (table.go,
-// retries.txt), what a hand-written retry loop does from its code
-// (handwritten.go), and where a pinned client differs from its file, from
-// the override that says why (overrides.go).
+// service config its default CallOptions were generated from (table.go
+// decodes internal/googledata's retries.txt), what a hand-written retry
+// loop does from its code (handwritten.go), and where a pinned client
+// differs from its file, from the override that says why (overrides.go).
 //
 // Above the data, the rule the engine follows for a call (client.go: Learn,
 // at a call's first failure, and Leaves, for each failure), and its Memory
 // of a client's call across the client's own attempts (memory.go). In the
-// engine's layers it sits just above internal/attempt: it knows no call,
-// only what a call's context, options and request tell.
-//
-// Three of its files are generated, by the go:generate line below (go
-// generate here, or go run ./googleclients/cmd/gaxdata -w from the
-// repository's root): retries.txt (the table in words, which a reviewer
-// reads), retries_gen.go (the same, deflated, which the binary carries)
-// and safety_gen.go (what the pinned clients' descriptors tell of each
-// method's safety). handwritten.go and overrides.go are written by hand.
+// engine's layers it sits just above internal/attempt and
+// internal/googledata (the generated data): it knows no call, only what a
+// call's context, options and request tell.
 package cloudclients
-
-//go:generate go run ../../googleclients/cmd/gaxdata -w
 
 import (
 	"fmt"
@@ -34,6 +26,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/platformkit/grpcbackoff/internal/googledata"
 )
 
 // Header is the metadata key by which the Google Cloud clients name
@@ -196,9 +190,9 @@ func Methods(service string) (methods []string, whole bool) {
 			methods = append(methods, h.method)
 		}
 	}
-	for _, m := range pinnedMethods {
-		if strings.HasPrefix(m.method, prefix) {
-			methods = append(methods, m.method)
+	for _, m := range googledata.PinnedMethods {
+		if strings.HasPrefix(m.Method, prefix) {
+			methods = append(methods, m.Method)
 		}
 	}
 	slices.Sort(methods)
@@ -228,12 +222,12 @@ func HandMethods() []string {
 // link the method's generated package; ok is false for a method the data
 // does not know.
 func Safety(method string) (safety int8, source string, stream, ok bool) {
-	i, found := slices.BinarySearchFunc(pinnedMethods[:], method, func(m methodFacts, name string) int { return strings.Compare(m.method, name) })
+	i, found := slices.BinarySearchFunc(googledata.PinnedMethods[:], method, func(m googledata.MethodFacts, name string) int { return strings.Compare(m.Method, name) })
 	if !found {
 		return 0, "", false, false
 	}
-	m := &pinnedMethods[i]
-	return int8(m.safety), m.why, m.stream, true
+	m := &googledata.PinnedMethods[i]
+	return int8(m.Safety), m.Why, m.Stream, true
 }
 
 // TableSource returns the googleapis commit of the table and its number of

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/platformkit/grpcbackoff/internal/googledata"
 )
 
 // bits returns the mask of cs.
@@ -186,16 +188,16 @@ func TestTable(t *testing.T) {
 			}
 		}
 	}
-	text, err := inflate(retriesDeflated)
+	text, err := inflate(googledata.RetriesDeflated)
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := os.ReadFile("retries.txt")
+	file, err := os.ReadFile("../googledata/retries.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if text != string(file) {
-		t.Errorf("retriesDeflated is not retries.txt: run go generate in internal/cloudclients")
+		t.Errorf("googledata.RetriesDeflated is not retries.txt: run go generate in internal/googledata")
 	}
 }
 
@@ -218,9 +220,9 @@ func TestData(t *testing.T) {
 			t.Errorf("overrides[%d] = %+v", i, o)
 		}
 	}
-	for i, m := range pinnedMethods {
-		if !wellFormed(m.method) || m.why == "" || i > 0 && pinnedMethods[i-1].method >= m.method {
-			t.Errorf("pinnedMethods[%d] = %+v", i, m)
+	for i, m := range googledata.PinnedMethods {
+		if !wellFormed(m.Method) || m.Why == "" || i > 0 && googledata.PinnedMethods[i-1].Method >= m.Method {
+			t.Errorf("googledata.PinnedMethods[%d] = %+v", i, m)
 		}
 	}
 }
@@ -247,7 +249,7 @@ func TestMethods(t *testing.T) {
 func BenchmarkDecodeTable(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		text, err := inflate(retriesDeflated)
+		text, err := inflate(googledata.RetriesDeflated)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/platformkit/grpcbackoff/internal/googledata"
 )
 
 // The table is what googleapis' gRPC service configs say each generated Go
@@ -16,10 +18,10 @@ import (
 // writes a method's default CallOptions from its config file's
 // retryPolicy: retryableStatusCodes become gax.OnCodes, initialBackoff,
 // maxBackoff and backoffMultiplier its gax.Backoff (maxAttempts is not
-// carried over: gax retries until the call's timeout). retries.txt holds it
-// in words, one line per name of a file (cloudclients.go's go:generate
-// line regenerates it); the binary carries it deflated (retries_gen.go) and
-// decodes it on the first lookup of a Google client's call.
+// carried over: gax retries until the call's timeout). internal/googledata's
+// retries.txt holds it in words, one line per name of a file (generated);
+// the binary carries it deflated (googledata.RetriesDeflated) and decodes
+// it on the first lookup of a Google client's call.
 //
 // A name is resolved as the generator does, in each file on its own: an
 // entry naming the method wins over one naming its whole service, whether
@@ -67,7 +69,7 @@ var (
 // loadTable returns the table, decoding it on the first call.
 func loadTable() *table {
 	tableOnce.Do(func() {
-		text, err := inflate(retriesDeflated)
+		text, err := inflate(googledata.RetriesDeflated)
 		if err == nil {
 			err = theTable.parse(text)
 		}

@@ -1,10 +1,10 @@
 // Command gaxdata writes the library's data on the Google Cloud clients:
 // what every generated Go client retries, from googleapis' gRPC service
-// configs (internal/cloudclients/retries.txt, in words, and
+// configs (internal/googledata/retries.txt, in words, and
 // retries_gen.go, which carries it deflated), and what the descriptors of
 // the methods of the clients the googleclients module pins tell of their
-// safety (internal/cloudclients/safety_gen.go). From the repository's
-// root, or by go generate in internal/cloudclients:
+// safety (internal/googledata/safety_gen.go). From the repository's
+// root, or by go generate in internal/googledata:
 //
 //	go run ./googleclients/cmd/gaxdata -w   # rewrites the three files
 //	go run ./googleclients/cmd/gaxdata      # prints retries.txt
