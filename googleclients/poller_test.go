@@ -57,6 +57,48 @@ func (s *scriptedGetTopic) count() int {
 	return s.attempts
 }
 
+// scriptedTopicClient returns a Pub/Sub client of a pstest server whose
+// GetTopic answers script, with topicName created, through
+// gaxretry.ClientOptions(p) and more options; its topic admin client's
+// CallOptions adopted (gaxretry.Adopt) if adopt.
+func scriptedTopicClient(t *testing.T, p grpcbackoff.Policy, adopt bool, more ...option.ClientOption) (*pubsub.Client, *scriptedGetTopic) {
+	t.Helper()
+	script := &scriptedGetTopic{}
+	srv := pstest.NewServer(pstest.ServerReactorOption{FuncName: "GetTopic", Reactor: script})
+	t.Cleanup(func() { srv.Close() })
+	if _, err := srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topicName}); err != nil {
+		t.Fatal(err)
+	}
+	platform, err := gaxretry.ClientOptions(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append([]option.ClientOption{option.WithEndpoint(srv.Addr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))}, more...)
+	c, err := pubsub.NewClient(t.Context(), "proj", append(opts, platform...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if adopt {
+		if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, script
+}
+
+// pollerPolicy is the Policy of the poller tests: 5 attempts, 20 to 50 ms
+// apart.
+func pollerPolicy() grpcbackoff.Policy {
+	p := grpcbackoff.DefaultPolicy()
+	p.Initial, p.Max, p.Jitter, p.MaxAttempts = 20*time.Millisecond, 50*time.Millisecond, 0, 5
+	return p
+}
+
+// topicName is the topic the poller tests poll.
+const topicName = "projects/proj/topics/polled"
+
 // TestPollerAfterFailedCall: a health poller calls GetTopic with one
 // request object and one context (its service's), through
 // ClientOptions(p) and Adopt of the topic admin client's CallOptions, as
@@ -74,39 +116,18 @@ func (s *scriptedGetTopic) count() int {
 // gax.WithRetry, which does resend it, keeps its retries bounded).
 func TestPollerAfterFailedCall(t *testing.T) {
 
-	const topicName = "projects/proj/topics/polled"
 	for _, tc := range []struct {
 		name       string
 		sameObject bool
 	}{{"same request object", true}, {"control: a new request object", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			script := &scriptedGetTopic{}
-			srv := pstest.NewServer(pstest.ServerReactorOption{FuncName: "GetTopic", Reactor: script})
-			defer srv.Close()
-			if _, err := srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topicName}); err != nil {
-				t.Fatal(err)
-			}
-			p := grpcbackoff.DefaultPolicy()
-			p.Initial, p.Max, p.Jitter, p.MaxAttempts = 20*time.Millisecond, 50*time.Millisecond, 0, 5
-			platform, err := gaxretry.ClientOptions(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := pubsub.NewClient(t.Context(), "proj", append([]option.ClientOption{option.WithEndpoint(srv.Addr), option.WithoutAuthentication(),
-				option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))}, platform...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
-				t.Fatal(err)
-			}
+			c, script := scriptedTopicClient(t, pollerPolicy(), true)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // the poller's job, with its deadline
 			defer cancel()
 			req := &pubsubpb.GetTopicRequest{Topic: topicName}
 
 			script.set(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)
-			_, err = c.TopicAdminClient.GetTopic(ctx, req)
+			_, err := c.TopicAdminClient.GetTopic(ctx, req)
 			var ge *grpcbackoff.Error
 			if !errors.As(err, &ge) || status.Code(err) != codes.Unavailable || script.count() != 5 {
 				t.Fatalf("the first call: %v after %d attempts; want UNAVAILABLE after 5", err, script.count())
@@ -134,46 +155,25 @@ func TestPollerAfterFailedCall(t *testing.T) {
 // answer: all its attempts are its own (a reviewer's case: it had 4 and
 // failed).
 func TestPollerAfterResentCall(t *testing.T) {
-	const topicName = "projects/proj/topics/polled"
 	for _, tc := range []struct {
 		name       string
 		sameObject bool
 	}{{"same request object", true}, {"control: a new request object", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			script := &scriptedGetTopic{}
-			srv := pstest.NewServer(pstest.ServerReactorOption{FuncName: "GetTopic", Reactor: script})
-			defer srv.Close()
-			if _, err := srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topicName}); err != nil {
-				t.Fatal(err)
-			}
-			p := grpcbackoff.DefaultPolicy()
-			p.Initial, p.Max, p.Jitter, p.MaxAttempts = 20*time.Millisecond, 50*time.Millisecond, 0, 5
-			platform, err := gaxretry.ClientOptions(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := pubsub.NewClient(t.Context(), "proj", append([]option.ClientOption{option.WithEndpoint(srv.Addr), option.WithoutAuthentication(),
-				option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))}, platform...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := gaxretry.Adopt(c.TopicAdminClient.CallOptions); err != nil {
-				t.Fatal(err)
-			}
+			c, script := scriptedTopicClient(t, pollerPolicy(), true)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			req := &pubsubpb.GetTopicRequest{Topic: topicName}
 
 			script.set(codes.Unavailable, codes.Aborted, codes.NotFound)
-			if _, err = c.TopicAdminClient.GetTopic(ctx, req); status.Code(err) != codes.NotFound || script.count() != 3 {
+			if _, err := c.TopicAdminClient.GetTopic(ctx, req); status.Code(err) != codes.NotFound || script.count() != 3 {
 				t.Fatalf("the first call: %v after %d attempts; want NOT_FOUND after 3", err, script.count())
 			}
 			before := script.set(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)
 			if !tc.sameObject {
 				req = &pubsubpb.GetTopicRequest{Topic: topicName}
 			}
-			_, err = c.TopicAdminClient.GetTopic(ctx, req)
+			_, err := c.TopicAdminClient.GetTopic(ctx, req)
 			if n := script.count() - before; err != nil || n != 5 {
 				t.Errorf("the poller's next call (UNAVAILABLE ×4, then an answer): %v after %d attempts; want success after 5", err, n)
 			}

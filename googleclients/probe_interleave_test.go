@@ -12,21 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/gaxretry"
 )
 
 func TestProbeInterleavingsRealClient(t *testing.T) {
-	const topicName = "projects/proj/topics/interleaved"
 	for _, tracing := range []bool{false, true} {
 		t.Run(map[bool]string{false: "tracing off", true: "tracing on"}[tracing], func(t *testing.T) {
 			if tracing {
@@ -37,29 +32,14 @@ func TestProbeInterleavingsRealClient(t *testing.T) {
 			if gax.IsFeatureEnabled("TRACING") != tracing {
 				t.Fatalf("gax tracing %v, want %v", !tracing, tracing)
 			}
-			script := &scriptedGetTopic{}
-			srv := pstest.NewServer(pstest.ServerReactorOption{FuncName: "GetTopic", Reactor: script})
-			defer srv.Close()
-			if _, err := srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: topicName}); err != nil {
-				t.Fatal(err)
-			}
 			p := grpcbackoff.DefaultPolicy()
 			p.Initial, p.Max, p.Jitter, p.MaxAttempts = 5*time.Millisecond, 10*time.Millisecond, 0, 4
-			platform, err := gaxretry.ClientOptions(p)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var own atomic.Int32 // the client's attempts: an interceptor before the library's
 			count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 				own.Add(1)
 				return invoker(ctx, method, req, reply, cc, opts...)
 			})
-			c, err := pubsub.NewClient(t.Context(), "proj", append([]option.ClientOption{option.WithEndpoint(srv.Addr), option.WithoutAuthentication(),
-				option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())), option.WithGRPCDialOption(count)}, platform...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c, script := scriptedTopicClient(t, p, false, option.WithGRPCDialOption(count))
 			rng := rand.New(rand.NewPCG(33, 4))
 			for i := range 10 {
 				cs := make([]codes.Code, 1+rng.IntN(10))

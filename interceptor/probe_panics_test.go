@@ -9,9 +9,7 @@ import (
 	"context"
 	"io"
 	"net"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -109,35 +107,6 @@ func (b wantPanics) Want(time.Time, time.Time, bool) bool {
 	return true
 }
 
-// probeBubbleGoroutines returns the stacks of the goroutines of the
-// caller's synctest bubble but its own, by goroutine ID.
-func probeBubbleGoroutines() map[string]string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	gs := strings.Split(string(buf), "\n\n")
-	bubble := func(g string) string {
-		header, _, _ := strings.Cut(g, "\n")
-		_, b, _ := strings.Cut(header, "synctest bubble ")
-		return b
-	}
-	mine := bubble(gs[0])
-	out := make(map[string]string)
-	for _, g := range gs[1:] {
-		if bubble(g) == mine {
-			id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
-			out[id] = g
-		}
-	}
-	return out
-}
-
 func TestProbeDeferredBudgetWantPanics(t *testing.T) {
 	for _, path := range []struct {
 		name string
@@ -200,7 +169,7 @@ func TestProbeDeferredBudgetWantPanics(t *testing.T) {
 					t.Fatalf("unarmed: %v", err)
 				}
 				synctest.Wait()
-				before := probeBubbleGoroutines()
+				before := bubbleGoroutines()
 				armed.Store(true)
 				var got any
 				func() {
@@ -211,7 +180,7 @@ func TestProbeDeferredBudgetWantPanics(t *testing.T) {
 				if got != (wantBoom{}) {
 					t.Errorf("the caller got the panic %v, want Want's", got)
 				}
-				for id, g := range probeBubbleGoroutines() {
+				for id, g := range bubbleGoroutines() {
 					if _, ok := before[id]; !ok {
 						t.Errorf("a goroutine of the call is left:\n%s", g)
 					}
