@@ -71,6 +71,8 @@ type Decision struct {
 	// WithoutPushback: unary calls then ignore a retry guard (streams read
 	// the trailer still, and RetryInfo is honoured).
 	Pushback bool
+
+	resume string // the name of the resume rule of the method (WithResume), "" for none
 }
 
 // String describes d in one line, e.g.
@@ -108,6 +110,9 @@ func (d Decision) String() string {
 		fmt.Fprintf(&b, ", each attempt cut after %v without an answer", d.Policy.AttemptTimeout)
 	}
 	fmt.Fprintf(&b, " [%s]; %s: %s", d.PolicySource, d.Safety, d.Source)
+	if d.resume != "" {
+		fmt.Fprintf(&b, "; a server stream that fails after delivering messages is resumed (WithResume for %q), MaxAttempts counting the opens in a row that deliver none", d.resume)
+	}
 	d.writeTail(&b)
 	return b.String()
 }
@@ -201,6 +206,9 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	r.e.Plan(&p, fullMethod, nil)
 	d := Decision{Method: fullMethod, Timeout: p.Timeout, MaxAttempts: p.Max, PolicySource: r.policySource(&p),
 		SharedBudget: r.e.Targets.Shared != nil && r.e.Targets.Throttle != nil, Budget: r.e.Targets.Throttle != nil, Pushback: !r.e.NoPushback}
+	if rule := r.resume.Of(fullMethod); rule != nil {
+		d.resume = rule.Name()
+	}
 	if p.Hedge != nil && isStream(fullMethod) {
 		// Hedging is for unary calls: a stream is retried by the Policy its
 		// failures answer to, as a call that is not hedged.

@@ -1,6 +1,9 @@
 package interceptor
 
-import "github.com/platformkit/grpcbackoff/internal/call"
+import (
+	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/resume"
+)
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
 // attempt, how many attempts came before it (as grpc-go's built-in retry does).
@@ -23,6 +26,8 @@ type Retrier struct {
 	e      call.Engine // what every call through r shares; its options set it (internal/call)
 	hedged bool        // some entry hedges: DialOptions watches response headers
 	timed  bool        // some Policy has an AttemptTimeout: so does it
+
+	resume resume.Table // WithResume's rules (internal/resume)
 }
 
 // An Option changes how New builds a Retrier.
