@@ -1,0 +1,78 @@
+//go:build resume
+
+// The resume rules of issue 43. The stream machine carries them out from
+// the issue's second phase, on the engine's one retry loop; until then this
+// file, and the tests of the same tag, build only with -tags resume.
+
+package interceptor
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/platformkit/grpcbackoff/internal/resume"
+)
+
+// WithResume gives the server streams of the methods that name matches a
+// resume rule: such a stream that fails after delivering messages, with a
+// failure its Policy retries, is reopened where it stopped, and the caller
+// sees one stream, every message once and in order, given a rule that is
+// right for the server. name is matched as in WithMethod; a service's rule
+// covers those of its server streams that take Req and return Resp, and a
+// method's own rule wins.
+//
+// record makes the resume token (a log's next offset, Bigtable's last row
+// key) from each message as the caller receives it, before RecvMsg
+// returns, and from the token of the message before (the zero Token at the
+// first). It must not keep resp, which the caller may reuse: copy what it
+// needs (bytes.Clone). reopen makes the request to reopen with from req, a
+// copy of the original request that it may change, and the token. It
+// returns io.EOF when the stream is complete (a limit reached): the stream
+// ends as at io.EOF; and any other error when it cannot resume it: the
+// caller gets the failure as without a rule. A stream that fails before
+// its first message reopens with its original request, without reopen.
+// Both run on the caller's goroutine, in its RecvMsg; a panic in them is
+// raised there, and breaks the stream as one in an Observer does (Stream).
+//
+// A resume is a retry: the Policy (codes, backoff, AttemptTimeout), the
+// retry budget, the deadline rule, pushback and RetryInfo, NoRetry,
+// CallPolicy and CallMaxAttempts, the method's Safety, the observers and
+// Explain treat it as one, and the reopened stream carries
+// PreviousAttemptsKey. After an open that delivered a message, the backoff
+// and MaxAttempts start again: MaxAttempts bounds the opens in a row that
+// deliver none, while End.Attempts and the error's Attempts count all.
+//
+// The stream's face: Header returns the headers of the open the stream
+// committed to (what the caller saw first) and never waits through a
+// resume; Trailer, once the stream ended, the last open's. Context does not
+// stop resuming: it returns a context of the library's, with the caller's
+// values and the peer of the open the stream committed to, done when the
+// stream ends (or the caller's context is). CloseSend returns at once, in
+// a resume's wait too, and a cancellation during the wait ends the stream
+// at once. The stream keeps its request (by reference: grpc-go's SendMsg
+// forbids changing it) and its token, never its messages.
+//
+// New needs the method's descriptor (registered once its generated package
+// is linked in, as Req's is), and refuses, with an error naming the rule,
+// a rule for a method that is not a server stream (unary, client streams
+// and bidi keep Stream's rules), of other types, or known not to be
+// idempotent (see Safety).
+func WithResume[Req, Resp proto.Message, Token any](name string, record func(tok Token, resp Resp) Token, reopen func(req Req, tok Token) (Req, error)) Option {
+	return func(r *Retrier) error {
+		if err := checkMethodName(name); err != nil {
+			return err
+		}
+		if record == nil || reopen == nil {
+			return fmt.Errorf("interceptor: WithResume(%q): record and reopen must not be nil", name)
+		}
+		rule := resume.New(name, record, reopen)
+		methods, err := resume.Methods(protoregistry.GlobalFiles, name, rule)
+		if err != nil {
+			return err
+		}
+		r.resume.Set(name, rule, methods)
+		return nil
+	}
+}
