@@ -34,7 +34,8 @@ import (
 // caller gets the failure as without a rule. A stream that fails before
 // its first message reopens with its original request, without reopen.
 // Both run on the caller's goroutine, in its RecvMsg; a panic in them is
-// raised there, and breaks the stream as one in an Observer does (Stream).
+// raised there, and again by every later operation of the stream, as a
+// panic under the stream is (see Stream).
 //
 // A resume is a retry: the Policy (codes, backoff, AttemptTimeout), the
 // retry budget, the deadline rule, pushback and RetryInfo, NoRetry,
@@ -58,7 +59,9 @@ import (
 // is linked in, as Req's is), and refuses, with an error naming the rule,
 // a rule for a method that is not a server stream (unary, client streams
 // and bidi keep Stream's rules), of other types, or known not to be
-// idempotent (see Safety).
+// idempotent (see Safety). A call whose request is not a Req (another Go
+// type of the message) gets INTERNAL from SendMsg, nothing sent; one whose
+// responses are not Resp is not resumed.
 func WithResume[Req, Resp proto.Message, Token any](name string, record func(tok Token, resp Resp) Token, reopen func(req Req, tok Token) (Req, error)) Option {
 	return func(r *Retrier) error {
 		if err := checkMethodName(name); err != nil {

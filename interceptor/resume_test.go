@@ -412,6 +412,67 @@ func TestResumeSafety(t *testing.T) {
 	}
 }
 
+// TestResumeCallPolicy: a call's own Policy sets a resume's wait as a
+// retry's; the rule, which is the method's, still applies.
+func TestResumeCallPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := logtail.NewServer(t, paced(1000, logtail.Faults(logtail.Fail(300, codes.Unavailable))))
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), (&nextOffset{}).option(tailMethod))...)
+		slow := bufconntest.Exact()
+		slow.Initial = 3 * time.Second
+		r := runTail(t.Context(), c, &logtail.TailRequest{}, tailHow{}, interceptor.CallPolicy(slow))
+		if r.Err != nil {
+			t.Fatalf("the stream ended with %v", r.Err)
+		}
+		checkRecords(t, r, 0, 1000)
+		if opens := srv.Opens(); len(opens) != 2 || opens[1].At.Sub(opens[0].End) != 3*time.Second {
+			t.Errorf("opens %+v, want a resume 3 s after the failure (the call's Policy)", opens)
+		}
+	})
+}
+
+// TestResumeOtherGoTypes: a call whose messages are not the rule's Go
+// types (the same message as another type: dynamicpb, a second generated
+// copy) is told, or not resumed: a request that is not a Req makes SendMsg
+// return INTERNAL naming the rule, nothing sent; a response that is not a
+// Resp stops the stream's resuming, its failure going to the caller.
+func TestResumeOtherGoTypes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := logtail.NewServer(t, paced(100, logtail.Faults(logtail.Fail(10, codes.Unavailable))))
+		cc := srv.Conn(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), (&nextOffset{}).option(tailMethod))...)
+		desc := &logtail.LogTail_ServiceDesc.Streams[0]
+		s, err := cc.NewStream(t.Context(), desc, tailMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMsg(&logtail.StatRequest{}); status.Code(err) != codes.Internal || !strings.Contains(err.Error(), tailMethod) {
+			t.Errorf("SendMsg(a StatRequest) = %v, want INTERNAL naming the rule", err)
+		}
+
+		s, err = cc.NewStream(t.Context(), desc, tailMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(s.SendMsg(&logtail.TailRequest{}), s.CloseSend()); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			err = s.RecvMsg(new(logtail.StatResponse)) // the same wire, another type
+			if err != nil {
+				break
+			}
+			n++
+		}
+		if st := status.Convert(err); n != 10 || st.Code() != codes.Unavailable || st.Message() != "logtail: failed after 10 records" {
+			t.Errorf("%d messages, then %v; want 10, then the server's UNAVAILABLE unchanged", n, err)
+		}
+		if opens := srv.Opens(); len(opens) != 1 {
+			t.Errorf("%d opens reached the server, want 1 (the first stream sent nothing)", len(opens))
+		}
+	})
+}
+
 // TestResumeExplain: Explain says a method's server streams resume, and
 // whose rule it is.
 func TestResumeExplain(t *testing.T) {
