@@ -1096,11 +1096,12 @@ func BenchmarkResumeRecv(b *testing.B) {
 // (client and server), as much as from one without
 // (BenchmarkResumeRecv has the figures).
 func TestResumeRecvAllocs(t *testing.T) {
-	perMessage := func(rule bool) float64 {
+	rule := &nextOffset{}
+	perMessage := func(withRule bool) float64 {
 		srv := logtail.NewServer(t, logtail.Options{Records: 1 << 20, Size: 1 << 10})
 		opts := []interceptor.Option{interceptor.WithoutThrottle()}
-		if rule {
-			opts = append(opts, (&nextOffset{}).option(scanMethod))
+		if withRule {
+			opts = append(opts, rule.option(scanMethod))
 		}
 		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), opts...)...)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -1118,6 +1119,9 @@ func TestResumeRecvAllocs(t *testing.T) {
 	}
 	none, with := perMessage(false), perMessage(true)
 	t.Logf("allocations per message received: %v without a rule, %v with one", none, with)
+	if n := rule.records.Load(); n < 5_000 {
+		t.Fatalf("the rule recorded %d messages, want every one received (5 001)", n)
+	}
 	if with > none+0.5 {
 		t.Errorf("a receive allocates %v times with a rule, %v without: record must add none", with, none)
 	}
