@@ -44,14 +44,14 @@
 //	internal/targets       a target's budget and adaptive throttling, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method
 //	internal/safety        whether a method may be sent again after a failure
-//	internal/call          a call's Plan, its decisions (Decide, Book, Pay, Wait), its end (Fail, End)
+//	internal/loop          a call's Plan, its decisions (Decide, Book, Pay, Wait), its end (Fail, End)
 //	internal/hedge         a hedged unary call
 //	internal/stream        the stream machine
 //	internal/unary         the unary path
 //
 // To change the stream machine, read Stream's contract (stream.go), then
 // internal/stream in the order its package doc gives, state.go first (the
-// states and their rules), then internal/call's Call (how a failed attempt
+// states and their rules), then internal/loop's Call (how a failed attempt
 // is decided on, paid for and ended) and internal/attempt (what a failure
 // tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
 // scenario tests, through the public API; internal/attempt's

@@ -2,8 +2,8 @@
 // attempts, sent every delay while none has answered, each with outputs of
 // its own; the first that answers wins and the caller gets its reply,
 // header, trailer and peer. Its failures are decided on, paid for and ended
-// by the call they belong to (internal/call), as any other call's. In the
-// engine's layers it sits above internal/call and below the unary path
+// by the call they belong to (internal/loop), as any other call's. In the
+// engine's layers it sits above internal/loop and below the unary path
 // (internal/unary), which hands it the calls of a hedged method.
 package hedge
 
@@ -19,8 +19,8 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/decide"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/targets"
 )
@@ -82,12 +82,12 @@ const (
 // and the next round starts after its backoff, no hedge going out
 // meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
 type Call struct {
-	c        call.Call
+	c        loop.Call
 	hp       *settings.Hedging
 	ctx      context.Context // the caller's, bounded by the plan's timeout
 	actx     context.Context // the attempts' parent, canceled when the call ends
 	cancel   context.CancelFunc
-	u        call.Unary
+	u        loop.Unary
 	rt       replyType
 	caller   callerOutputs
 	delay    time.Duration // between hedges
@@ -115,7 +115,7 @@ type Call struct {
 // ClientConn whose state is conn, or nil when u's reply cannot be copied
 // between attempts (then it is not hedged). ctx is the caller's context,
 // bounded by the plan's timeout.
-func New(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary) *Call {
+func New(e *loop.Engine, ctx context.Context, p *loop.Plan, conn *targets.Conn, u *loop.Unary) *Call {
 	rt, ok := replyTypeOf(u.Reply)
 	if !ok {
 		return nil

@@ -4,7 +4,7 @@
 // and from the method's descriptor (Describe: idempotency_level,
 // google.api.http and the words of a POST's name). In the engine's layers
 // it sits above the settings it reads (internal/settings) and below the
-// plan and the decision of a call (internal/call), which add what a call's
+// plan and the decision of a call (internal/loop), which add what a call's
 // own options state.
 package safety
 

@@ -8,17 +8,17 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // Only a receive (the caller's RecvMsg, or Header learning how an attempt
 // without headers ended) finds out that an attempt failed before the
 // commit; that goroutine replaces it (retryLocked), through the call's
-// decisions (internal/call), and a new attempt opens (openAttempt).
+// decisions (internal/loop), and a new attempt opens (openAttempt).
 
 // openAttempt opens attempt a on ctx. a runs under a context of its own,
 // which ending it cancels (a cut, a panic that broke the stream, its
-// replacement), with the caller's options, the layer mark (call.Mark) and
+// replacement), with the caller's options, the layer mark (loop.Mark) and
 // a grpc.OnFinish of its own, by which grpc-go tells that it had the
 // opening. It is called without mu.
 func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
@@ -28,7 +28,7 @@ func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
 		s.waitLocked(a, opOpen)
 		s.mu.Unlock()
 	}
-	opts := append(s.opts[:len(s.opts):len(s.opts)], call.Mark, grpc.OnFinish(a.finished))
+	opts := append(s.opts[:len(s.opts):len(s.opts)], loop.Mark, grpc.OnFinish(a.finished))
 	var cs grpc.ClientStream
 	var err error
 	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.CC, s.c.Plan.Method, opts...) })

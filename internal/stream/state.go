@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // streamState is where a stream is in its life. It goes
@@ -89,7 +89,7 @@ type Stream struct {
 
 	// c follows the attempts. The goroutine that retries, in state
 	// streamRetrying, is the only one to change it.
-	c call.Call
+	c loop.Call
 }
 
 // streamAttempt is one attempt of a stream. cs and cancel are set before the

@@ -12,7 +12,7 @@
 // messages sent to a new attempt), retry.go (a failed attempt replaced),
 // operations.go (the caller's SendMsg, RecvMsg, Header, CloseSend, Trailer
 // and Context), stream.go (Open, the one way in), plain.go (a stream no
-// Policy applies to). In the engine's layers it sits above internal/call,
+// Policy applies to). In the engine's layers it sits above internal/loop,
 // which decides and ends its retries as any call's.
 package stream
 
@@ -22,15 +22,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // Open is the stream interceptor of engine e: the one way into a stream,
 // its plan first. A stream no Retrier before this one took, and whose plan
 // has a Policy, is a Stream; one without is opened as it is (plain.go).
-func Open(e *call.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	var p call.Plan
+func Open(e *loop.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	var p loop.Plan
 	e.Plan(&p, method, opts)
 	if p.Through {
 		return streamer(ctx, desc, cc, method, opts...)
@@ -44,13 +44,13 @@ func Open(e *call.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.C
 
 // open opens the stream p plans: a Stream if it has a Policy, else a plain
 // one.
-func open(e *call.Engine, p *call.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func open(e *loop.Engine, p *loop.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	conn, err := e.Open(ctx, p, cc, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	if p.Policy == nil {
-		return plainStream(ctx, p, desc, cc, p.Method, streamer, append(opts[:len(opts):len(opts)], call.Mark))
+		return plainStream(ctx, p, desc, cc, p.Method, streamer, append(opts[:len(opts):len(opts)], loop.Mark))
 	}
 	p.Hedge = nil // streams are not hedged: their Policy applies
 	s := &Stream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.Policy.AttemptTimeout, c: e.NewCall(p, cc, conn, opts)}
@@ -80,12 +80,12 @@ func open(e *call.Engine, p *call.Plan, ctx context.Context, desc *grpc.StreamDe
 // grpc.OnFinish and which may make more than one attempt: its attempts go
 // without the OnFinish options, which run once when the stream ends (see
 // Stream.ended), or when its context ends first, as grpc-go runs them.
-func openFinishing(e *call.Engine, p *call.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	fs, rest := call.SplitOnFinish(opts)
+func openFinishing(e *loop.Engine, p *loop.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	fs, rest := loop.SplitOnFinish(opts)
 	cs, err := open(e, p, ctx, desc, cc, streamer, rest)
 	s, ok := cs.(*Stream)
 	if err != nil || !ok {
-		call.Finish(fs, err)
+		loop.Finish(fs, err)
 		return cs, err
 	}
 	s.mu.Lock()

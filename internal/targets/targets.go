@@ -4,7 +4,7 @@
 // beyond the process, Shared), its adaptive throttling (internal/adaptive),
 // and, per ClientConn, its closing and the Google API its calls serve
 // (internal/cloudclients). In the engine's layers it sits above one
-// attempt's facts (internal/attempt) and below the call (internal/call),
+// attempt's facts (internal/attempt) and below the call (internal/loop),
 // which asks it to pay for retries.
 package targets
 

@@ -3,7 +3,7 @@
 // (internal/hedge), or attempts retried as its Policy says, each with the
 // call options by which grpc-go tells what became of it, pooled so that a
 // call that succeeds allocates nothing (state.go). Its retries are decided,
-// paid for and ended by internal/call. It is the top of the engine's
+// paid for and ended by internal/loop. It is the top of the engine's
 // layers, below interceptor's Unary.
 package unary
 
@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/hedge"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
@@ -23,8 +23,8 @@ import (
 // passes through; then its opening (shared with streams), then one of a
 // hedged call, a single attempt, or attempts retried as the plan's Policy
 // says.
-func Invoke(e *call.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	var p call.Plan
+func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var p loop.Plan
 	e.Plan(&p, method, opts)
 	switch {
 	case p.Through:
@@ -44,7 +44,7 @@ func Invoke(e *call.Engine, ctx context.Context, method string, req, reply any, 
 		}
 	}
 	// Field by field: a composite literal would be built aside and copied.
-	var u call.Unary
+	var u loop.Unary
 	u.Method, u.Req, u.Reply, u.CC, u.Invoker, u.Opts, u.Origin = method, req, reply, cc, invoker, opts, origin
 	if p.Hedge != nil {
 		if h := hedge.New(e, ctx, &p, conn, &u); h != nil {
@@ -70,15 +70,15 @@ func Invoke(e *call.Engine, ctx context.Context, method string, req, reply any, 
 // finishing carries out a unary call whose options carry grpc.OnFinish and
 // which may make more than one attempt: the call without its OnFinish
 // options, which run once, with the call's final error.
-func finishing(e *call.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
-	fs, rest := call.SplitOnFinish(opts)
+func finishing(e *loop.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	fs, rest := loop.SplitOnFinish(opts)
 	err := Invoke(e, ctx, method, req, reply, cc, invoker, rest...)
-	call.Finish(fs, err)
+	loop.Finish(fs, err)
 	return err
 }
 
 // invokeOnce makes the single attempt of a call that is not retried.
-func invokeOnce(ctx context.Context, conn *targets.Conn, u *call.Unary) error {
+func invokeOnce(ctx context.Context, conn *targets.Conn, u *loop.Unary) error {
 	s := getUnaryState(u.Opts, false, false)
 	err := u.Invoker(ctx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	s.release()
@@ -90,7 +90,7 @@ func invokeOnce(ctx context.Context, conn *targets.Conn, u *call.Unary) error {
 // decides, pays for, waits for and makes its retries (retries), and ends the
 // call. The trailer of an attempt is not held through the wait that follows
 // it.
-func retry(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
+func retry(e *loop.Engine, ctx context.Context, p *loop.Plan, conn *targets.Conn, u *loop.Unary, f *attempt.Failure) error {
 	c := e.NewCall(p, u.CC, conn, u.Opts)
 	c.Req = u.Req
 	c.Attempts = 1
@@ -102,7 +102,7 @@ func retry(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn
 	return err
 }
 
-func retries(ctx context.Context, c *call.Call, u *call.Unary, f *attempt.Failure) error {
+func retries(ctx context.Context, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	for {
 		d, final := c.Decide(ctx, *f)
 		if final != nil {
@@ -135,7 +135,7 @@ func retries(ctx context.Context, c *call.Call, u *call.Unary, f *attempt.Failur
 // failed, f tells how. An attempt cut after its headers arrived (seen by
 // the stats handler as they came, or by grpc.Header once it ended) is
 // committed: it is not resent.
-func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
+func attemptUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn *targets.Conn, u *loop.Unary, f *attempt.Failure) error {
 	t := p.Policy.AttemptTimeout
 	if t <= 0 {
 		return invokeUnary(e, ctx, actx, conn, u, f)
@@ -153,7 +153,7 @@ func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn 
 // invokeUnary sends one attempt of u on actx and returns its error; if it
 // failed, f tells how, from what grpc-go wrote into the attempt's call
 // options (internal/attempt).
-func invokeUnary(e *call.Engine, ctx, actx context.Context, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
+func invokeUnary(e *loop.Engine, ctx, actx context.Context, conn *targets.Conn, u *loop.Unary, f *attempt.Failure) error {
 	s := getUnaryState(u.Opts, true, !e.NoPushback)
 	err := u.Invoker(actx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	conn.Record(ctx, err)

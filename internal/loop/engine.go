@@ -1,4 +1,4 @@
-// Package call is one call of the interceptors' engine across its
+// Package loop is one call of the interceptors' engine across its
 // attempts: its Plan (the Retrier's settings for its method and the call's
 // options, resolved once, before the first attempt), its opening (Open),
 // its decisions after each failed attempt (Call: Decide, Book, Pay, Wait),
@@ -15,7 +15,7 @@
 // internal/safety, internal/decide) and below what carries calls out
 // (internal/unary, internal/hedge, internal/stream). The package
 // interceptor holds an Engine and adapts it to its public types.
-package call
+package loop
 
 import (
 	"context"
