@@ -29,7 +29,7 @@ type Call struct {
 	Conn     *targets.Conn     // the ClientConn's state: its target's budget, its closing
 	opts     []grpc.CallOption // the caller's call options
 	Req      any               // a unary call's request; nil for a stream
-	adaptive *adaptive.State   // the target's adaptive throttling; nil: none or Critical
+	adaptive *adaptive.Limiter   // the target's adaptive throttling; nil: none or Critical
 
 	Attempts int                // attempts sent so far
 	Hedges   int                // hedges sent so far

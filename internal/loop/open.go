@@ -52,7 +52,7 @@ func (e *Engine) NewCall(p *Plan, cc *grpc.ClientConn, conn *targets.Conn, opts 
 
 // adaptiveFor returns the adaptive state that a call on conn with plan p
 // is subject to, nil if none (or if the call is Critical).
-func adaptiveFor(conn *targets.Conn, p *Plan) *adaptive.State {
+func adaptiveFor(conn *targets.Conn, p *Plan) *adaptive.Limiter {
 	if a := conn.Adaptive(); a != nil && !p.Critical {
 		return a
 	}

@@ -50,7 +50,7 @@ type State struct {
 	name     string
 	budget   *budget.Budget  // nil: no throttle, or a shared budget
 	shared   Shared          // the Registry's Shared budget for it; nil: none
-	adaptive *adaptive.State // nil: no adaptive throttling
+	adaptive *adaptive.Limiter // nil: no adaptive throttling
 	conns    int             // ClientConns registered for it; guarded by Registry.mu
 	idle     time.Time       // when its last ClientConn shut down; zero while it has one; guarded by Registry.mu
 }
@@ -72,7 +72,7 @@ func (t *State) Tokens(now time.Time) (float64, bool) {
 func (t *State) Shared() Shared { return t.shared }
 
 // Adaptive returns the target's adaptive throttling, nil if it has none.
-func (t *State) Adaptive() *adaptive.State { return t.adaptive }
+func (t *State) Adaptive() *adaptive.Limiter { return t.adaptive }
 
 // Conn is what a call needs of its ClientConn: its target's state, and a
 // channel closed when the ClientConn shuts down (nil for calls without a
@@ -349,7 +349,7 @@ func (cs *Conn) Deferred() Deferred {
 
 // Adaptive returns the adaptive throttling of cs's target, nil if it has
 // none.
-func (cs *Conn) Adaptive() *adaptive.State { return cs.t.adaptive }
+func (cs *Conn) Adaptive() *adaptive.Limiter { return cs.t.adaptive }
 
 // Record counts, for the adaptive throttling of cs's target, an attempt of
 // a call with context ctx that ended with err (see
