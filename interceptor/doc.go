@@ -41,10 +41,11 @@
 //	internal/attempt       one attempt's facts: Failure, Facts, Timer, HeaderWatch
 //	internal/googledata    the generated data: what each generated Google client retries, the pinned methods' safety
 //	internal/cloudclients  what the Google Cloud clients retry, the rule, the memory of their calls
-//	internal/targets       a target's budget and adaptive throttling, a ClientConn's closing
+//	internal/gate          the admission checks of a target's calls: Gate, Reservation; the budget, adaptive throttling
+//	internal/targets       a target's gates, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method
 //	internal/safety        whether a method may be sent again after a failure
-//	internal/loop          a call's Plan, its decisions (Decide, Book, Pay, Wait), its end (Fail, End)
+//	internal/loop          the retry loop: a call's Plan, the protocol (Decide, Reserve, Wait, Pay), its end (Fail, End)
 //	internal/hedge         a hedged unary call
 //	internal/stream        the stream machine
 //	internal/unary         the unary path
@@ -52,7 +53,7 @@
 // To change the stream machine, read Stream's contract (stream.go), then
 // internal/stream in the order its package doc gives, state.go first (the
 // states and their rules), then internal/loop's Call (how a failed attempt
-// is decided on, paid for and ended) and internal/attempt (what a failure
+// is decided on, reserved, paid for and ended) and internal/attempt (what a failure
 // tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
 // scenario tests, through the public API; internal/attempt's
 // TestGRPCStreamFacts pins what grpc-go reports of a stream.

@@ -32,6 +32,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	if r.e.Unsafe == nil {
 		r.e.Unsafe = r.e.Safety.NotIdempotent
 	}
+	r.e.Prepare()
 	errs = append(errs, r.checkHedging())
 	r.e.Settings.All(func(_ string, e *settings.Entry) {
 		r.timed = r.timed || e.Policy != nil && e.Policy.AttemptTimeout > 0

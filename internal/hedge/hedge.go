@@ -20,6 +20,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/decide"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/targets"
@@ -33,11 +34,12 @@ type hedgeAttempt struct {
 	cancel   context.CancelFunc
 	timer    *attempt.Timer // its AttemptTimeout; nil: none
 	err      error
-	cut      bool        // its own AttemptTimeout ended it
-	panicV   any         // what the invoker panicked with, if panicked
-	panicked bool        // the invoker panicked: the call raises panicV on the caller's goroutine
-	dropped  bool        // the call canceled it: another attempt ended the call
-	headers  atomic.Bool // its response headers arrived
+	cut      bool             // its own AttemptTimeout ended it
+	panicV   any              // what the invoker panicked with, if panicked
+	panicked bool             // the invoker panicked: the call raises panicV on the caller's goroutine
+	dropped  bool             // the call canceled it: another attempt ended the call
+	headers  atomic.Bool      // its response headers arrived
+	res      gate.Reservation // the retry or hedge it is, as its gates were asked; zero for the call's first attempt
 	h        *Call
 }
 
@@ -55,8 +57,8 @@ func (a *hedgeAttempt) HeadersArrived() {
 	}
 }
 
-// unpaidRetry is a retry decided on without paying for it yet (Call.Pay),
-// after the attempt that failed as f, due after delay.
+// unpaidRetry is a retry reserved without paying for it yet (loop.Call's
+// Reserve, Pay), after the attempt that failed as f, due after delay.
 type unpaidRetry struct {
 	f     attempt.Failure
 	delay time.Duration
@@ -109,6 +111,7 @@ type Call struct {
 	final     error         // the call's error once decided, if not last's
 	idleSince time.Time     // since when no attempt is in flight
 	panicked  *hedgeAttempt // the first attempt whose invoker panicked
+	settling  bool          // the call ended: the attempts in flight are canceled and waited for (settle)
 }
 
 // New returns the hedged call of u with plan p, in engine e, on the
@@ -143,16 +146,16 @@ func (h *Call) Run() error {
 	}()
 	h.c.Start = time.Now()
 	h.delay = h.hp.DelayFor(h.c.Plan.Method, h.c.Start)
-	h.send(false)
+	h.send(false, gate.Reservation{})
 	end := h.loop()
 	h.settle()
 	settled = true
+	h.c.Cancel() // a retry reserved and not sent is given back
 	if h.panicked != nil {
 		panic(h.panicked.panicV) // on the caller's goroutine, every attempt ended
 	}
 	now := time.Now()
 	if end != nil && end.err == nil {
-		h.c.Conn.Succeeded() // a success feeds the budget's reserve
 		if h.hp.Adaptive() {
 			h.hp.Record(h.c.Plan.Method, now, now.Sub(h.c.Start))
 		}
@@ -173,6 +176,7 @@ func (h *Call) Run() error {
 // stops the timer: nothing of the call runs on afterwards.
 func (h *Call) settle() {
 	h.cancel()
+	h.settling = true
 	for len(h.flight) > 0 {
 		a := <-h.results
 		h.take(a)
@@ -214,7 +218,7 @@ func (h *Call) loop() (end *hedgeAttempt) {
 			if end, done := h.result(a); done {
 				return end
 			}
-			if len(h.flight) == 0 && h.c.Conn.Deferred() == nil {
+			if len(h.flight) == 0 && !h.c.WhenDue() {
 				h.payUnpaid() // nothing can answer before the retry now
 			}
 		case a := <-h.headersIn:
@@ -241,19 +245,25 @@ func (h *Call) interrupted() *hedgeAttempt {
 	return h.last
 }
 
-// send sends the next attempt: a hedge, or the first of a round.
-func (h *Call) send(hedge bool) {
+// send sends the next attempt: a hedge, paid as res, or the first of a
+// round (the call's first attempt, or a retry, reserved with the call).
+func (h *Call) send(hedge bool, res gate.Reservation) {
 	c := &h.c
 	if h.last != nil {
 		h.last.outputs = outputs{} // nothing of a failed attempt outlives the next one's start but its error
 	}
 	a := &hedgeAttempt{n: c.Attempts + 1, hedge: hedge, h: h}
 	a.reply = h.u.Reply
-	actx := h.actx
 	if a.n > 1 {
 		a.reply = h.rt.new()
-		actx = c.RetryContext(actx) // c.Attempts attempts came before
 	}
+	actx := c.NextAttempt(h.actx) // c.Attempts attempts came before
+	if !hedge {
+		if r := c.Reservation(); r != nil {
+			res = *r
+		}
+	}
+	a.res = res
 	opts := a.attemptOptions(h.u.Opts)
 	if c.Plan.Policy != nil && c.Plan.Policy.AttemptTimeout > 0 {
 		actx, a.timer = attempt.StartTimer(actx, c.Plan.Policy.AttemptTimeout)
@@ -265,7 +275,6 @@ func (h *Call) send(hedge bool) {
 	if len(h.flight) == 0 && !h.idleSince.IsZero() {
 		c.Delay += time.Since(h.idleSince)
 	}
-	c.Attempts++
 	if hedge {
 		c.Hedges++
 	} else {
@@ -311,10 +320,10 @@ func (h *Call) payUnpaid() bool {
 		return true
 	}
 	h.unpaid = nil
-	if why := h.c.Pay(h.ctx, u.f, u.delay, false); why != 0 {
-		h.stop(why)
+	if h.c.Pay(h.ctx, u.f, u.delay) != nil {
+		h.stop(h.c.Reason())
 		if len(h.flight) == 0 {
-			h.final = h.c.Fail(h.last.err, why)
+			h.final = h.c.Fail(h.last.err, h.c.Reason()) // the last failure's, which may be a later one's than u's
 		}
 		return false
 	}
@@ -329,7 +338,12 @@ func (h *Call) take(a *hedgeAttempt) {
 		h.idleSince = time.Now()
 	}
 	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
-		h.c.Conn.Record(h.ctx, a.err)
+		var res *gate.Reservation
+		if a.n > 1 {
+			res = &a.res
+		}
+		// The first success taken before the call settles is its answer.
+		loop.Record(h.c.Conn, gate.Outcome{Err: a.err, Ctx: h.ctx, Won: a.err == nil && !h.settling, Reservation: res})
 	}
 }
 
@@ -372,11 +386,11 @@ func (h *Call) fire() {
 	switch k {
 	case retryNext:
 		if h.payUnpaid() {
-			h.send(false)
+			h.send(false, gate.Reservation{})
 		}
 	case hedgeNext:
-		if h.pay() {
-			h.send(true)
+		if res, ok := h.pay(); ok {
+			h.send(true, res)
 		}
 	}
 }
@@ -387,16 +401,16 @@ func (h *Call) fire() {
 // not sent, nor is any other of its round; the attempts in flight go on,
 // and a failure of theirs is decided on as any other (the reserve may pay
 // for its retry).
-func (h *Call) pay() bool {
+func (h *Call) pay() (gate.Reservation, bool) {
 	var last attempt.Failure
 	if h.last != nil {
 		last.Err = h.last.err
 	}
-	if h.c.Pay(h.ctx, last, time.Since(h.sent), true) != 0 {
+	res, ok := h.c.PayHedge(h.ctx, last, time.Since(h.sent))
+	if !ok {
 		h.round = h.c.Plan.Hedges
-		return false
 	}
-	return true
+	return res, ok
 }
 
 // answered returns an attempt in flight whose headers arrived, or nil.
@@ -476,20 +490,13 @@ func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	}
 	f := attempt.Failure{Err: a.err, Trailer: trailer, Status: len(a.Trailer) > 0, Sent: a.Sent(), Cut: a.cut, Number: a.n}
 	d, final := c.Decide(h.ctx, f)
-	switch {
-	case final != nil:
-	case len(h.flight) > 0 || c.Conn.Deferred() != nil:
-		// An attempt in flight may answer before the retry is due (or the
-		// budget is a DeferredBudget, told of it now): the retry is paid
+	if final == nil {
+		// An attempt in flight may answer before the retry is due (or a
+		// gate pays when it is due, told of it now): the retry is paid
 		// for, and told to observers, when it is.
-		h.unpaid = &unpaidRetry{f: f, delay: d}
-		if why := c.Want(h.ctx, f, d); why != 0 {
-			h.unpaid = nil
-			final = c.Fail(f.Err, why)
-		}
-	default:
-		if why := c.Pay(h.ctx, f, d, false); why != 0 {
-			final = c.Fail(f.Err, why)
+		final = c.Reserve(h.ctx, f, d, len(h.flight) > 0)
+		if final == nil && c.Unpaid() {
+			h.unpaid = &unpaidRetry{f: f, delay: d}
 		}
 	}
 	if final != nil {

@@ -2,7 +2,6 @@ package loop
 
 import (
 	"context"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -12,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/decide"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
@@ -23,19 +22,21 @@ import (
 // Its decisions follow the concurrency contract of the stream and the
 // hedged call that hold it: one goroutine at a time decides and acts.
 type Call struct {
-	e        *Engine
-	Plan     Plan
-	CC       *grpc.ClientConn
-	Conn     *targets.Conn     // the ClientConn's state: its target's budget, its closing
-	opts     []grpc.CallOption // the caller's call options
-	Req      any               // a unary call's request; nil for a stream
-	adaptive *adaptive.Limiter   // the target's adaptive throttling; nil: none or Critical
+	e    *Engine
+	Plan Plan
+	CC   *grpc.ClientConn
+	Conn *targets.Conn     // the ClientConn's state: its target's budget, its closing
+	opts []grpc.CallOption // the caller's call options
+	Req  any               // a unary call's request; nil for a stream
 
 	Attempts int                // attempts sent so far
 	Hedges   int                // hedges sent so far
 	Start    time.Time          // end of the first attempt, or start of a hedged call
 	Delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did (Fail)
+	res      gate.Reservation   // the last retry reserved (Reserve): Attempt 0 before the first
+	held     bool               // res is reserved and not sent yet (NextAttempt) nor given back (Cancel)
+	unpaid   bool               // res is reserved, not paid yet (Pay)
 }
 
 // Unary is what every attempt of one unary call sends.
@@ -64,7 +65,7 @@ func (c *Call) number(f attempt.Failure) int {
 
 // Decide is the retry decision after the attempt that failed as f
 // (decide.Decide): the delay before the next attempt, or the error the
-// call ends with. It pays for nothing: Book, Pay or PayDue do.
+// call ends with. It pays for nothing: Reserve and Pay do.
 func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, error) {
 	now := time.Now()
 	if c.Start.IsZero() {
@@ -88,21 +89,90 @@ func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 	return d.Delay, nil
 }
 
-// Pay asks adaptive throttling and the budget (decide.Pay) for the attempt
-// due now: the retry, after delay d, of the attempt that failed as f, or,
-// with hedge, a hedge (paid, as the retry of a cut attempt is, from the
-// long-run allowance alone: the server may be working on every attempt in
-// flight; f is then the last failure, if any). It tells the observers of
-// the attempt, or of the budget's refusal, and returns why it was refused,
-// 0 if it may go. It is the one place retries and hedges are paid.
-func (c *Call) Pay(ctx context.Context, f attempt.Failure, d time.Duration, hedge bool) grpcbackoff.Reason {
-	a := decide.Attempt{TimedOut: f.Cut || hedge, Now: time.Now()}
-	if c.adaptive != nil {
-		a.U = rand.Float64()
+// Reserve reserves, with the gates of the call's target (gate.Set), the
+// retry after delay d of the attempt that failed as f, and pays for it at
+// once (Pay), unless a gate can pay only when the retry is due
+// (gate.Reservation.WhenDue) or later says that an attempt in flight may
+// yet end the call first (a hedged call's): Pay pays for it then. It
+// returns the error the call ends with if a gate refuses the retry, nil
+// otherwise. The reservation stays the call's until the next one: the
+// attempt the retry sends is recorded with it (Record).
+func (c *Call) Reserve(ctx context.Context, f attempt.Failure, d time.Duration, later bool) error {
+	now := time.Now()
+	c.res = gate.Reservation{Decided: now, Due: now.Add(d), Code: status.Code(f.Err), LongRun: f.Cut,
+		Criticality: c.Plan.criticality(), Attempt: c.Attempts + 1}
+	if why := c.Conn.Gates().Reserve(&c.res); why != 0 {
+		c.tell(ctx, f, 0, false, why)
+		return c.Fail(f.Err, why)
 	}
-	why := decide.Pay(c.Conn.Budget(), c.adaptive, a)
-	c.tell(ctx, f, d, hedge, why)
-	return why
+	c.held, c.unpaid = true, true
+	if later || c.res.WhenDue {
+		return nil
+	}
+	return c.Pay(ctx, f, d)
+}
+
+// Pay pays, with the gates of the call's target, for the retry Reserve
+// left unpaid, after delay d of the attempt that failed as f, now that it
+// is due; it does nothing if Reserve paid. It tells the observers of the
+// retry, or of its refusal by the budget, and returns the error the call
+// ends with if a gate refuses it, nil otherwise.
+func (c *Call) Pay(ctx context.Context, f attempt.Failure, d time.Duration) error {
+	if !c.unpaid {
+		return nil
+	}
+	c.unpaid = false
+	why := c.Conn.Gates().Pay(&c.res, time.Now())
+	c.tell(ctx, f, d, false, why)
+	if why != 0 {
+		c.held = false // given back by the gates that did not refuse it
+		return c.Fail(f.Err, why)
+	}
+	return nil
+}
+
+// PayHedge pays, with the gates of the call's target, for a hedge sent
+// now, d after the attempt before it, after the failure last (the call's
+// last, if any): a hedge is due as it is decided, and paid, as the retry of
+// a cut attempt is, from a budget's long-run allowance alone, the server
+// may be working on every attempt in flight. It tells the observers of the
+// hedge, or of its refusal by the budget, and returns the hedge's
+// reservation, with which its attempt is recorded, and whether it may be
+// sent.
+func (c *Call) PayHedge(ctx context.Context, last attempt.Failure, d time.Duration) (gate.Reservation, bool) {
+	now := time.Now()
+	r := gate.Reservation{Decided: now, Due: now, Code: status.Code(last.Err), LongRun: true, Hedge: true,
+		Criticality: c.Plan.criticality(), Attempt: c.Attempts + 1}
+	why := c.Conn.Gates().Pay(&r, now)
+	c.tell(ctx, last, d, true, why)
+	return r, why == 0
+}
+
+// Unpaid reports whether the retry Reserve reserved last is not paid yet.
+func (c *Call) Unpaid() bool { return c.unpaid }
+
+// WhenDue reports whether the retry Reserve reserved last is not paid yet
+// and can only be paid when it is due (gate.Reservation.WhenDue).
+func (c *Call) WhenDue() bool { return c.unpaid && c.res.WhenDue }
+
+// Cancel gives the retry Reserve reserved back to the gates: it will not
+// be sent (the call ended during its wait, or an attempt in flight ended
+// it first).
+func (c *Call) Cancel() {
+	if c.held {
+		c.held, c.unpaid = false, false
+		c.Conn.Gates().Cancel(&c.res, time.Now())
+	}
+}
+
+// Reservation returns the reservation of the retry that sent the call's
+// current attempt (number Attempts), nil for its first: the attempt is
+// recorded with it (Record).
+func (c *Call) Reservation() *gate.Reservation {
+	if c.res.Attempt == 0 || c.res.Attempt != c.Attempts {
+		return nil
+	}
+	return &c.res
 }
 
 // tell tells the observers of the retry (or, with hedge, the hedge) after
@@ -128,43 +198,50 @@ func (c *Call) tell(ctx context.Context, f attempt.Failure, d time.Duration, hed
 		Attempt: c.number(f), Code: code, Err: f.Err, Hint: hint, Delay: d, Throttled: why != 0, Hedge: hedge})
 }
 
-// Book is the budget's part, when a retry is decided, of the retry after
-// delay d of the attempt that failed as f: a Deferred budget is told of it
-// (Want), and pays for it when it is due (PayDue); any other budget pays
-// now (Pay). It returns why the retry was refused, 0 if it may go.
-func (c *Call) Book(ctx context.Context, f attempt.Failure, d time.Duration) grpcbackoff.Reason {
-	if c.Conn.Deferred() == nil {
-		return c.Pay(ctx, f, d, false)
+// Next is the retry protocol's one step after the attempt that failed as
+// f, for a call whose attempts go one at a time (unary, stream): it decides
+// (Decide), reserves the retry with the target's gates (Reserve), waits out
+// its delay (Wait), and pays for it if it was not paid when decided (Pay).
+// It returns nil when the next attempt is to be sent now (its context:
+// NextAttempt), the error the call ends with otherwise. f's trailer is let
+// go once read, unless the payment when due still tells its hint.
+func (c *Call) Next(ctx context.Context, f *attempt.Failure) error {
+	d, final := c.Decide(ctx, *f)
+	if final != nil {
+		return final
 	}
-	return c.Want(ctx, f, d)
+	if final := c.Reserve(ctx, *f, d, false); final != nil {
+		return final
+	}
+	if !c.unpaid {
+		f.Trailer = nil // read: not held through the wait
+	}
+	if final := c.Wait(ctx, d, f.Err); final != nil {
+		c.Cancel()
+		return final
+	}
+	return c.Pay(ctx, *f, d)
 }
 
-// Want tells a Deferred budget, when a retry is decided, of the retry
-// after delay d of the attempt that failed as f, which it pays for when it
-// is due (PayDue); other budgets are told nothing. It returns
-// ReasonThrottled, having told the observers, if the budget refuses the
-// retry there and then, 0 otherwise.
-func (c *Call) Want(ctx context.Context, f attempt.Failure, d time.Duration) grpcbackoff.Reason {
-	b := c.Conn.Deferred()
-	if b == nil {
-		return 0
+// NextAttempt counts the call's next attempt and returns the context it is
+// sent on: ctx, which tells the server how many attempts came before it
+// (PreviousAttemptsKey) if any did. It always derives from the caller's
+// ctx, so the key is added once.
+func (c *Call) NextAttempt(ctx context.Context) context.Context {
+	if c.Attempts > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.Attempts))
 	}
-	now := time.Now()
-	if !b.Want(now, now.Add(d), f.Cut) {
-		c.tell(ctx, f, 0, false, grpcbackoff.ReasonThrottled)
-		return grpcbackoff.ReasonThrottled
-	}
-	return 0
+	c.Attempts++
+	c.held = false
+	return ctx
 }
 
-// PayDue pays, now that it is due, for a retry that Book told a Deferred
-// budget of (Pay); other budgets paid when it was decided. It returns why
-// the retry was refused, 0 if it may go.
-func (c *Call) PayDue(ctx context.Context, f attempt.Failure, d time.Duration) grpcbackoff.Reason {
-	if c.Conn.Deferred() == nil {
-		return 0
-	}
-	return c.Pay(ctx, f, d, false)
+// Record records how an attempt of a call on conn ended: every gate of its
+// target is told (gate.Outcome; its Conn is conn). It is the one place an
+// attempt's end is recorded, by every driver, for every attempt.
+func Record(conn *targets.Conn, o gate.Outcome) {
+	o.Conn = conn
+	conn.Gates().Ended(o)
 }
 
 // LeftToClient reports whether a failure with st is the Google Cloud
@@ -196,13 +273,6 @@ func (c *Call) Wait(ctx context.Context, d time.Duration, lastErr error) error {
 // retried attempt, how many attempts came before it (as grpc-go's built-in
 // retry does): interceptor.PreviousAttemptsKey.
 const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
-
-// RetryContext returns the context for attempt c.Attempts+1, which tells
-// the server how many attempts came before it. It always derives from the
-// caller's ctx, so the key is added once.
-func (c *Call) RetryContext(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.Attempts))
-}
 
 // One way out: every call, unary, hedged or stream, ends through Fail
 // (its final error and Reason) and End (what the observers are told).

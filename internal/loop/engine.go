@@ -1,20 +1,22 @@
-// Package loop is one call of the interceptors' engine across its
-// attempts: its Plan (the Retrier's settings for its method and the call's
-// options, resolved once, before the first attempt), its opening (Open),
-// its decisions after each failed attempt (Call: Decide, Book, Pay, Wait),
-// and its one way out (Fail, End), which every kind of call reaches: the
-// unary path, a hedged call, a stream.
+// Package loop is the interceptors' retry loop, the one every driver (the
+// unary path, a hedged call, a stream) runs its attempts through: a call's
+// Plan (the Retrier's settings for its method and the call's options,
+// resolved once, before the first attempt), its opening (Open: the
+// admission of its target's gates), the protocol after each failed attempt
+// (Call: Decide, Reserve, Wait, Pay, or Next for all four; PayHedge for a
+// hedge), the record of every attempt's end (Record), and its one way out
+// (Fail, End).
 //
 // Its files, each on those before it: options.go (the call options a Plan
 // reads), engine.go (what the calls of one Retrier share, and what its
-// Observer is told), plan.go, call.go (a Call, its decisions and its end),
+// Observer is told), plan.go, call.go (a Call, the protocol and its end),
 // memory.go (a Google Cloud client's earlier attempts of a call), open.go.
 //
 // In the engine's layers it sits above what it reads (internal/attempt,
-// internal/cloudclients, internal/targets, internal/settings,
-// internal/safety, internal/decide) and below what carries calls out
-// (internal/unary, internal/hedge, internal/stream). The package
-// interceptor holds an Engine and adapts it to its public types.
+// internal/cloudclients, internal/targets and their gates, internal/gate,
+// internal/settings, internal/safety, internal/decide) and below what
+// carries calls out (internal/unary, internal/hedge, internal/stream). The
+// package interceptor holds an Engine and adapts it to its public types.
 package loop
 
 import (
@@ -26,6 +28,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/targets"
@@ -46,6 +49,18 @@ type Engine struct {
 	Observer      Observer            // nil: no one observes
 	NoPushback    bool                // WithoutPushback: unary calls do not read the trailer
 	BufLimit      int                 // bytes of sent messages a stream keeps for replay before it commits
+}
+
+// extraGates returns the gates every target gets after its built-in ones:
+// set by the loop package's own tests alone (SetExtraGates, in
+// export_test.go), nil in every other binary.
+var extraGates func(target string) []gate.Gate
+
+// Prepare readies e once its options are set, before its first call.
+func (e *Engine) Prepare() {
+	if extraGates != nil {
+		e.Targets.Extra = extraGates
+	}
 }
 
 // Observer is told of every retry decision and of every call's end, as

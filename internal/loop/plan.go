@@ -8,6 +8,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/targets"
@@ -147,6 +148,14 @@ func (p *Plan) learnClient(ctx context.Context, conn *targets.Conn, opts []grpc.
 		api = conn.API.Load()
 	}
 	p.Client = cloudclients.Learn(ctx, p.Method, opts, api, req)
+}
+
+// criticality returns the call's criticality, as its gates know it.
+func (p *Plan) criticality() gate.Criticality {
+	if p.Critical {
+		return gate.Critical
+	}
+	return gate.Default
 }
 
 // SafetyOf returns what is known of the Safety of the call p plans, first

@@ -6,6 +6,9 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/platformkit/grpcbackoff/internal/gate"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // The caller's operations, each under mu: it looks at the state and the
@@ -266,16 +269,14 @@ func (s *Stream) Context() context.Context {
 	return ctx
 }
 
-// count, if count, counts a response or a good end: it feeds the budget's
-// reserve (a SharedBudget's, whose panic breaks the stream as one of the
-// code under it would) and counts as accepted for adaptive throttling. mu
-// is not held.
+// count, if count, records a response or a good end (loop.Record): it
+// feeds the budget's reserve (a SharedBudget's, whose panic breaks the
+// stream as one of the code under it would) and counts as accepted for
+// adaptive throttling. mu is not held.
 func (s *Stream) count(count bool) {
 	if count {
-		s.guard(true, func() {
-			s.c.Conn.Succeeded()
-			s.c.Conn.Record(s.ctx, nil)
-		})
+		// The stream committed: no retry changes s.c any more.
+		s.guard(true, func() { loop.Record(s.c.Conn, gate.Outcome{Ctx: s.ctx, Won: true, Reservation: s.c.Reservation()}) })
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/hedge"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/targets"
@@ -55,7 +56,7 @@ func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, 
 		return invokeOnce(ctx, conn, &u)
 	}
 	var f attempt.Failure
-	if err := attemptUnary(e, ctx, ctx, &p, conn, &u, &f); err != nil {
+	if err := attemptUnary(e, ctx, ctx, &p, conn, nil, &u, &f); err != nil {
 		return retry(e, ctx, &p, conn, &u, &f)
 	}
 	if p.Taken {
@@ -82,7 +83,7 @@ func invokeOnce(ctx context.Context, conn *targets.Conn, u *loop.Unary) error {
 	s := getUnaryState(u.Opts, false, false)
 	err := u.Invoker(ctx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	s.release()
-	conn.Record(ctx, err)
+	loop.Record(conn, gate.Outcome{Err: err, Ctx: ctx}) // its success is not the budget's: nothing retries the call
 	return err
 }
 
@@ -102,28 +103,17 @@ func retry(e *loop.Engine, ctx context.Context, p *loop.Plan, conn *targets.Conn
 	return err
 }
 
+// retries is the loop of a unary call's retries (loop.Call.Next), after
+// the attempt that failed as f, until one succeeds or the loop ends the
+// call.
 func retries(ctx context.Context, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	for {
-		d, final := c.Decide(ctx, *f)
-		if final != nil {
+		if final := c.Next(ctx, f); final != nil {
 			return final
-		}
-		if why := c.Book(ctx, *f, d); why != 0 {
-			return c.Fail(f.Err, why)
-		}
-		if c.Conn.Deferred() == nil {
-			f.Trailer = nil // read: not held through the wait (PayDue tells observers its hint)
-		}
-		if final := c.Wait(ctx, d, f.Err); final != nil {
-			return final
-		}
-		if why := c.PayDue(ctx, *f, d); why != 0 {
-			return c.Fail(f.Err, why)
 		}
 		*f = attempt.Failure{}
-		err := attemptUnary(c.Engine(), ctx, c.RetryContext(ctx), &c.Plan, c.Conn, u, f)
-		c.Attempts++
-		if err == nil {
+		actx := c.NextAttempt(ctx)
+		if err := attemptUnary(c.Engine(), ctx, actx, &c.Plan, c.Conn, c, u, f); err == nil {
 			return nil
 		}
 	}
@@ -135,14 +125,14 @@ func retries(ctx context.Context, c *loop.Call, u *loop.Unary, f *attempt.Failur
 // failed, f tells how. An attempt cut after its headers arrived (seen by
 // the stats handler as they came, or by grpc.Header once it ended) is
 // committed: it is not resent.
-func attemptUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn *targets.Conn, u *loop.Unary, f *attempt.Failure) error {
+func attemptUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn *targets.Conn, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	t := p.Policy.AttemptTimeout
 	if t <= 0 {
-		return invokeUnary(e, ctx, actx, conn, u, f)
+		return invokeUnary(e, ctx, actx, conn, c, u, f)
 	}
 	actx, at := attempt.StartTimer(actx, t)
 	defer at.Stop()
-	err := invokeUnary(e, ctx, attempt.WithListener(actx, at), conn, u, f)
+	err := invokeUnary(e, ctx, attempt.WithListener(actx, at), conn, c, u, f)
 	if at.Cut(ctx, err) {
 		f.Err, f.Cut, f.Committed = attempt.CutError(t), true, f.Committed || at.Answered()
 		return f.Err
@@ -150,18 +140,20 @@ func attemptUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn 
 	return err
 }
 
-// invokeUnary sends one attempt of u on actx and returns its error; if it
-// failed, f tells how, from what grpc-go wrote into the attempt's call
-// options (internal/attempt).
-func invokeUnary(e *loop.Engine, ctx, actx context.Context, conn *targets.Conn, u *loop.Unary, f *attempt.Failure) error {
+// invokeUnary sends one attempt of u on actx, the attempt c sends (nil: the
+// call's first), and returns its error; if it failed, f tells how, from
+// what grpc-go wrote into the attempt's call options (internal/attempt).
+func invokeUnary(e *loop.Engine, ctx, actx context.Context, conn *targets.Conn, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	s := getUnaryState(u.Opts, true, !e.NoPushback)
 	err := u.Invoker(actx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
-	conn.Record(ctx, err)
+	var res *gate.Reservation
+	if c != nil {
+		res = c.Reservation()
+	}
+	loop.Record(conn, gate.Outcome{Err: err, Ctx: ctx, Won: true, Stripe: s.stripe, Reservation: res})
 	if err != nil {
 		f.Err = err
 		s.facts.Read(f, !e.NoPushback)
-	} else {
-		conn.SucceededOn(s.stripe) // a success feeds the budget's reserve
 	}
 	s.release()
 	return err
