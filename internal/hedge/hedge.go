@@ -1,8 +1,9 @@
 // Package hedge is a hedged unary call (interceptor.WithHedging): its
 // attempts, sent every delay while none has answered, each with outputs of
 // its own; the first that answers wins and the caller gets its reply,
-// header, trailer and peer. Its failures are decided on, paid for and ended
-// by the call they belong to (internal/loop), as any other call's. In the
+// header, trailer and peer. It keeps the race alone: its failures are
+// decided on, reserved, paid for and ended by the retry loop
+// (internal/loop), as any other call's, and its hedges paid there. In the
 // engine's layers it sits above internal/loop and below the unary path
 // (internal/unary), which hands it the calls of a hedged method.
 package hedge
@@ -19,7 +20,6 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/decide"
 	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/settings"
@@ -79,7 +79,7 @@ const (
 //
 // Hedges answer slowness: while no attempt has answered, one is sent every
 // delay, up to the plan's hedges per round. Failures answer to the retry
-// rules: a failed attempt is decided on as a retry would be (Call.Decide:
+// rules: a failed attempt is decided on as a retry would be (loop's Decide:
 // its code, the budget's reserve, the deadline, the Policy's MaxAttempts),
 // and the next round starts after its backoff, no hedge going out
 // meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
@@ -455,14 +455,10 @@ func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if c.Conn.Closed() {
-		h.final, h.why = c.Closing(), grpcbackoff.ReasonCanceled
-		return a, true
-	}
-	if done := h.ctx.Err(); done != nil || !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
-		// Its only attempt ended with the caller's context: its error is the
-		// call's, without a Reason.
-		h.why = decide.Ended(c.Attempts == 1, done)
+	if final := c.Over(h.ctx, a.err); final != nil {
+		// Its ClientConn shut down, or the caller's context ended (if during
+		// its only attempt, its error is the call's, without a Reason).
+		h.final, h.why = final, c.Reason()
 		return a, true
 	}
 	code := status.Code(a.err)

@@ -89,6 +89,22 @@ func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 	return d.Delay, nil
 }
 
+// Over returns the error the call ends with, after an attempt that failed
+// with err, if it must end whatever its Policy says: its ClientConn shut
+// down (Closing), or its context ended or its deadline passed (err, for
+// the Reason decide.Ended gives); nil otherwise. Decide asks the same, in
+// decide.Decide's order.
+func (c *Call) Over(ctx context.Context, err error) error {
+	if c.Conn.Closed() {
+		return c.Closing()
+	}
+	done := ctx.Err()
+	if dl, ok := ctx.Deadline(); done != nil || ok && !time.Now().Before(dl) {
+		return c.Fail(err, decide.Ended(c.Plan.Prior+c.Attempts == 1, done))
+	}
+	return nil
+}
+
 // Reserve reserves, with the gates of the call's target (gate.Set), the
 // retry after delay d of the attempt that failed as f, and pays for it at
 // once (Pay), unless a gate can pay only when the retry is due
