@@ -330,14 +330,18 @@ func (h *Call) payUnpaid() bool {
 	return true
 }
 
-// take removes a, which returned, from the attempts in flight, and counts
-// it for adaptive throttling unless the call itself canceled it.
+// take removes a, which returned, from the attempts in flight, and records
+// how it ended (loop.Record) unless the call itself canceled it.
 func (h *Call) take(a *hedgeAttempt) {
 	h.flight = slices.DeleteFunc(h.flight, func(b *hedgeAttempt) bool { return b == a })
 	if len(h.flight) == 0 {
 		h.idleSince = time.Now()
 	}
-	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
+	answered := !a.dropped && h.actx.Err() == nil || a.err == nil
+	if !answered && !a.panicked {
+		h.c.Canceled++ // canceled by the call, without an answer: the call's error is not made of it
+	}
+	if !a.panicked && answered {
 		var res *gate.Reservation
 		if a.n > 1 {
 			res = &a.res

@@ -31,6 +31,7 @@ type Call struct {
 
 	Attempts int                // attempts sent so far
 	Hedges   int                // hedges sent so far
+	Canceled int                // attempts the call canceled before any answer (hedges that lost the race): Fail does not count them
 	Start    time.Time          // end of the first attempt, or start of a hedged call
 	Delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did (Fail)
@@ -298,18 +299,20 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // its ClientConn is closed.
 var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection is closing")
 
-// Fail returns the error the call ends with after its attempt c.Attempts
-// failed with err, retrying having stopped for why, and records why: err
-// itself when nothing was retried (the only attempt failed with a code not
-// retried here, or left to the Google Cloud client, or the caller's context
-// ended during it: ReasonNone), a *grpcbackoff.Error of the call's attempts
-// otherwise, also when the Retrier retried the call in its client's earlier
-// attempts of it (Plan.Prior): that Error is how the client's Retryer
-// tells the memory of the call it will not send it again
+// Fail returns the error the call ends with after its attempt failed with
+// err, retrying having stopped for why, and records why: err itself when
+// nothing was retried (the only attempt the server answered failed with a
+// code not retried here, or left to the Google Cloud client, or the
+// caller's context ended during it: ReasonNone; the hedges the call
+// canceled without an answer do not count), a *grpcbackoff.Error of the
+// call's attempts otherwise, also when the Retrier retried the call in its
+// client's earlier attempts of it (Plan.Prior): that Error is how the
+// client's Retryer tells the memory of the call it will not send it again
 // (cloudclients.Decline). It is the one place a call's final error is made.
 func (c *Call) Fail(err error, why grpcbackoff.Reason) error {
 	c.reason = why
-	if c.Plan.Prior+c.Attempts <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
+	answered := c.Plan.Prior + c.Attempts - c.Canceled
+	if answered <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
 		return err
 	}
 	var elapsed time.Duration
