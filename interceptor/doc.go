@@ -45,7 +45,8 @@
 //	internal/targets       a target's gates, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method
 //	internal/safety        whether a method may be sent again after a failure
-//	internal/loop          the retry loop: a call's Plan, the protocol (Decide, Reserve, Wait, Pay), its end (Fail, End)
+//	internal/loop          the retry loop: a call's Plan, the protocol (Decide, Reserve, Wait, Pay), its end (Fail, End), its Hook
+//	internal/googlehook    the Google Cloud clients' rule as the loop's Hook: the one user of internal/cloudclients
 //	internal/hedge         a hedged unary call
 //	internal/stream        the stream machine
 //	internal/unary         the unary path

@@ -23,7 +23,6 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/settings"
-	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // hedgeAttempt is one attempt of a hedged call, with its own outputs.
@@ -114,16 +113,16 @@ type Call struct {
 	settling  bool          // the call ended: the attempts in flight are canceled and waited for (settle)
 }
 
-// New returns the hedged call of u with plan p, in engine e, on the
-// ClientConn whose state is conn, or nil when u's reply cannot be copied
+// New returns the hedged call of u with plan p, in engine e, opened as o,
+// or nil when u's reply cannot be copied
 // between attempts (then it is not hedged). ctx is the caller's context,
 // bounded by the plan's timeout.
-func New(e *loop.Engine, ctx context.Context, p *loop.Plan, conn *targets.Conn, u *loop.Unary) *Call {
+func New(e *loop.Engine, ctx context.Context, p *loop.Plan, o loop.Opened, u *loop.Unary) *Call {
 	rt, ok := replyTypeOf(u.Reply)
 	if !ok {
 		return nil
 	}
-	h := &Call{c: e.NewCall(p, u.CC, conn, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
+	h := &Call{c: e.NewCall(p, u.CC, o, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
 		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
 	h.c.Req = u.Req
 	h.deadline, _ = ctx.Deadline()

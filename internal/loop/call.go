@@ -28,6 +28,10 @@ type Call struct {
 	Conn *targets.Conn     // the ClientConn's state: its target's budget, its closing
 	opts []grpc.CallOption // the caller's call options
 	Req  any               // a unary call's request; nil for a stream
+	// Prior is the retries made of the call in its calling layer's earlier
+	// attempts of it (Hook.Open): they count toward MaxAttempts.
+	Prior int
+	hook  any // the Hook's state of the call
 
 	Attempts int                // attempts sent so far
 	Hedges   int                // hedges sent so far
@@ -79,7 +83,7 @@ func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 	}
 	st := status.Convert(f.Err)
 	dl, _ := ctx.Deadline()
-	a := decide.Attempt{Number: c.Plan.Prior + c.Attempts, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
+	a := decide.Attempt{Number: c.Prior + c.Attempts, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
 		Client: c.LeftToClient(ctx, st, f.Opening),
 		Final:  f.Committed || attempt.Futile(st) || !c.e.safeToRetry(&c.Plan, f),
 		Hint:   grpcbackoff.ServerHint(st, f.Trailer), Now: now, Deadline: dl, Done: ctx.Err()}
@@ -101,7 +105,7 @@ func (c *Call) Over(ctx context.Context, err error) error {
 	}
 	done := ctx.Err()
 	if dl, ok := ctx.Deadline(); done != nil || ok && !time.Now().Before(dl) {
-		return c.Fail(err, decide.Ended(c.Plan.Prior+c.Attempts == 1, done))
+		return c.Fail(err, decide.Ended(c.Prior+c.Attempts == 1, done))
 	}
 	return nil
 }
@@ -261,14 +265,6 @@ func Record(conn *targets.Conn, o gate.Outcome) {
 	conn.Gates().Ended(o)
 }
 
-// LeftToClient reports whether a failure with st is the Google Cloud
-// client's to retry (internal/cloudclients); opening says it was a stream's
-// first opening.
-func (c *Call) LeftToClient(ctx context.Context, st *status.Status, opening bool) bool {
-	c.Plan.learnClient(ctx, c.Conn, c.opts, c.Req)
-	return c.Plan.Client.Leaves(st, opening)
-}
-
 // Wait sleeps for d, or until ctx is done or the call's ClientConn is
 // closed; then it returns the error the call ends with (see Interrupted).
 func (c *Call) Wait(ctx context.Context, d time.Duration, lastErr error) error {
@@ -302,16 +298,16 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 // Fail returns the error the call ends with after its attempt failed with
 // err, retrying having stopped for why, and records why: err itself when
 // nothing was retried (the only attempt the server answered failed with a
-// code not retried here, or left to the Google Cloud client, or the
+// code not retried here, or left to the calling layer's own retry, or the
 // caller's context ended during it: ReasonNone; the hedges the call
 // canceled without an answer do not count), a *grpcbackoff.Error of the
 // call's attempts otherwise, also when the Retrier retried the call in its
-// client's earlier attempts of it (Plan.Prior): that Error is how the
-// client's Retryer tells the memory of the call it will not send it again
-// (cloudclients.Decline). It is the one place a call's final error is made.
+// calling layer's earlier attempts of it (Prior): that Error is how a
+// Google Cloud client's Retryer tells the Hook it will not send the call
+// again. It is the one place a call's final error is made.
 func (c *Call) Fail(err error, why grpcbackoff.Reason) error {
 	c.reason = why
-	answered := c.Plan.Prior + c.Attempts - c.Canceled
+	answered := c.Prior + c.Attempts - c.Canceled
 	if answered <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
 		return err
 	}
@@ -319,7 +315,7 @@ func (c *Call) Fail(err error, why grpcbackoff.Reason) error {
 	if !c.Start.IsZero() {
 		elapsed = time.Since(c.Start)
 	}
-	return &grpcbackoff.Error{Err: err, Attempts: c.Plan.Prior + c.Attempts, Elapsed: elapsed, Reason: why}
+	return &grpcbackoff.Error{Err: err, Attempts: c.Prior + c.Attempts, Elapsed: elapsed, Reason: why}
 }
 
 // Closing returns the error a call ends with when its ClientConn's closing
@@ -374,9 +370,14 @@ func (c *Call) End(ctx context.Context, err error) error {
 	return err
 }
 
-// EndFirst tells the observers of a call whose first attempt succeeded,
-// without a Call of its own.
-func (e *Engine) EndFirst(ctx context.Context, p *Plan, cc *grpc.ClientConn) {
+// EndFirst tells, of a unary call p plans on cc, opened as o with the
+// request req, whose first attempt succeeded without a Call of its own, the
+// Hook (if it keeps a state of the call; origin is the caller's context,
+// before the plan's timeout) and the observers.
+func (e *Engine) EndFirst(ctx, origin context.Context, p *Plan, cc *grpc.ClientConn, o Opened, req any) {
+	if o.state != nil {
+		e.Hook.End(origin, HookCall{Method: p.Method, Conn: o.Conn, Req: req, Prior: o.prior, State: o.state}, nil, 0)
+	}
 	if e.Observer != nil {
 		e.Observer.OnEnd(ctx, End{Method: p.Method, StaticMethod: p.Static, Target: targetOf(cc), Conn: cc, Attempts: 1, Hedged: p.Hedge != nil})
 	}

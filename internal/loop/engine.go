@@ -10,10 +10,11 @@
 // Its files, each on those before it: options.go (the call options a Plan
 // reads), engine.go (what the calls of one Retrier share, and what its
 // Observer is told), plan.go, call.go (a Call, the protocol and its end),
-// memory.go (a Google Cloud client's earlier attempts of a call), open.go.
+// hook.go (the rule of a calling layer that retries by itself, such as a
+// Google Cloud client), open.go.
 //
 // In the engine's layers it sits above what it reads (internal/attempt,
-// internal/cloudclients, internal/targets and their gates, internal/gate,
+// internal/targets and their gates, internal/gate,
 // internal/settings, internal/safety, internal/decide) and below what
 // carries calls out (internal/unary, internal/hedge, internal/stream). The
 // package interceptor holds an Engine and adapts it to its public types.
@@ -27,7 +28,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
@@ -35,8 +35,8 @@ import (
 )
 
 // Engine is what the calls of one Retrier share: its settings, what it
-// knows of its methods' safety, its targets' state, its memory of Google
-// Cloud clients' calls and who observes them. Its fields are set by the
+// knows of its methods' safety, its targets' state, the Hook of the
+// calling layers that retry by themselves, and who observes them. Its fields are set by the
 // Retrier's options, before the first call; it is then safe for concurrent
 // use.
 type Engine struct {
@@ -45,10 +45,10 @@ type Engine struct {
 	Unsafe        func(name string) bool // reports names known not to be idempotent (Safety.NotIdempotent)
 	UnsafeRetries bool                   // WithNonIdempotentRetries: a method's Safety never stops a retry
 	Targets       targets.Registry
-	Memory        cloudclients.Memory // Google Cloud clients' calls, across the clients' attempts
-	Observer      Observer            // nil: no one observes
-	NoPushback    bool                // WithoutPushback: unary calls do not read the trailer
-	BufLimit      int                 // bytes of sent messages a stream keeps for replay before it commits
+	Hook          Hook     // the rule of the calling layers that retry by themselves (the Google Cloud clients'); nil: none
+	Observer      Observer // nil: no one observes
+	NoPushback    bool     // WithoutPushback: unary calls do not read the trailer
+	BufLimit      int      // bytes of sent messages a stream keeps for replay before it commits
 }
 
 // extraGates returns the gates every target gets after its built-in ones:

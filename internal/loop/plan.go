@@ -7,11 +7,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
-	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Plan is what one call will do: the Retrier's settings for its method and
@@ -19,22 +17,19 @@ import (
 // interceptor's Explain puts the plan of a call without options into words.
 type Plan struct {
 	Method   string
-	Policy   *settings.Policy    // the retry Policy (for a hedged call, its failures'); nil: one attempt
-	Hedge    *settings.Hedging   // non-nil: the call is hedged
-	Timeout  time.Duration       // bound on the whole call; 0: none
-	Err      error               // a call option built from bad input
-	Max      int                 // the call's MaxAttempts (0 without a policy)
-	Hedges   int                 // attempts of a hedged round (0: not hedged)
-	From     settings.Level      // whose entry gave the Policy or Hedge
-	Safety   safety.Level        // stated by a call option (see Stated)
-	Stated   Stated              // which call option stated Safety, if one did
-	Critical bool                // Critical: exempt from adaptive throttling
-	Static   bool                // grpc.StaticMethod: Method is a fixed name, for observers
-	Through  bool                // an earlier Retrier on the connection takes the call: its attempts pass through (Mark)
-	Client   cloudclients.Client // what a Google Cloud client making the call retries by itself, once learnt
-	Prior    int                 // retries made in the client's earlier attempts of the call (Recall)
-	Taken    bool                // the call took the memory's entry of those attempts (Recall)
-	OnFinish bool                // the caller gave grpc.OnFinish: run once per call, not per attempt (SplitOnFinish)
+	Policy   *settings.Policy  // the retry Policy (for a hedged call, its failures'); nil: one attempt
+	Hedge    *settings.Hedging // non-nil: the call is hedged
+	Timeout  time.Duration     // bound on the whole call; 0: none
+	Err      error             // a call option built from bad input
+	Max      int               // the call's MaxAttempts (0 without a policy)
+	Hedges   int               // attempts of a hedged round (0: not hedged)
+	From     settings.Level    // whose entry gave the Policy or Hedge
+	Safety   safety.Level      // stated by a call option (see Stated)
+	Stated   Stated            // which call option stated Safety, if one did
+	Critical bool              // Critical: exempt from adaptive throttling
+	Static   bool              // grpc.StaticMethod: Method is a fixed name, for observers
+	Through  bool              // an earlier Retrier on the connection takes the call: its attempts pass through (Mark)
+	OnFinish bool              // the caller gave grpc.OnFinish: run once per call, not per attempt (SplitOnFinish)
 }
 
 // Stated says which call option stated a call's Safety.
@@ -134,20 +129,6 @@ func (p *Plan) WithTimeout(ctx context.Context) (_ context.Context, cancel conte
 		return ctx, nil
 	}
 	return context.WithTimeout(ctx, p.Timeout)
-}
-
-// learnClient learns, once, whether the call p plans, with ctx, opts and
-// req (nil for a stream) on the ClientConn of conn, is a Google Cloud
-// client's, and which codes its client retries (internal/cloudclients).
-func (p *Plan) learnClient(ctx context.Context, conn *targets.Conn, opts []grpc.CallOption, req any) {
-	if p.Client.Learnt {
-		return
-	}
-	var api *cloudclients.API
-	if conn != nil {
-		api = conn.API.Load()
-	}
-	p.Client = cloudclients.Learn(ctx, p.Method, opts, api, req)
 }
 
 // criticality returns the call's criticality, as its gates know it.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/googledata"
 )
 
 // Level is what is known of a method: the values of interceptor.Safety.
@@ -34,8 +34,8 @@ func Describe(method string) Knowledge {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
-		if s, source, _, ok := cloudclients.Safety(method); ok {
-			return Knowledge{Level(s), source + " (the descriptor of the pinned client's, not linked in)"}
+		if m, ok := googledata.Pinned(method); ok {
+			return Knowledge{Level(m.Safety), m.Why + " (the descriptor of the pinned client's, not linked in)"}
 		}
 		return Knowledge{Unknown, "no descriptor registered for " + service}
 	}

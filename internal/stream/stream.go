@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
@@ -35,7 +34,7 @@ func Open(e *loop.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.C
 	if p.Through {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	streamer = cloudclients.Watch(method, streamer)
+	streamer = e.Streamer(method, streamer)
 	if p.OnFinish && p.Policy != nil {
 		return openFinishing(e, &p, ctx, desc, cc, streamer, opts)
 	}
@@ -45,7 +44,7 @@ func Open(e *loop.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.C
 // open opens the stream p plans: a Stream if it has a Policy, else a plain
 // one.
 func open(e *loop.Engine, p *loop.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	conn, err := e.Open(ctx, p, cc, nil, nil)
+	o, err := e.Open(ctx, p, cc, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +52,7 @@ func open(e *loop.Engine, p *loop.Plan, ctx context.Context, desc *grpc.StreamDe
 		return plainStream(ctx, p, desc, cc, p.Method, streamer, append(opts[:len(opts):len(opts)], loop.Mark))
 	}
 	p.Hedge = nil // streams are not hedged: their Policy applies
-	s := &Stream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.Policy.AttemptTimeout, c: e.NewCall(p, cc, conn, opts)}
+	s := &Stream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.Policy.AttemptTimeout, c: e.NewCall(p, cc, o, opts)}
 	s.c.Attempts = 1
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]

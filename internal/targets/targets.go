@@ -2,8 +2,7 @@
 // by every ClientConn to it and by every call through one Retrier: the
 // target's gates (internal/gate: its adaptive throttling, then its retry
 // budget, the process's own or one shared beyond the process), and, per
-// ClientConn, its closing and the Google API its calls serve
-// (internal/cloudclients). In the engine's layers it sits above the gates
+// ClientConn, its closing and what the engine's Hook keeps of it. In the engine's layers it sits above the gates
 // and below the retry loop (internal/loop), which asks a call's gates.
 package targets
 
@@ -20,7 +19,6 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/gate"
 )
 
@@ -63,9 +61,9 @@ type Conn struct {
 	t      *Target
 	cc     *grpc.ClientConn // nil for calls without a ClientConn
 	closed chan struct{}
-	// API is the Google API the ClientConn's calls serve, once a call told
-	// (cloudclients.APIOf).
-	API atomic.Pointer[cloudclients.API]
+	// Hook is what the engine's Hook keeps of the ClientConn (the Google
+	// API its calls serve, once a call told it): nil until it keeps one.
+	Hook atomic.Value
 }
 
 // Registry is a Retrier's registry of ClientConns and their targets. A
@@ -310,6 +308,9 @@ func (cs *Conn) Closed() bool {
 // Done returns a channel closed when cs's ClientConn has shut down, nil for
 // calls without a ClientConn.
 func (cs *Conn) Done() <-chan struct{} { return cs.closed }
+
+// ClientConn returns cs's ClientConn, nil for calls without one.
+func (cs *Conn) ClientConn() *grpc.ClientConn { return cs.cc }
 
 // Gates returns the gates of cs's target, which every call on cs passes.
 func (cs *Conn) Gates() *gate.Set { return &cs.t.gates }

@@ -33,10 +33,11 @@ func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, 
 	case p.OnFinish && (p.Policy != nil || p.Hedge != nil):
 		return finishing(e, ctx, method, req, reply, cc, invoker, opts)
 	}
-	conn, err := e.Open(ctx, &p, cc, req, opts)
+	o, err := e.Open(ctx, &p, cc, req)
 	if err != nil {
 		return err
 	}
+	conn := o.Conn
 	origin := ctx
 	if p.Timeout > 0 {
 		if tctx, cancel := p.WithTimeout(ctx); cancel != nil {
@@ -48,7 +49,7 @@ func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, 
 	var u loop.Unary
 	u.Method, u.Req, u.Reply, u.CC, u.Invoker, u.Opts, u.Origin = method, req, reply, cc, invoker, opts, origin
 	if p.Hedge != nil {
-		if h := hedge.New(e, ctx, &p, conn, &u); h != nil {
+		if h := hedge.New(e, ctx, &p, o, &u); h != nil {
 			return h.Run()
 		}
 	}
@@ -57,14 +58,9 @@ func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, 
 	}
 	var f attempt.Failure
 	if err := attemptUnary(e, ctx, ctx, &p, conn, nil, &u, &f); err != nil {
-		return retry(e, ctx, &p, conn, &u, &f)
+		return retry(e, ctx, &p, o, &u, &f)
 	}
-	if p.Taken {
-		e.Remember(&p, &u, nil, 0) // a success: the client's call is over
-	}
-	if e.Observer != nil {
-		e.EndFirst(ctx, &p, cc)
-	}
+	e.EndFirst(ctx, origin, &p, cc, o, req)
 	return nil
 }
 
@@ -91,15 +87,13 @@ func invokeOnce(ctx context.Context, conn *targets.Conn, u *loop.Unary) error {
 // decides, pays for, waits for and makes its retries (retries), and ends the
 // call. The trailer of an attempt is not held through the wait that follows
 // it.
-func retry(e *loop.Engine, ctx context.Context, p *loop.Plan, conn *targets.Conn, u *loop.Unary, f *attempt.Failure) error {
-	c := e.NewCall(p, u.CC, conn, u.Opts)
+func retry(e *loop.Engine, ctx context.Context, p *loop.Plan, o loop.Opened, u *loop.Unary, f *attempt.Failure) error {
+	c := e.NewCall(p, u.CC, o, u.Opts)
 	c.Req = u.Req
 	c.Attempts = 1
 	err := retries(ctx, &c, u, f)
 	c.End(ctx, err)
-	if c.Plan.Client.Google {
-		e.Remember(&c.Plan, u, err, c.Attempts)
-	}
+	c.EndUnary(u.Origin, err)
 	return err
 }
 
