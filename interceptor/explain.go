@@ -198,7 +198,7 @@ func codeList(cs []codes.Code) string {
 // codes are retried.
 func (r *Retrier) Explain(fullMethod string) Decision {
 	var p loop.Plan
-	r.e.Plan(&p, fullMethod, nil)
+	r.e.PlanOf(&p, fullMethod, nil)
 	d := Decision{Method: fullMethod, Timeout: p.Timeout, MaxAttempts: p.Max, PolicySource: r.policySource(&p),
 		SharedBudget: r.e.Targets.Shared != nil && r.e.Targets.Throttle != nil, Budget: r.e.Targets.Throttle != nil, Pushback: !r.e.NoPushback}
 	if p.Hedge != nil && isStream(fullMethod) {

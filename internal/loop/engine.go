@@ -45,10 +45,11 @@ type Engine struct {
 	Unsafe        func(name string) bool // reports names known not to be idempotent (Safety.NotIdempotent)
 	UnsafeRetries bool                   // WithNonIdempotentRetries: a method's Safety never stops a retry
 	Targets       targets.Registry
-	Hook          Hook     // the rule of the calling layers that retry by themselves (the Google Cloud clients'); nil: none
-	Observer      Observer // nil: no one observes
-	NoPushback    bool     // WithoutPushback: unary calls do not read the trailer
-	BufLimit      int      // bytes of sent messages a stream keeps for replay before it commits
+	Conns         ConnPolicies // the ClientConns' own retry settings (a resolver's, xDS's), which Plan reads before the Retrier's; nil: none
+	Hook          Hook         // the rule of the calling layers that retry by themselves (the Google Cloud clients'); nil: none
+	Observer      Observer     // nil: no one observes
+	NoPushback    bool         // WithoutPushback: unary calls do not read the trailer
+	BufLimit      int          // bytes of sent messages a stream keeps for replay before it commits
 }
 
 // extraGates returns the gates every target gets after its built-in ones:

@@ -8,21 +8,22 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
-// Open starts the call p plans, on cc, as unary calls and streams alike
-// start: the ClientConn's state, a bad call option's error, the admission
+// Open starts the call p plans, on the ClientConn whose state is conn (as
+// Plan returned it), as unary calls and streams alike start: a bad call
+// option's error, the admission
 // of the target's gates (which count the call, and may refuse it: then the
 // observers are told of its end), and the Hook's opening of it, with its
 // request req (nil for a stream). It returns the error that ends the call
 // before any attempt, if one does: never the Hook's.
-func (e *Engine) Open(ctx context.Context, p *Plan, cc *grpc.ClientConn, req any) (Opened, error) {
-	conn := e.Targets.Conn(cc)
+func (e *Engine) Open(ctx context.Context, p *Plan, conn *targets.Conn, req any) (Opened, error) {
 	if p.Err != nil {
 		return Opened{}, status.Error(codes.InvalidArgument, p.Err.Error())
 	}
 	if why := conn.Gates().Admit(p.criticality()); why != 0 {
-		c := Call{e: e, Plan: *p, CC: cc, Conn: conn}
+		c := Call{e: e, Plan: *p, CC: conn.ClientConn(), Conn: conn}
 		return Opened{}, c.End(ctx, c.Fail(notSent(why), why))
 	}
 	o := Opened{Conn: conn}

@@ -10,11 +10,13 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
-// Plan is what one call will do: the Retrier's settings for its method and
-// the call's options, resolved once, in one place, before the first attempt.
-// interceptor's Explain puts the plan of a call without options into words.
+// Plan is what one call will do: the settings for its method on its
+// ClientConn and the call's options, resolved once, in one place, before
+// the first attempt (Engine.Plan). interceptor's Explain puts the plan of a
+// call without options into words (Engine.PlanOf).
 type Plan struct {
 	Method   string
 	Policy   *settings.Policy  // the retry Policy (for a hedged call, its failures'); nil: one attempt
@@ -45,22 +47,74 @@ func (s Stated) String() string {
 	return [...]string{"", "CallIdempotent", "CallNotIdempotent"}[s]
 }
 
-// Plan resolves into p, a zero Plan, the plan of a call of method with the
-// call options opts. It allocates nothing.
-func (e *Engine) Plan(p *Plan, method string, opts []grpc.CallOption) {
+// ConnPolicies is a source of retry settings per ClientConn, from outside
+// the Retrier: the retryPolicy a connection's name resolver publishes
+// (cc.GetMethodConfig(method), gRFC A2), or its xDS route's (gRFC A44).
+// Engine.Conns is nil, none, until one is given; Plan then asks it for each
+// call on a ClientConn, once the connection's state is looked up, and what
+// it says of the method replaces the Retrier's own settings for it; the
+// call's options still win over it. It is called concurrently, on every
+// call's path: it must not block, nor allocate once a connection's policy
+// is known.
+type ConnPolicies interface {
+	// Resolve returns the settings of method on conn's ClientConn, and
+	// false when the source says nothing of it: the Retrier's own apply.
+	Resolve(conn *targets.Conn, method string) (settings.Resolved, bool)
+}
+
+// Plan resolves into p, a zero Plan, the plan of a call of method on cc
+// with the call options opts, in this order:
+//
+//  1. the call's options, read once: a call an earlier Retrier on the
+//     connection took passes through (p.Through), and nothing more is
+//     resolved;
+//  2. the ClientConn's state (targets.Conn), registered on its first call;
+//  3. the method's settings: the connection's own (Engine.Conns), if it
+//     says anything of the method, else the Retrier's (settings.Table:
+//     WithMethod, WithServiceConfig, WithHedging, then its Policy), each
+//     by method, then service, then default;
+//  4. the call's options over them: NoRetry, CallPolicy, CallMaxAttempts;
+//  5. its safety: a hedge of a method known not to be safe to send twice
+//     is dropped, and its failures follow its Policy;
+//  6. its attempts: MaxAttempts, and the hedges of a round.
+//
+// It returns the ClientConn's state, nil for a call that passes through.
+// It allocates nothing once cc is registered.
+func (e *Engine) Plan(p *Plan, cc *grpc.ClientConn, method string, opts []grpc.CallOption) *targets.Conn {
 	p.Method = method
-	if s := &e.Settings; s.Plain() { // the Retrier's own settings for every method
-		p.Policy, p.Hedge, p.Timeout = s.Base.Policy, s.Base.Hedge, s.Base.Timeout
-	} else {
-		r := s.Resolve(method)
-		p.Policy, p.Hedge, p.Timeout, p.From = r.Policy, r.Hedge, r.Timeout, r.From
+	var o callOptions
+	if o.read(p, opts); p.Through {
+		return nil
 	}
-	noRetry, maxAttempts := false, 0
-	var callPolicy *settings.Policy
-	for _, o := range opts {
-		switch o := o.(type) {
+	conn := e.Targets.Conn(cc)
+	e.resolve(p, conn, method, &o)
+	return conn
+}
+
+// PlanOf resolves into p, a zero Plan, the plan of a call of method with
+// the call options opts on no ClientConn in particular, as Plan does
+// without steps 1 and 2: what Explain tells.
+func (e *Engine) PlanOf(p *Plan, method string, opts []grpc.CallOption) {
+	p.Method = method
+	var o callOptions
+	if o.read(p, opts); !p.Through {
+		e.resolve(p, nil, method, &o)
+	}
+}
+
+// callOptions are what a call's options say of its Policy.
+type callOptions struct {
+	noRetry     bool
+	maxAttempts int
+	policy      *settings.Policy
+}
+
+// read reads opts, a call's options, into p and o (Plan's step 1).
+func (o *callOptions) read(p *Plan, opts []grpc.CallOption) {
+	for _, opt := range opts {
+		switch opt := opt.(type) {
 		case *layerMark:
-			p.Through, p.Policy, p.Hedge = true, nil, nil
+			p.Through = true
 			return
 		case grpc.StaticMethodCallOption:
 			p.Static = true
@@ -69,28 +123,46 @@ func (e *Engine) Plan(p *Plan, method string, opts []grpc.CallOption) {
 		case *CriticalOption:
 			p.Critical = true
 		case *SafetyOption:
-			p.Safety, p.Stated = o.Level, ByCallIdempotent
-			if o.Level == safety.NotIdempotent {
+			p.Safety, p.Stated = opt.Level, ByCallIdempotent
+			if opt.Level == safety.NotIdempotent {
 				p.Stated = ByCallNotIdempotent
 			}
 		case *Option:
 			switch {
-			case o.Err != nil:
-				p.Err = o.Err
-			case o.NoRetry:
-				noRetry, callPolicy, maxAttempts = true, nil, 0
-			case o.Policy != nil:
-				noRetry, callPolicy, maxAttempts = false, o.Policy, 0
-			case o.MaxAttempts > 0:
-				maxAttempts = o.MaxAttempts
+			case opt.Err != nil:
+				p.Err = opt.Err
+			case opt.NoRetry:
+				o.noRetry, o.policy, o.maxAttempts = true, nil, 0
+			case opt.Policy != nil:
+				o.noRetry, o.policy, o.maxAttempts = false, opt.Policy, 0
+			case opt.MaxAttempts > 0:
+				o.maxAttempts = opt.MaxAttempts
 			}
 		}
 	}
+}
+
+// resolve is Plan's steps 3 to 6, for a call on conn (nil: on no
+// ClientConn in particular) whose options said o.
+func (e *Engine) resolve(p *Plan, conn *targets.Conn, method string, o *callOptions) {
+	var r settings.Resolved
+	known := false
+	if e.Conns != nil && conn != nil {
+		r, known = e.Conns.Resolve(conn, method)
+	}
+	switch s := &e.Settings; {
+	case known:
+	case s.Plain(): // the Retrier's own settings for every method
+		r = settings.Resolved{Policy: s.Base.Policy, Hedge: s.Base.Hedge, Timeout: s.Base.Timeout}
+	default:
+		r = s.Resolve(method)
+	}
+	p.Policy, p.Hedge, p.Timeout, p.From = r.Policy, r.Hedge, r.Timeout, r.From
 	switch {
-	case noRetry:
+	case o.noRetry:
 		p.Policy, p.Hedge = nil, nil
-	case callPolicy != nil:
-		p.Policy, p.Hedge = callPolicy, nil
+	case o.policy != nil:
+		p.Policy, p.Hedge = o.policy, nil
 	}
 	if p.Hedge != nil && (p.Safety == safety.NotIdempotent || p.From != settings.FromMethod && e.Unsafe(method)) {
 		p.Hedge = nil // never sent twice: its failures follow its Policy
@@ -98,14 +170,14 @@ func (e *Engine) Plan(p *Plan, method string, opts []grpc.CallOption) {
 	if p.Policy != nil {
 		p.Max = p.Policy.MaxAttempts
 	}
-	if maxAttempts > 0 {
-		p.Max = maxAttempts
+	if o.maxAttempts > 0 {
+		p.Max = o.maxAttempts
 	}
 	if p.Hedge != nil {
 		p.Hedges = p.Hedge.MaxAttempts
 		switch {
-		case maxAttempts > 0: // CallMaxAttempts: the hedges and the whole call
-			p.Hedges, p.Max = maxAttempts, maxAttempts
+		case o.maxAttempts > 0: // CallMaxAttempts: the hedges and the whole call
+			p.Hedges, p.Max = o.maxAttempts, o.maxAttempts
 		case p.Policy == nil || p.Hedge.Config: // the hedges are every attempt (a service config's: as grpc-go)
 			p.Max = min(p.Max, p.Hedges)
 			if p.Policy == nil {

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/internal/loop"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Open is the stream interceptor of engine e: the one way into a stream,
@@ -30,21 +31,22 @@ import (
 // has a Policy, is a Stream; one without is opened as it is (plain.go).
 func Open(e *loop.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	var p loop.Plan
-	e.Plan(&p, method, opts)
+	conn := e.Plan(&p, cc, method, opts)
 	if p.Through {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	streamer = e.Streamer(method, streamer)
 	if p.OnFinish && p.Policy != nil {
-		return openFinishing(e, &p, ctx, desc, cc, streamer, opts)
+		return openFinishing(e, &p, conn, ctx, desc, streamer, opts)
 	}
-	return open(e, &p, ctx, desc, cc, streamer, opts)
+	return open(e, &p, conn, ctx, desc, streamer, opts)
 }
 
 // open opens the stream p plans: a Stream if it has a Policy, else a plain
 // one.
-func open(e *loop.Engine, p *loop.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	o, err := e.Open(ctx, p, cc, nil)
+func open(e *loop.Engine, p *loop.Plan, conn *targets.Conn, ctx context.Context, desc *grpc.StreamDesc, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	cc := conn.ClientConn()
+	o, err := e.Open(ctx, p, conn, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +81,9 @@ func open(e *loop.Engine, p *loop.Plan, ctx context.Context, desc *grpc.StreamDe
 // grpc.OnFinish and which may make more than one attempt: its attempts go
 // without the OnFinish options, which run once when the stream ends (see
 // Stream.ended), or when its context ends first, as grpc-go runs them.
-func openFinishing(e *loop.Engine, p *loop.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func openFinishing(e *loop.Engine, p *loop.Plan, conn *targets.Conn, ctx context.Context, desc *grpc.StreamDesc, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	fs, rest := loop.SplitOnFinish(opts)
-	cs, err := open(e, p, ctx, desc, cc, streamer, rest)
+	cs, err := open(e, p, conn, ctx, desc, streamer, rest)
 	s, ok := cs.(*Stream)
 	if err != nil || !ok {
 		loop.Finish(fs, err)

@@ -20,24 +20,23 @@ import (
 )
 
 // Invoke is the unary interceptor of engine e: the one way through a unary
-// call. Its plan first; a call an earlier Retrier on the connection took
-// passes through; then its opening (shared with streams), then one of a
-// hedged call, a single attempt, or attempts retried as the plan's Policy
-// says.
+// call. Its plan first, on its ClientConn; a call an earlier Retrier on the
+// connection took passes through; then its opening (shared with streams),
+// then one of a hedged call, a single attempt, or attempts retried as the
+// plan's Policy says, through the retry loop (internal/loop).
 func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	var p loop.Plan
-	e.Plan(&p, method, opts)
+	conn := e.Plan(&p, cc, method, opts)
 	switch {
 	case p.Through:
 		return invoker(ctx, method, req, reply, cc, opts...)
 	case p.OnFinish && (p.Policy != nil || p.Hedge != nil):
 		return finishing(e, ctx, method, req, reply, cc, invoker, opts)
 	}
-	o, err := e.Open(ctx, &p, cc, req)
+	o, err := e.Open(ctx, &p, conn, req)
 	if err != nil {
 		return err
 	}
-	conn := o.Conn
 	origin := ctx
 	if p.Timeout > 0 {
 		if tctx, cancel := p.WithTimeout(ctx); cancel != nil {
