@@ -53,7 +53,7 @@
 //
 // To change the stream machine, read Stream's contract (stream.go), then
 // internal/stream in the order its package doc gives, state.go first (the
-// states and their rules), then internal/loop's Call (how a failed attempt
+// phases and their rules), then internal/loop's Call (how a failed attempt
 // is decided on, reserved, paid for and ended) and internal/attempt (what a failure
 // tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
 // scenario tests, through the public API; internal/attempt's

@@ -122,7 +122,8 @@ func WithObserver(o Observer) Option {
 
 // WithOnRetry sets a function called before each retry wait, and when the
 // throttle refuses a retry. It runs on the caller's goroutine and must not
-// block.
+// block. It is WithObserver with an Observer whose OnRetry is f, which new
+// code should prefer: an Observer is told of each call's end too.
 func WithOnRetry(f func(Retry)) Option {
 	return func(r *Retrier) error {
 		if f == nil {

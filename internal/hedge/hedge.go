@@ -39,7 +39,7 @@ type hedgeAttempt struct {
 	dropped  bool             // the call canceled it: another attempt ended the call
 	headers  atomic.Bool      // its response headers arrived
 	res      gate.Reservation // the retry or hedge it is, as its gates were asked; zero for the call's first attempt
-	h        *Call
+	h        *Race
 }
 
 // HeadersArrived is called, once or more, when a's response headers arrive:
@@ -72,9 +72,11 @@ const (
 	retryNext           // a retry: the backoff after a failure has passed
 )
 
-// Call is one hedged call. Its state is the caller's goroutine's alone;
-// the attempts run on goroutines of their own and hand back their results
-// (and the arrival of their headers) on channels.
+// Race is one hedged call: its attempts' race, its own part; the rest of
+// the call (its decisions, payments and end) is its loop.Call's. Its state
+// is the caller's goroutine's alone; the attempts run on goroutines of
+// their own and hand back their results (and the arrival of their headers)
+// on channels.
 //
 // Hedges answer slowness: while no attempt has answered, one is sent every
 // delay, up to the plan's hedges per round. Failures answer to the retry
@@ -82,7 +84,7 @@ const (
 // its code, the budget's reserve, the deadline, the Policy's MaxAttempts),
 // and the next round starts after its backoff, no hedge going out
 // meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
-type Call struct {
+type Race struct {
 	c        loop.Call
 	hp       *settings.Hedging
 	ctx      context.Context // the caller's, bounded by the plan's timeout
@@ -95,7 +97,7 @@ type Call struct {
 	deadline time.Time     // the caller's; zero for none
 
 	results   chan *hedgeAttempt // unbuffered: every attempt sent is received
-	headersIn chan *hedgeAttempt // the first attempt whose headers arrived since the loop last looked
+	headersIn chan *hedgeAttempt // the first attempt whose headers arrived since await last looked
 	flight    []*hedgeAttempt    // attempts in flight
 	round     int                // attempts sent in the current round
 	sent      time.Time          // when the last attempt was sent
@@ -114,15 +116,14 @@ type Call struct {
 }
 
 // New returns the hedged call of u with plan p, in engine e, opened as o,
-// or nil when u's reply cannot be copied
-// between attempts (then it is not hedged). ctx is the caller's context,
-// bounded by the plan's timeout.
-func New(e *loop.Engine, ctx context.Context, p *loop.Plan, o loop.Opened, u *loop.Unary) *Call {
+// or nil when u's reply cannot be copied between attempts (then it is not
+// hedged). ctx is the caller's context, bounded by the plan's timeout.
+func New(e *loop.Engine, ctx context.Context, p *loop.Plan, o loop.Opened, u *loop.Unary) *Race {
 	rt, ok := replyTypeOf(u.Reply)
 	if !ok {
 		return nil
 	}
-	h := &Call{c: e.NewCall(p, u.CC, o, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
+	h := &Race{c: e.NewCall(p, u.CC, o, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
 		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
 	h.c.Req = u.Req
 	h.deadline, _ = ctx.Deadline()
@@ -134,19 +135,19 @@ func New(e *loop.Engine, ctx context.Context, p *loop.Plan, o loop.Opened, u *lo
 // A panic on the caller's goroutine while attempts are in flight (an
 // observer's, the budget's) goes on up only once every attempt returned:
 // the call leaves no goroutine behind.
-func (h *Call) Run() error {
+func (h *Race) Run() error {
 	h.actx, h.cancel = context.WithCancel(h.ctx)
 	defer h.cancel()
 	settled := false
 	defer func() {
 		if !settled {
-			h.settle() // the loop panicked: its attempts end before the panic goes on
+			h.settle() // await panicked: its attempts end before the panic goes on
 		}
 	}()
 	h.c.Start = time.Now()
 	h.delay = h.hp.DelayFor(h.c.Plan.Method, h.c.Start)
 	h.send(false, gate.Reservation{})
-	end := h.loop()
+	end := h.await()
 	h.settle()
 	settled = true
 	h.c.Cancel() // a retry reserved and not sent is given back
@@ -173,7 +174,7 @@ func (h *Call) Run() error {
 
 // settle cancels the attempts in flight and waits for each to return, then
 // stops the timer: nothing of the call runs on afterwards.
-func (h *Call) settle() {
+func (h *Race) settle() {
 	h.cancel()
 	h.settling = true
 	for len(h.flight) > 0 {
@@ -188,10 +189,10 @@ func (h *Call) settle() {
 	}
 }
 
-// loop waits for the attempt that ends the call and returns it (nil if the
+// await waits for the attempt that ends the call and returns it (nil if the
 // call ended without one), with h.final set if the call's error is made
 // already.
-func (h *Call) loop() (end *hedgeAttempt) {
+func (h *Race) await() (end *hedgeAttempt) {
 	for {
 		if len(h.flight) == 0 && h.timerC == nil {
 			if h.why == 0 {
@@ -237,7 +238,7 @@ func (h *Call) loop() (end *hedgeAttempt) {
 
 // interrupted ends the call, which its context or its ClientConn's closing
 // ended while it waited for a retry's backoff or a pushback.
-func (h *Call) interrupted() *hedgeAttempt {
+func (h *Race) interrupted() *hedgeAttempt {
 	h.c.Delay += time.Since(h.idleSince)
 	h.final = h.c.Interrupted(h.ctx, h.last.err)
 	h.why = h.c.Reason()
@@ -246,7 +247,7 @@ func (h *Call) interrupted() *hedgeAttempt {
 
 // send sends the next attempt: a hedge, paid as res, or the first of a
 // round (the call's first attempt, or a retry, reserved with the call).
-func (h *Call) send(hedge bool, res gate.Reservation) {
+func (h *Race) send(hedge bool, res gate.Reservation) {
 	c := &h.c
 	if h.last != nil {
 		h.last.outputs = outputs{} // nothing of a failed attempt outlives the next one's start but its error
@@ -298,7 +299,7 @@ func (h *Call) send(hedge bool, res gate.Reservation) {
 // again, with the same value, on the caller's goroutine once the call's
 // other attempts ended (see run), as it would reach the caller without
 // hedging.
-func (h *Call) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOption) {
+func (h *Race) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOption) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -313,7 +314,7 @@ func (h *Call) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOpt
 // payUnpaid pays for the retry due next if it was decided on unpaid, and
 // reports whether it may be sent. If it is refused, no attempt follows: the
 // call ends with the last attempt's error once none is in flight.
-func (h *Call) payUnpaid() bool {
+func (h *Race) payUnpaid() bool {
 	u := h.unpaid
 	if u == nil {
 		return true
@@ -331,7 +332,7 @@ func (h *Call) payUnpaid() bool {
 
 // take removes a, which returned, from the attempts in flight, and records
 // how it ended (loop.Record) unless the call itself canceled it.
-func (h *Call) take(a *hedgeAttempt) {
+func (h *Race) take(a *hedgeAttempt) {
 	h.flight = slices.DeleteFunc(h.flight, func(b *hedgeAttempt) bool { return b == a })
 	if len(h.flight) == 0 {
 		h.idleSince = time.Now()
@@ -352,7 +353,7 @@ func (h *Call) take(a *hedgeAttempt) {
 
 // arm sets the timer to send the next attempt of kind k after d, if one
 // could start before the deadline. A retry replaces a hedge that was due.
-func (h *Call) arm(d time.Duration, k timerKind) {
+func (h *Race) arm(d time.Duration, k timerKind) {
 	if h.stopped || h.committed != nil || h.next == retryNext && k == hedgeNext {
 		return // a retry's backoff is not cut short by a hedge
 	}
@@ -375,7 +376,7 @@ func (h *Call) arm(d time.Duration, k timerKind) {
 	h.timerC, h.next = h.timer.C, k
 }
 
-func (h *Call) stop(why grpcbackoff.Reason) {
+func (h *Race) stop(why grpcbackoff.Reason) {
 	h.stopped, h.timerC, h.next = true, nil, noTimer
 	if h.why == 0 {
 		h.why = why
@@ -383,7 +384,7 @@ func (h *Call) stop(why grpcbackoff.Reason) {
 }
 
 // fire sends what the timer was armed for.
-func (h *Call) fire() {
+func (h *Race) fire() {
 	k := h.next
 	h.next = noTimer
 	switch k {
@@ -404,7 +405,7 @@ func (h *Call) fire() {
 // not sent, nor is any other of its round; the attempts in flight go on,
 // and a failure of theirs is decided on as any other (the reserve may pay
 // for its retry).
-func (h *Call) pay() (gate.Reservation, bool) {
+func (h *Race) pay() (gate.Reservation, bool) {
 	var last attempt.Failure
 	if h.last != nil {
 		last.Err = h.last.err
@@ -417,7 +418,7 @@ func (h *Call) pay() (gate.Reservation, bool) {
 }
 
 // answered returns an attempt in flight whose headers arrived, or nil.
-func (h *Call) answered() *hedgeAttempt {
+func (h *Race) answered() *hedgeAttempt {
 	for _, a := range h.flight {
 		if a.headers.Load() {
 			return a
@@ -428,7 +429,7 @@ func (h *Call) answered() *hedgeAttempt {
 
 // commit commits the call to a, whose response headers arrived: no
 // further attempt is sent, and the others are canceled.
-func (h *Call) commit(a *hedgeAttempt) {
+func (h *Race) commit(a *hedgeAttempt) {
 	if h.committed != nil || !slices.Contains(h.flight, a) {
 		return
 	}
@@ -444,7 +445,7 @@ func (h *Call) commit(a *hedgeAttempt) {
 
 // result takes in a, an attempt that returned, and returns the attempt that
 // ends the call and true if the call ends.
-func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
+func (h *Race) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	c := &h.c
 	if a.err == nil {
 		h.why = 0

@@ -41,7 +41,7 @@ import (
 // use.
 type Engine struct {
 	Settings      settings.Table
-	Safety        safety.Book
+	Safety        safety.Catalog
 	Unsafe        func(name string) bool // reports names known not to be idempotent (Safety.NotIdempotent)
 	UnsafeRetries bool                   // WithNonIdempotentRetries: a method's Safety never stops a retry
 	Targets       targets.Registry

@@ -46,11 +46,11 @@ func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
 // one opens or retrying ends. It returns nil when a new attempt is current
 // (and gets the kept messages from a replay), and otherwise the error the
 // stream ended with. mu is held on entry and on return, and released while
-// it waits and opens; meanwhile the state is streamRetrying, and this
+// it waits and opens; meanwhile the phase is streamRetrying, and this
 // goroutine alone uses s.c. During the wait the failed attempt's stream is
 // let go: only its trailer is kept.
 func (s *Stream) retryLocked(a *streamAttempt, err error) error {
-	s.state = streamRetrying
+	s.phase = streamRetrying
 	for {
 		cs, f := s.letGoLocked(a, err)
 		s.mu.Unlock()
@@ -64,7 +64,7 @@ func (s *Stream) retryLocked(a *streamAttempt, err error) error {
 		}
 		switch {
 		case final != nil:
-			s.state, s.err = streamEnded, final
+			s.phase, s.err = streamEnded, final
 			s.releaseSent()
 			s.changed.Broadcast()
 			return final
@@ -130,7 +130,7 @@ func (s *Stream) reopen(a *streamAttempt, cs grpc.ClientStream, f attempt.Failur
 // message sent during the backoff went past the buffer limit. mu is held.
 func (s *Stream) resumeLocked(next *streamAttempt) {
 	s.cur.trailer = nil // the failed attempt's: nothing of it outlives the next one's start
-	s.cur, s.state = next, streamOpen
+	s.cur, s.phase = next, streamOpen
 	s.watch(next)
 	if len(s.sent) > 0 || s.closed {
 		next.replaying = true

@@ -5,15 +5,16 @@
 // interceptor.Stream for the contract).
 //
 // Its state is one type, Stream (state.go), whose every operation goes
-// through one mutex. Its files, each on those before it: state.go (the
-// states, the current attempt, the kept messages, the commit), guard.go (a
+// through one mutex. Its files, each on those before it: state.go (its
+// phases, the current attempt, the kept messages, the commit), guard.go (a
 // panic under the stream), finish.go (grpc.OnFinish), timeout.go
 // (AttemptTimeout, which times the caller's waits), replay.go (the kept
-// messages sent to a new attempt), retry.go (a failed attempt replaced),
-// operations.go (the caller's SendMsg, RecvMsg, Header, CloseSend, Trailer
-// and Context), stream.go (Open, the one way in), plain.go (a stream no
-// Policy applies to). In the engine's layers it sits above internal/loop,
-// which decides and ends its retries as any call's.
+// messages sent to a new attempt), retry.go (a failed attempt replaced,
+// through the retry loop), operations.go (the caller's SendMsg, RecvMsg,
+// Header, CloseSend, Trailer and Context), stream.go (Open, the one way
+// in), plain.go (a stream no Policy applies to). It keeps what is a stream's own, the replay and the
+// commit; the retry loop (internal/loop) decides, pays for and ends its
+// retries as any call's, and it sits above it in the engine's layers.
 package stream
 
 import (

@@ -1,6 +1,6 @@
 // Package safety is what is known of whether a method may be sent again
 // after a failure the server may have applied (interceptor.Safety): from
-// the Retrier's options (Book: WithSafety, a service config's retryPolicy)
+// the Retrier's options (Catalog: WithSafety, a service config's retryPolicy)
 // and from the method's descriptor (Describe: idempotency_level,
 // google.api.http and the words of a POST's name). In the engine's layers
 // it sits above the settings it reads (internal/settings) and below the
@@ -18,13 +18,13 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
-// Book is what one Retrier knows of its methods' safety, first to last as
+// Catalog is what one Retrier knows of its methods' safety, first to last as
 // interceptor.Safety says: what its options state of a method (Stated,
 // then a service config's retryPolicy naming it in Settings), of its
 // service (Stated), then what the method's descriptor says (Describe),
 // learnt once per method. Its fields are set before the first call; it is
 // then safe for concurrent use.
-type Book struct {
+type Catalog struct {
 	Stated   map[string]Level // WithSafety, by method or service name
 	Settings *settings.Table  // the Retrier's entries: a service config's retryPolicy states its methods Idempotent
 
@@ -32,7 +32,7 @@ type Book struct {
 }
 
 // State records what WithSafety states of name, a method or a service.
-func (b *Book) State(name string, l Level) {
+func (b *Catalog) State(name string, l Level) {
 	if b.Stated == nil {
 		b.Stated = make(map[string]Level)
 	}
@@ -40,7 +40,7 @@ func (b *Book) State(name string, l Level) {
 }
 
 // Of returns what is known of method, learnt once.
-func (b *Book) Of(method string) Knowledge {
+func (b *Catalog) Of(method string) Knowledge {
 	if k, ok := b.known.Load(method); ok {
 		return k.(Knowledge)
 	}
@@ -51,7 +51,7 @@ func (b *Book) Of(method string) Knowledge {
 
 // learn finds what the Retrier's options and the method's descriptor say of
 // method.
-func (b *Book) learn(method string) Knowledge {
+func (b *Catalog) learn(method string) Knowledge {
 	if s, ok := b.Stated[method]; ok {
 		return Knowledge{s, "WithSafety(" + method + ")"}
 	}
@@ -71,7 +71,7 @@ func (b *Book) learn(method string) Knowledge {
 // NotIdempotent reports whether name, a method "/pkg.Service/Method" or a
 // service "/pkg.Service/", is known not to be idempotent: a service is
 // when one of its methods is.
-func (b *Book) NotIdempotent(name string) bool {
+func (b *Catalog) NotIdempotent(name string) bool {
 	if !strings.HasSuffix(name, "/") {
 		return b.Of(name).Level == NotIdempotent
 	}
