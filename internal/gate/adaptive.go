@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 
@@ -36,8 +37,8 @@ func (g Adaptive) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 
 func (Adaptive) Cancel(*Reservation, time.Time) {}
 
-func (g Adaptive) Ended(o Outcome) {
-	if !o.Unjudged() {
-		g.L.Record(time.Now(), adaptive.Accepted(o.Code()))
+func (g Adaptive) Ended(ctx context.Context, err error, o Outcome) {
+	if !Unjudged(ctx, err, o.Conn) {
+		g.L.Record(time.Now(), adaptive.Accepted(Judged(ctx, err)))
 	}
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
@@ -28,9 +29,9 @@ func (g Budget) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 
 func (Budget) Cancel(*Reservation, time.Time) {}
 
-func (g Budget) Ended(o Outcome) {
-	if o.Err == nil && o.Won {
-		g.B.SucceededOn(o.Stripe)
+func (g Budget) Ended(_ context.Context, err error, o Outcome) {
+	if err == nil && o.Won {
+		g.B.SucceededOn(int(o.Stripe))
 	}
 }
 
@@ -77,8 +78,8 @@ func (g Shared) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 
 func (Shared) Cancel(*Reservation, time.Time) {}
 
-func (g Shared) Ended(o Outcome) {
-	if o.Err == nil && o.Won {
+func (g Shared) Ended(_ context.Context, err error, o Outcome) {
+	if err == nil && o.Won {
 		g.B.Succeeded()
 	}
 }

@@ -56,9 +56,9 @@ type Gate interface {
 	// or paid, will not be sent (its call ended during the wait, or a gate
 	// refused it).
 	Cancel(r *Reservation, now time.Time)
-	// Ended is told how an attempt of a call ended, every attempt, the
-	// first included.
-	Ended(o Outcome)
+	// Ended is told how an attempt of a call with context ctx ended, every
+	// attempt, the first included: with err (nil: it succeeded), and o.
+	Ended(ctx context.Context, err error, o Outcome)
 }
 
 // Criticality is how much a call matters when its backend sheds load
@@ -93,38 +93,40 @@ type Reservation struct {
 // (targets.Conn).
 type Closer interface{ Closed() bool }
 
-// Outcome is how one attempt of a call ended, as the gates are told.
+// Outcome is how one attempt of a call ended, as the gates are told,
+// beside its context and its error. It is passed by value on every call's
+// path, and so is kept to four words (as the compiler keeps a struct in
+// registers only up to four).
 type Outcome struct {
-	Err  error           // nil: the attempt succeeded (a stream's: its first response, or its good end)
-	Ctx  context.Context // the call's context
-	Conn Closer          // the call's ClientConn's state
+	Conn Closer // the call's ClientConn's state
+	// Reservation is the retry or hedge the attempt was, nil for a call's
+	// first attempt: how it ended is what a refund will read.
+	Reservation *Reservation
+	// Stripe names the budget's counter of successes the attempt counts on
+	// (budget.Budget.SucceededOn).
+	Stripe int32
 	// Won says the success is the call's answer, the one success a budget
 	// counts: false for a hedge that lost the race, and for a call no
 	// Policy retries, which earns a budget nothing.
 	Won bool
-	// Stripe names the budget's counter of successes the attempt counts on
-	// (budget.Budget.SucceededOn).
-	Stripe int
-	// Reservation is the retry or hedge the attempt was, nil for a call's
-	// first attempt: how it ended is what a refund will read.
-	Reservation *Reservation
 }
 
-// Unjudged reports whether the attempt ended for a reason that says
-// nothing of the backend: the caller canceled the call, or its ClientConn
-// shut down.
-func (o *Outcome) Unjudged() bool {
-	return o.Ctx.Err() == context.Canceled || status.Code(o.Err) == codes.Canceled && o.Conn.Closed()
+// Unjudged reports whether an attempt of a call with context ctx that
+// ended with err on conn ended for a reason that says nothing of the
+// backend: the caller canceled the call, or its ClientConn shut down.
+func Unjudged(ctx context.Context, err error, conn Closer) bool {
+	return ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && conn.Closed()
 }
 
-// Code returns the attempt's code as a backend's judge counts it: the
-// call's deadline counts as DEADLINE_EXCEEDED, not as the CANCELED of a
-// context grpc-go saw end.
-func (o *Outcome) Code() codes.Code {
-	if o.Ctx.Err() == context.DeadlineExceeded {
+// Judged returns the code of an attempt of a call with context ctx that
+// ended with err, as a backend's judge counts it: the call's deadline
+// counts as DEADLINE_EXCEEDED, not as the CANCELED of a context grpc-go saw
+// end.
+func Judged(ctx context.Context, err error) codes.Code {
+	if ctx.Err() == context.DeadlineExceeded {
 		return codes.DeadlineExceeded
 	}
-	return status.Code(o.Err)
+	return status.Code(err)
 }
 
 // A Set is the gates of one backend target, in the order they are asked:
@@ -152,8 +154,8 @@ func (s *Set) Len() int { return len(s.gates) }
 // Admit asks every gate to admit a call of criticality c, and returns the
 // Reason of the first that refuses it, 0 if none does.
 func (s *Set) Admit(c Criticality) grpcbackoff.Reason {
-	for _, g := range s.gates {
-		if why := g.Admit(c); why != 0 {
+	for i := range s.gates {
+		if why := s.gates[i].Admit(c); why != 0 {
 			return why
 		}
 	}
@@ -201,9 +203,9 @@ func (s *Set) cancel(r *Reservation, n int, now time.Time) {
 	}
 }
 
-// Ended tells every gate how an attempt ended.
-func (s *Set) Ended(o Outcome) {
-	for _, g := range s.gates {
-		g.Ended(o)
+// Ended tells every gate how an attempt of a call with context ctx ended.
+func (s *Set) Ended(ctx context.Context, err error, o Outcome) {
+	for i := range s.gates {
+		s.gates[i].Ended(ctx, err, o)
 	}
 }

@@ -56,7 +56,8 @@ var (
 func (h *Hook) Open(ctx context.Context, conn *targets.Conn, method string, req any, retried bool) (int, any) {
 	if conn.Hook.Load() == nil {
 		if a := cloudclients.APIOf(ctx, method); a != nil {
-			conn.Hook.CompareAndSwap(nil, a) // once per ClientConn
+			var v any = a
+			conn.Hook.CompareAndSwap(nil, &v) // once per ClientConn
 		}
 	}
 	if req == nil || !retried || h.memory.Len() == 0 {
@@ -80,8 +81,8 @@ func (h *Hook) Leaves(ctx context.Context, c loop.HookCall, st *status.Status, o
 	s, _ := c.State.(*call)
 	if s == nil || !s.client.Learnt {
 		var api *cloudclients.API
-		if c.Conn != nil {
-			api, _ = c.Conn.Hook.Load().(*cloudclients.API)
+		if v := c.Conn.Hook.Load(); v != nil {
+			api, _ = (*v).(*cloudclients.API)
 		}
 		cl := cloudclients.Learn(ctx, c.Method, c.Opts, api, c.Req)
 		if taken := s != nil && s.taken; taken || cl != notGoogle.client {

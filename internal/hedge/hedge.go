@@ -347,7 +347,7 @@ func (h *Race) take(a *hedgeAttempt) {
 			res = &a.res
 		}
 		// The first success taken before the call settles is its answer.
-		loop.Record(h.c.Conn, gate.Outcome{Err: a.err, Ctx: h.ctx, Won: a.err == nil && !h.settling, Reservation: res})
+		loop.Record(h.ctx, h.c.Conn, a.err, gate.Outcome{Won: a.err == nil && !h.settling, Reservation: res})
 	}
 }
 

@@ -1,6 +1,7 @@
 package loop_test
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -51,8 +52,8 @@ func (b *breaker) Pay(r *gate.Reservation, _ time.Time) grpcbackoff.Reason {
 
 func (b *breaker) Cancel(*gate.Reservation, time.Time) { b.canceled.Add(1) }
 
-func (b *breaker) Ended(o gate.Outcome) {
-	if o.Err != nil {
+func (b *breaker) Ended(_ context.Context, err error, o gate.Outcome) {
+	if err != nil {
 		b.failures.Add(1)
 	}
 	if o.Reservation != nil {

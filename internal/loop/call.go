@@ -257,12 +257,13 @@ func (c *Call) NextAttempt(ctx context.Context) context.Context {
 	return ctx
 }
 
-// Record records how an attempt of a call on conn ended: every gate of its
-// target is told (gate.Outcome; its Conn is conn). It is the one place an
-// attempt's end is recorded, by every driver, for every attempt.
-func Record(conn *targets.Conn, o gate.Outcome) {
+// Record records how an attempt of a call with context ctx on conn ended,
+// with err (nil: it succeeded) and o (its Conn is conn): every gate of its
+// target is told. It is the one place an attempt's end is recorded, by
+// every driver, for every attempt.
+func Record(ctx context.Context, conn *targets.Conn, err error, o gate.Outcome) {
 	o.Conn = conn
-	conn.Gates().Ended(o)
+	conn.Gates().Ended(ctx, err, o)
 }
 
 // Wait sleeps for d, or until ctx is done or the call's ClientConn is
@@ -375,6 +376,12 @@ func (c *Call) End(ctx context.Context, err error) error {
 // Hook (if it keeps a state of the call; origin is the caller's context,
 // before the plan's timeout) and the observers.
 func (e *Engine) EndFirst(ctx, origin context.Context, p *Plan, cc *grpc.ClientConn, o Opened, req any) {
+	if o.state != nil || e.Observer != nil {
+		e.endFirst(ctx, origin, p, cc, o, req)
+	}
+}
+
+func (e *Engine) endFirst(ctx, origin context.Context, p *Plan, cc *grpc.ClientConn, o Opened, req any) {
 	if o.state != nil {
 		e.Hook.End(origin, HookCall{Method: p.Method, Conn: o.Conn, Req: req, Prior: o.prior, State: o.state}, nil, 0)
 	}

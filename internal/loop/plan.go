@@ -81,41 +81,28 @@ type ConnPolicies interface {
 // It returns the ClientConn's state, nil for a call that passes through.
 // It allocates nothing once cc is registered.
 func (e *Engine) Plan(p *Plan, cc *grpc.ClientConn, method string, opts []grpc.CallOption) *targets.Conn {
-	p.Method = method
-	var o callOptions
-	if o.read(p, opts); p.Through {
-		return nil
-	}
-	conn := e.Targets.Conn(cc)
-	e.resolve(p, conn, method, &o)
-	return conn
+	return e.plan(p, cc, true, method, opts)
 }
 
 // PlanOf resolves into p, a zero Plan, the plan of a call of method with
 // the call options opts on no ClientConn in particular, as Plan does
-// without steps 1 and 2: what Explain tells.
+// without step 2: what Explain tells.
 func (e *Engine) PlanOf(p *Plan, method string, opts []grpc.CallOption) {
+	e.plan(p, nil, false, method, opts)
+}
+
+// plan is Plan, for a call on cc if onConn, on no ClientConn in particular
+// otherwise (it then returns nil).
+func (e *Engine) plan(p *Plan, cc *grpc.ClientConn, onConn bool, method string, opts []grpc.CallOption) (conn *targets.Conn) {
 	p.Method = method
-	var o callOptions
-	if o.read(p, opts); !p.Through {
-		e.resolve(p, nil, method, &o)
-	}
-}
-
-// callOptions are what a call's options say of its Policy.
-type callOptions struct {
-	noRetry     bool
-	maxAttempts int
-	policy      *settings.Policy
-}
-
-// read reads opts, a call's options, into p and o (Plan's step 1).
-func (o *callOptions) read(p *Plan, opts []grpc.CallOption) {
-	for _, opt := range opts {
-		switch opt := opt.(type) {
+	// 1. The call's options.
+	noRetry, maxAttempts := false, 0
+	var callPolicy *settings.Policy
+	for _, o := range opts {
+		switch o := o.(type) {
 		case *layerMark:
 			p.Through = true
-			return
+			return nil
 		case grpc.StaticMethodCallOption:
 			p.Static = true
 		case grpc.OnFinishCallOption:
@@ -123,61 +110,65 @@ func (o *callOptions) read(p *Plan, opts []grpc.CallOption) {
 		case *CriticalOption:
 			p.Critical = true
 		case *SafetyOption:
-			p.Safety, p.Stated = opt.Level, ByCallIdempotent
-			if opt.Level == safety.NotIdempotent {
+			p.Safety, p.Stated = o.Level, ByCallIdempotent
+			if o.Level == safety.NotIdempotent {
 				p.Stated = ByCallNotIdempotent
 			}
 		case *Option:
 			switch {
-			case opt.Err != nil:
-				p.Err = opt.Err
-			case opt.NoRetry:
-				o.noRetry, o.policy, o.maxAttempts = true, nil, 0
-			case opt.Policy != nil:
-				o.noRetry, o.policy, o.maxAttempts = false, opt.Policy, 0
-			case opt.MaxAttempts > 0:
-				o.maxAttempts = opt.MaxAttempts
+			case o.Err != nil:
+				p.Err = o.Err
+			case o.NoRetry:
+				noRetry, callPolicy, maxAttempts = true, nil, 0
+			case o.Policy != nil:
+				noRetry, callPolicy, maxAttempts = false, o.Policy, 0
+			case o.MaxAttempts > 0:
+				maxAttempts = o.MaxAttempts
 			}
 		}
 	}
-}
-
-// resolve is Plan's steps 3 to 6, for a call on conn (nil: on no
-// ClientConn in particular) whose options said o.
-func (e *Engine) resolve(p *Plan, conn *targets.Conn, method string, o *callOptions) {
-	var r settings.Resolved
+	// 2. The ClientConn's state; 3. the method's settings.
 	known := false
-	if e.Conns != nil && conn != nil {
-		r, known = e.Conns.Resolve(conn, method)
+	if onConn {
+		conn = e.Targets.Conn(cc)
+		if e.Conns != nil {
+			var r settings.Resolved
+			if r, known = e.Conns.Resolve(conn, method); known {
+				p.Policy, p.Hedge, p.Timeout, p.From = r.Policy, r.Hedge, r.Timeout, r.From
+			}
+		}
 	}
 	switch s := &e.Settings; {
 	case known:
 	case s.Plain(): // the Retrier's own settings for every method
-		r = settings.Resolved{Policy: s.Base.Policy, Hedge: s.Base.Hedge, Timeout: s.Base.Timeout}
+		p.Policy, p.Hedge, p.Timeout = s.Base.Policy, s.Base.Hedge, s.Base.Timeout
 	default:
-		r = s.Resolve(method)
+		r := s.Resolve(method)
+		p.Policy, p.Hedge, p.Timeout, p.From = r.Policy, r.Hedge, r.Timeout, r.From
 	}
-	p.Policy, p.Hedge, p.Timeout, p.From = r.Policy, r.Hedge, r.Timeout, r.From
+	// 4. The call's options over them.
 	switch {
-	case o.noRetry:
+	case noRetry:
 		p.Policy, p.Hedge = nil, nil
-	case o.policy != nil:
-		p.Policy, p.Hedge = o.policy, nil
+	case callPolicy != nil:
+		p.Policy, p.Hedge = callPolicy, nil
 	}
+	// 5. Its safety.
 	if p.Hedge != nil && (p.Safety == safety.NotIdempotent || p.From != settings.FromMethod && e.Unsafe(method)) {
 		p.Hedge = nil // never sent twice: its failures follow its Policy
 	}
+	// 6. Its attempts.
 	if p.Policy != nil {
 		p.Max = p.Policy.MaxAttempts
 	}
-	if o.maxAttempts > 0 {
-		p.Max = o.maxAttempts
+	if maxAttempts > 0 {
+		p.Max = maxAttempts
 	}
 	if p.Hedge != nil {
 		p.Hedges = p.Hedge.MaxAttempts
 		switch {
-		case o.maxAttempts > 0: // CallMaxAttempts: the hedges and the whole call
-			p.Hedges, p.Max = o.maxAttempts, o.maxAttempts
+		case maxAttempts > 0: // CallMaxAttempts: the hedges and the whole call
+			p.Hedges, p.Max = maxAttempts, maxAttempts
 		case p.Policy == nil || p.Hedge.Config: // the hedges are every attempt (a service config's: as grpc-go)
 			p.Max = min(p.Max, p.Hedges)
 			if p.Policy == nil {
@@ -189,6 +180,7 @@ func (e *Engine) resolve(p *Plan, conn *targets.Conn, method string, o *callOpti
 			p.Hedge, p.Hedges = nil, 0
 		}
 	}
+	return conn
 }
 
 // WithTimeout bounds ctx by the plan's timeout (a service config entry's),

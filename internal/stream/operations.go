@@ -276,7 +276,7 @@ func (s *Stream) Context() context.Context {
 func (s *Stream) count(count bool) {
 	if count {
 		// The stream committed: no retry changes s.c any more.
-		s.guard(true, func() { loop.Record(s.c.Conn, gate.Outcome{Ctx: s.ctx, Won: true, Reservation: s.c.Reservation()}) })
+		s.guard(true, func() { loop.Record(s.ctx, s.c.Conn, nil, gate.Outcome{Won: true, Reservation: s.c.Reservation()}) })
 	}
 }
 

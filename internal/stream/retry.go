@@ -84,7 +84,7 @@ func (s *Stream) retryLocked(a *streamAttempt, err error) error {
 // chained after this one failed it), gRPC does not tell. mu is held.
 func (s *Stream) letGoLocked(a *streamAttempt, err error) (grpc.ClientStream, attempt.Failure) {
 	err, cut := s.failureLocked(a, err)
-	loop.Record(s.c.Conn, gate.Outcome{Err: err, Ctx: s.ctx, Reservation: s.c.Reservation()})
+	loop.Record(s.ctx, s.c.Conn, err, gate.Outcome{Reservation: s.c.Reservation()})
 	cs := a.cs
 	a.release()
 	a.cs = nil

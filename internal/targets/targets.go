@@ -63,7 +63,7 @@ type Conn struct {
 	closed chan struct{}
 	// Hook is what the engine's Hook keeps of the ClientConn (the Google
 	// API its calls serve, once a call told it): nil until it keeps one.
-	Hook atomic.Value
+	Hook atomic.Pointer[any]
 }
 
 // Registry is a Retrier's registry of ClientConns and their targets. A

@@ -78,7 +78,7 @@ func invokeOnce(ctx context.Context, conn *targets.Conn, u *loop.Unary) error {
 	s := getUnaryState(u.Opts, false, false)
 	err := u.Invoker(ctx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	s.release()
-	loop.Record(conn, gate.Outcome{Err: err, Ctx: ctx}) // its success is not the budget's: nothing retries the call
+	loop.Record(ctx, conn, err, gate.Outcome{}) // its success is not the budget's: nothing retries the call
 	return err
 }
 
@@ -143,7 +143,7 @@ func invokeUnary(e *loop.Engine, ctx, actx context.Context, conn *targets.Conn, 
 	if c != nil {
 		res = c.Reservation()
 	}
-	loop.Record(conn, gate.Outcome{Err: err, Ctx: ctx, Won: true, Stripe: s.stripe, Reservation: res})
+	loop.Record(ctx, conn, err, gate.Outcome{Won: true, Stripe: int32(s.stripe), Reservation: res})
 	if err != nil {
 		f.Err = err
 		s.facts.Read(f, !e.NoPushback)
