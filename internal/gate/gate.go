@@ -148,9 +148,6 @@ func NewSet(gates ...Gate) Set {
 	return s
 }
 
-// Len returns the number of gates in s.
-func (s *Set) Len() int { return len(s.gates) }
-
 // Admit asks every gate to admit a call of criticality c, and returns the
 // Reason of the first that refuses it, 0 if none does.
 func (s *Set) Admit(c Criticality) grpcbackoff.Reason {
