@@ -45,17 +45,21 @@
 //	internal/targets       a target's gates, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method
 //	internal/safety        whether a method may be sent again after a failure
-//	internal/loop          the retry loop: a call's Plan, the protocol (Decide, Reserve, Wait, Pay), its end (Fail, End), its Hook
-//	internal/googlehook    the Google Cloud clients' rule as the loop's Hook: the one user of internal/cloudclients
-//	internal/hedge         a hedged unary call
-//	internal/stream        the stream machine
-//	internal/unary         the unary path
+//	internal/loop          the retry loop: a call's Plan on its ClientConn, the protocol (Decide, Reserve, Wait, Pay), Record, its end (Fail, End), its Hook
+//	internal/googlehook    the Google Cloud clients' rule as the loop's Hook: the engine's one user of internal/cloudclients
+//	internal/hedge         a hedged unary call: its race
+//	internal/stream        the stream machine: its replay and commit
+//	internal/unary         the unary path: its invoker
+//
+// To add a per-target check (a circuit breaker, a concurrency limit),
+// implement gate.Gate in a file of internal/gate and list it in
+// targets.Registry's built-in gates; internal/loop's breaker_test.go is one.
 //
 // To change the stream machine, read Stream's contract (stream.go), then
 // internal/stream in the order its package doc gives, state.go first (the
-// phases and their rules), then internal/loop's Call (how a failed attempt
-// is decided on, reserved, paid for and ended) and internal/attempt (what a failure
-// tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
+// phases and their rules), then internal/loop's Call (how a failed
+// attempt is decided on, reserved, paid for and ended) and internal/attempt
+// (what a failure tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
 // scenario tests, through the public API; internal/attempt's
 // TestGRPCStreamFacts pins what grpc-go reports of a stream.
 package interceptor
