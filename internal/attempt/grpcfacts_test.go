@@ -182,6 +182,10 @@ func factCases() []factCase {
 		{name: "headers, then RST_STREAM ENHANCE_YOUR_CALM", call: raw([]bufconntest.RawAnswer{{Headers: true, Reset: http2.ErrCodeEnhanceYourCalm, AfterRequest: true}}), code: codes.ResourceExhausted, committed: true, sent: true, streams: 1},
 		{name: "headers, then RST_STREAM INTERNAL_ERROR", call: raw([]bufconntest.RawAnswer{{Headers: true, Reset: http2.ErrCodeInternal, AfterRequest: true}}), code: codes.Internal, committed: true, sent: true, streams: 1},
 
+		// An HTTP hop that is not gRPC answers for the server: no headers of
+		// gRPC's, no status of the server's.
+		{name: "HTTP 503 from a hop", call: raw([]bufconntest.RawAnswer{{HTTPStatus: 503, AfterRequest: true}}), code: codes.Unavailable, sent: true, streams: 1},
+
 		// Through a proxy (a grpc-go server forwarding to a grpc-go client):
 		// the facts are the proxy's. A reset behind it before headers
 		// becomes the proxy's trailers-only status; headers it forwarded

@@ -40,6 +40,9 @@ type RawAnswer struct {
 	// response message, as a unary call needs one.
 	Code    codes.Code
 	Message string
+	// HTTPStatus, if set, answers as an HTTP hop that is not gRPC: this
+	// :status alone, no content-type, ending the stream.
+	HTTPStatus int
 	// Trailer adds these fields, name then value, to the status's frame:
 	// metadata, or a field gRPC's servers never send there (content-type
 	// after headers, as a hop that copies its headers into its trailers
@@ -137,6 +140,8 @@ func (s *RawServer) serve(c net.Conn, n int) {
 		case a.GoAway:
 			fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 			return false
+		case a.HTTPStatus != 0:
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(":status", strconv.Itoa(a.HTTPStatus)), EndStream: true, EndHeaders: true}) == nil
 		}
 		status := append([]string{"grpc-status", strconv.Itoa(int(a.Code)), "grpc-message", a.Message}, a.Trailer...)
 		start := []string{":status", "200", "content-type", "application/grpc"}
