@@ -40,7 +40,7 @@ type factCase struct {
 
 	code      codes.Code
 	committed bool // grpc.Header's metadata is not nil
-	sent      bool // grpc.Peer was written (and grpc.Trailer's metadata is not nil)
+	sent      bool // counted sent: a transport stream was made (grpc.Peer written, grpc.Trailer's metadata not nil), or hidden
 	status    bool // a failure not committed: its status is the server's (grpc.Trailer's metadata is not empty)
 	trailerCT bool // grpc.Trailer's metadata carries a content-type
 	hidden    bool // grpc-go never had the call options (it ran no grpc.OnFinish of theirs)
@@ -422,7 +422,7 @@ func TestGRPCFactsTrailerTellsNoCommit(t *testing.T) {
 		{"headers, then UNAVAILABLE with a content-type in the trailer", "trailers-only UNAVAILABLE, raw"},
 	} {
 		t.Run(pair[0]+" | "+pair[1], func(t *testing.T) {
-			var codes [2]codes.Code
+			var code [2]codes.Code
 			var trailers [2]metadata.MD
 			for i, name := range pair {
 				tc, ok := cases[name]
@@ -435,14 +435,14 @@ func TestGRPCFactsTrailerTellsNoCommit(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					var reached bool
 					_, _, err := tc.call(t, grpc.Trailer(&trailers[i]), grpc.OnFinish(func(error) { reached = true }))
-					codes[i] = status.Code(err)
+					code[i] = status.Code(err)
 					if !reached || trailers[i] == nil {
 						t.Errorf("%s: grpc.OnFinish ran: %v, grpc.Trailer %v; want both", name, reached, trailers[i])
 					}
 				})
 			}
-			if codes[0] != codes[1] || !maps.EqualFunc(trailers[0], trailers[1], slices.Equal) {
-				t.Errorf("%v with trailer %v, and %v with trailer %v: the trailer tells the commit", codes[0], trailers[0], codes[1], trailers[1])
+			if code[0] != code[1] || !maps.EqualFunc(trailers[0], trailers[1], slices.Equal) {
+				t.Errorf("%v with trailer %v, and %v with trailer %v: the trailer tells the commit", code[0], trailers[0], code[1], trailers[1])
 			}
 		})
 	}
