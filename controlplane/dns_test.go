@@ -3,6 +3,8 @@ package controlplane
 import (
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,22 +18,25 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// dnsName is the name the DNS plane serves: an A record, 127.0.0.1, and the
-// TXT record _grpc_config.cp.test. carrying the service config (gRFC A2).
+// dnsName is the domain the DNS plane serves: for each name NAME under it an
+// A record, 127.0.0.1, and the TXT record _grpc_config.NAME carrying the
+// service config (gRFC A2).
 const dnsName = "cp.test"
 
 // dnsPlane is a DNS server of the test's own on 127.0.0.1 (UDP), and grpc-go's
-// own DNS resolver pointed at it (dns://127.0.0.1:PORT/cp.test:PORT).
+// own DNS resolver pointed at it: channel i resolves ci.cp.test
+// (dns://127.0.0.1:PORT/ci.cp.test:PORT), so that the server knows which
+// channel's resolver asked.
 type dnsPlane struct {
-	srv     *bufconntest.Server // on loopback TCP
-	server  *dns.Server
-	addr    string
-	builder *dnsWatch
+	srv    *bufconntest.Server // on loopback TCP
+	server *dns.Server
+	addr   string
 
 	mu     sync.Mutex
-	sc     string // the service config of the TXT record; "" for no record
-	gen    int    // incremented by Set
-	served int    // the gen of the last TXT answer
+	sc     string         // the service config of the TXT records; "" for none
+	gen    int            // incremented by Set
+	served map[string]int // name -> the gen of its last TXT answer
+	chans  []*dnsWatch
 }
 
 // newDNS starts a DNS server answering for dnsName with srv's address and
@@ -41,7 +46,7 @@ func newDNS(t testing.TB, srv *bufconntest.Server, sc string) *dnsPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &dnsPlane{srv: srv, addr: pc.LocalAddr().String(), sc: sc}
+	d := &dnsPlane{srv: srv, addr: pc.LocalAddr().String(), sc: sc, served: map[string]int{}}
 	started := make(chan struct{})
 	d.server = &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(d.answer), NotifyStartedFunc: func() { close(started) }}
 	done := make(chan error, 1)
@@ -55,12 +60,11 @@ func newDNS(t testing.TB, srv *bufconntest.Server, sc string) *dnsPlane {
 		_ = d.server.Shutdown()
 		<-done
 	})
-	d.builder = &dnsWatch{Builder: grpcdns.NewBuilder(), updates: make(chan struct{}, 1)}
 	return d
 }
 
-// answer serves A (127.0.0.1) for dnsName and TXT for its _grpc_config
-// name; every other question gets no answer.
+// answer serves A (127.0.0.1) for the names under dnsName and TXT for their
+// _grpc_config names; every other question gets no answer.
 func (d *dnsPlane) answer(w dns.ResponseWriter, req *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(req)
@@ -68,12 +72,12 @@ func (d *dnsPlane) answer(w dns.ResponseWriter, req *dns.Msg) {
 	for _, q := range req.Question {
 		hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: 0, Rrtype: q.Qtype}
 		switch {
-		case q.Qtype == dns.TypeA && q.Name == dnsName+".":
+		case q.Qtype == dns.TypeA && strings.HasSuffix(q.Name, "."+dnsName+"."):
 			m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: net.IPv4(127, 0, 0, 1)})
-		case q.Qtype == dns.TypeTXT && q.Name == "_grpc_config."+dnsName+".":
+		case q.Qtype == dns.TypeTXT && strings.HasPrefix(q.Name, "_grpc_config.") && strings.HasSuffix(q.Name, "."+dnsName+"."):
 			d.mu.Lock()
 			sc := d.sc
-			d.served = d.gen
+			d.served[strings.TrimPrefix(q.Name, "_grpc_config.")] = d.gen
 			d.mu.Unlock()
 			if sc != "" {
 				m.Answer = append(m.Answer, &dns.TXT{Hdr: hdr, Txt: chunks(`grpc_config=[{"serviceConfig":` + sc + `}]`)})
@@ -94,51 +98,57 @@ func chunks(s string) []string {
 	return append(out, s)
 }
 
-// Target is the channel's target: grpc-go's DNS resolver asking this
-// server for dnsName, the backend's port.
-func (d *dnsPlane) Target() string {
-	_, port, _ := net.SplitHostPort(d.srv.Addr())
-	return fmt.Sprintf("dns://%s/%s:%s", d.addr, dnsName, port)
-}
-
 // Conn returns a channel to the backend through grpc-go's DNS resolver, with
 // opts; it is closed when the test ends.
 func (d *dnsPlane) Conn(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
-	base := []grpc.DialOption{grpc.WithResolvers(d.builder), grpc.WithTransportCredentials(insecure.NewCredentials())}
-	return newClient(t, d.Target(), append(base, opts...)...)
+	d.mu.Lock()
+	w := &dnsWatch{Builder: grpcdns.NewBuilder(), name: fmt.Sprintf("c%d.%s", len(d.chans), dnsName), updates: make(chan struct{}, 1)}
+	d.chans = append(d.chans, w)
+	d.mu.Unlock()
+	_, port, _ := net.SplitHostPort(d.srv.Addr())
+	target := fmt.Sprintf("dns://%s/%s:%s", d.addr, w.name, port)
+	base := []grpc.DialOption{grpc.WithResolvers(w), grpc.WithTransportCredentials(insecure.NewCredentials())}
+	return newClient(t, target, append(base, opts...)...)
 }
 
-// Set publishes the service config sc in the TXT record ("" removes the
-// record), asks the resolver to resolve again and returns once it handed the
-// channel a state read from the new record.
+// Set publishes the service config sc in the TXT records ("" removes them),
+// asks each channel's resolver to resolve again and returns once each handed
+// its channel a state read from the new record. (A channel that made no
+// call yet has no resolver: it reads the new record when it starts.)
 func (d *dnsPlane) Set(t testing.TB, sc string) {
 	t.Helper()
 	d.mu.Lock()
 	d.sc = sc
 	d.gen++
-	gen := d.gen
+	gen, chans := d.gen, slices.Clone(d.chans)
 	d.mu.Unlock()
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
-	for range 20 {
-		select { // an update that came before the new record's
-		case <-d.builder.updates:
-		default:
-		}
-		d.builder.resolveNow()
-		select {
-		case <-d.builder.updates:
-		case <-timeout.C:
-			t.Fatalf("dns: no update of the channel within 10 s of publishing %s", sc)
-		}
-		d.mu.Lock()
-		served := d.served
-		d.mu.Unlock()
-		if served >= gen {
-			return // the resolver's lookups are sequential: this update read the new record
+	for _, w := range chans {
+		for i := 0; ; i++ {
+			if i == 20 {
+				t.Fatalf("dns: 20 updates of channel %s, none from the record %s", w.name, sc)
+			}
+			select { // an update that came before the new record's
+			case <-w.updates:
+			default:
+			}
+			if !w.resolveNow() {
+				break
+			}
+			select {
+			case <-w.updates:
+			case <-timeout.C:
+				t.Fatalf("dns: no update of channel %s within 10 s of publishing %s", w.name, sc)
+			}
+			d.mu.Lock()
+			served := d.served[w.name+"."]
+			d.mu.Unlock()
+			if served >= gen {
+				break // a resolver's lookups are sequential: this update read the new record
+			}
 		}
 	}
-	t.Fatalf("dns: 20 updates of the channel, none from the record %s", sc)
 }
 
 // dnsWatch is grpc-go's DNS resolver builder, unchanged but for two handles
@@ -146,6 +156,7 @@ func (d *dnsPlane) Set(t testing.TB, sc string) {
 // each state it hands the channel.
 type dnsWatch struct {
 	resolver.Builder
+	name    string // the name its channel resolves
 	updates chan struct{}
 
 	mu sync.Mutex
@@ -160,13 +171,16 @@ func (w *dnsWatch) Build(target resolver.Target, cc resolver.ClientConn, opts re
 	return r, err
 }
 
-func (w *dnsWatch) resolveNow() {
+// resolveNow asks the resolver to resolve again, and reports whether it
+// has been built.
+func (w *dnsWatch) resolveNow() bool {
 	w.mu.Lock()
 	r := w.r
 	w.mu.Unlock()
 	if r != nil {
 		r.ResolveNow(resolver.ResolveNowOptions{})
 	}
+	return r != nil
 }
 
 type watchedConn struct {

@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"net"
+	"slices"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -14,20 +16,20 @@ import (
 )
 
 // manualPlane is grpc-go's manual resolver in front of one backend: the
-// service config it hands the channel is what a test says, when it says.
+// service config it hands its channels (each its own resolver) is what a
+// test says, when it says.
 type manualPlane struct {
-	r   *manual.Resolver
 	srv *bufconntest.Server
+
+	mu    sync.Mutex
+	sc    string
+	built []*manual.Resolver
 }
 
-// newManual returns a manual resolver whose first state carries the service
+// newManual returns a manual plane whose channels start with the service
 // config sc (JSON) and srv's address.
 func newManual(srv *bufconntest.Server, sc string) *manualPlane {
-	r := manual.NewBuilderWithScheme("cp")
-	r.BuildCallback = func(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) {
-		r.InitialState(state(cc, srv, sc)) // Build hands it to the channel
-	}
-	return &manualPlane{r: r, srv: srv}
+	return &manualPlane{srv: srv, sc: sc}
 }
 
 func state(cc resolver.ClientConn, srv *bufconntest.Server, sc string) resolver.State {
@@ -37,20 +39,34 @@ func state(cc resolver.ClientConn, srv *bufconntest.Server, sc string) resolver.
 	}
 }
 
-// Conn returns a channel to the backend through the resolver, with opts; it
-// is closed when the test ends.
+// Conn returns a channel to the backend through a manual resolver of its
+// own, with opts; it is closed when the test ends.
 func (m *manualPlane) Conn(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
+	r := manual.NewBuilderWithScheme("cp")
+	r.BuildCallback = func(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		r.InitialState(state(cc, m.srv, m.sc)) // Build hands it to the channel
+		m.built = append(m.built, r)
+	}
 	dial := m.srv.Dialer()
 	base := []grpc.DialOption{
-		grpc.WithResolvers(m.r),
+		grpc.WithResolvers(r),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 	}
 	return newClient(t, "cp:///backend", append(base, opts...)...)
 }
 
-// Push hands the channel the service config sc: UpdateState returns once
-// the channel applied it, so the next call sees it.
+// Push hands every channel the service config sc: UpdateState returns once
+// a channel applied it, so its next call sees it. Channels whose resolver
+// is not built yet (no call made) start with it.
 func (m *manualPlane) Push(sc string) {
-	m.r.UpdateState(state(m.r.CC(), m.srv, sc))
+	m.mu.Lock()
+	m.sc = sc
+	built := slices.Clone(m.built)
+	m.mu.Unlock()
+	for _, r := range built {
+		r.UpdateState(state(r.CC(), m.srv, sc))
+	}
 }
