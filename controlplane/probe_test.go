@@ -330,5 +330,3 @@ func TestProbeRetryThrottlingUnexported(t *testing.T) {
 		}
 	}
 }
-
-
