@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
-	grpcdns "google.golang.org/grpc/resolver/dns"
 
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
@@ -102,7 +101,7 @@ func chunks(s string) []string {
 // opts; it is closed when the test ends.
 func (d *dnsPlane) Conn(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 	d.mu.Lock()
-	w := &dnsWatch{Builder: grpcdns.NewBuilder(), name: fmt.Sprintf("c%d.%s", len(d.chans), dnsName), updates: make(chan struct{}, 1)}
+	w := &dnsWatch{Builder: resolver.Get("dns"), name: fmt.Sprintf("c%d.%s", len(d.chans), dnsName), updates: make(chan struct{}, 1)}
 	d.chans = append(d.chans, w)
 	d.mu.Unlock()
 	_, port, _ := net.SplitHostPort(d.srv.Addr())

@@ -44,6 +44,7 @@ func (p seenPolicy) String() string {
 	return fmt.Sprintf("%d attempts, %v -> %v ×%v, %v", p.maxAttempts, p.initial, p.max, p.mult, p.codes)
 }
 
+//lint:ignore SA1019 MethodConfig is what GetMethodConfig returns: the subject of the probe
 func policyOf(mc grpc.MethodConfig) seenPolicy {
 	rp := mc.RetryPolicy
 	if rp == nil {
@@ -312,12 +313,13 @@ func TestProbePreviousAttemptsHeader(t *testing.T) {
 // ClientConn's retryThrottler): no exported field or method reads it, so a
 // library on a resolver's channel cannot map it.
 func TestProbeRetryThrottlingUnexported(t *testing.T) {
+	//lint:ignore SA1019 the probe reads the deprecated type's fields
 	sc := reflect.TypeFor[grpc.ServiceConfig]()
 	f, ok := sc.FieldByName("retryThrottling")
 	if !ok || f.IsExported() {
 		t.Errorf("grpc.ServiceConfig.retryThrottling: found %v, exported %v; want an unexported field", ok, ok && f.IsExported())
 	}
-	for _, typ := range []reflect.Type{sc, reflect.TypeFor[*grpc.ServiceConfig](), reflect.TypeFor[*grpc.ClientConn]()} {
+	for _, typ := range []reflect.Type{sc, reflect.PointerTo(sc), reflect.TypeFor[*grpc.ClientConn]()} {
 		for m := range typ.Methods() {
 			if strings.Contains(strings.ToLower(m.Name), "throttl") {
 				t.Errorf("%v has method %s: retryThrottling may be readable now", typ, m.Name)

@@ -168,9 +168,10 @@ func TestLookupAllocatesNothing(t *testing.T) {
 // a control plane updating its config on every call.
 type fakeConfigs struct{ calls int }
 
+//lint:ignore SA1019 the fake returns what grpc-go's ClientConn returns
 func (f *fakeConfigs) GetMethodConfig(string) grpc.MethodConfig {
 	f.calls++
-	var mc grpc.MethodConfig
+	var mc grpc.MethodConfig //lint:ignore SA1019 as above
 	rv := reflect.ValueOf(&mc).Elem().FieldByName("RetryPolicy")
 	rv.Set(reflect.New(rv.Type().Elem())) // grpc-go's RetryPolicy type is internal to it
 	mc.RetryPolicy.MaxAttempts = 2 + f.calls%3
