@@ -124,6 +124,10 @@ func TestResolverPushesApply(t *testing.T) {
 // method without a route policy gets the library's alone.
 func TestXDSRouteKept(t *testing.T) {
 	needXDSOptions(t)
+	xdsRouteKept(t, func() []grpc.DialOption { return phase2.xdsDialOptions(short()) })
+}
+
+func xdsRouteKept(t *testing.T, opts func() []grpc.DialOption) {
 	for _, c := range []struct {
 		name                  string
 		retryOn               string
@@ -134,7 +138,7 @@ func TestXDSRouteKept(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x := newXDS(t, bufconntest.NewServerTCP(t, script), routePolicy(c.retryOn, 3))
-			cc := x.Conn(t, phase2.xdsDialOptions(short())...)
+			cc := x.Conn(t, opts()...)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			want(t, "UNAVAILABLE always", call(ctx, x.srv, cc, unary, codes.Unavailable, always), codes.Unavailable, c.unavailable)
@@ -151,8 +155,12 @@ func TestXDSRouteKept(t *testing.T) {
 // applies again.
 func TestXDSPushesApply(t *testing.T) {
 	needXDSOptions(t)
+	xdsPushesApply(t, func() []grpc.DialOption { return phase2.xdsDialOptions(short()) })
+}
+
+func xdsPushesApply(t *testing.T, opts func() []grpc.DialOption) {
 	x := newXDS(t, bufconntest.NewServerTCP(t, script), ownersRoute())
-	cc := x.Conn(t, phase2.xdsDialOptions(short())...)
+	cc := x.Conn(t, opts()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	want(t, "before", call(ctx, x.srv, cc, unary, codes.Internal, always), codes.Internal, 4)
@@ -170,9 +178,13 @@ func TestXDSPushesApply(t *testing.T) {
 // seen: the library's own budget bounds those retries, as the README says.)
 func TestThrottlingWhereSeen(t *testing.T) {
 	needXDSOptions(t)
+	throttlingWhereSeen(t, func() []grpc.DialOption { return phase2.xdsDialOptions(short()) })
+}
+
+func throttlingWhereSeen(t *testing.T, opts func() []grpc.DialOption) {
 	srv := bufconntest.NewServerTCP(t, script)
 	m := newManual(srv, doc(4, `{"maxTokens": 2, "tokenRatio": 0.1}`))
-	cc := m.Conn(t, phase2.xdsDialOptions(short())...)
+	cc := m.Conn(t, opts()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n := 0
