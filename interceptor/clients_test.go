@@ -168,7 +168,7 @@ func TestClientRetriesGaveUpSendsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
-		ic := interceptor.Unary(p)
+		ic := interceptor.Unary(p, interceptor.WithSafety(newMethod, interceptor.Idempotent))
 		s := &script{errs: errsOf(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)}
 		ctx, req := asClient(t.Context()), new(string)
 		var errs []error
@@ -341,13 +341,13 @@ func TestClientRetriesRememberedUnderTimeout(t *testing.T) {
 func TestInstalledTwice(t *testing.T) {
 	p := bufconntest.Exact()
 	p.MaxAttempts = 3
-	one := interceptor.DialOptions(p)
+	one := interceptor.DialOptions(p, testService)
 	cases := []struct {
 		name string
 		opts []grpc.DialOption
 	}{
 		{"the same slice twice", append(append([]grpc.DialOption(nil), one...), one...)},
-		{"two Retriers", append(interceptor.DialOptions(p), interceptor.DialOptions(p)...)},
+		{"two Retriers", append(interceptor.DialOptions(p, testService), interceptor.DialOptions(p, testService)...)},
 	}
 	for _, tc := range cases {
 		for _, k := range []callKind{unary, serverStream} {
