@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 	"github.com/platformkit/grpcbackoff/interceptor"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 // A per-call gax.WithRetry (issue 42): the client resends a call whose
