@@ -25,6 +25,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/gaxretry"
+	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
 // Issue 42: a per-call gax.WithRetry never makes two layers, with or
@@ -91,26 +92,18 @@ var perCallClients = []perCallClient{
 	}},
 }
 
-// failingFake serves every method over lis, failing each attempt with code.
+// failingFake serves every method over a bufconn listener, failing each
+// attempt with code, until the test ends.
 func failingFake(t *testing.T, code codes.Code) (*bufconn.Listener, *atomic.Int32) {
-	lis := bufconn.Listen(1 << 20)
+	lis := bufconntest.Listen()
 	var attempts atomic.Int32
-	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+	bufconntest.Serve(t, grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
 		attempts.Add(1)
 		if err := ss.RecvMsg(new(emptypb.Empty)); err != nil {
 			return err
 		}
 		return status.Error(code, "fake outage")
-	}))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
+	})), lis)
 	return lis, &attempts
 }
 

@@ -189,43 +189,30 @@ func (s *applyingServer) counts(method string) (attempts, applied int) {
 }
 
 // unmarkedCall makes one call of method ("Orders/CreateOrder") on cc, a
-// unary call or, for ImportOrders and ListOrderEvents, a stream, with a
-// request carrying requestID.
+// unary call or, for ImportOrders (a client stream) and ListOrderEvents (a
+// server stream), a stream, with a request carrying requestID.
 func unmarkedCall(ctx context.Context, cc *grpc.ClientConn, method, requestID string, opts ...grpc.CallOption) error {
-	full := "/unmarked." + method
-	switch {
-	case strings.HasSuffix(method, "/ImportOrders"):
-		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, full, opts...)
-		if err != nil {
+	importing := strings.HasSuffix(method, "/ImportOrders")
+	if !importing && !strings.HasSuffix(method, "/ListOrderEvents") {
+		return cc.Invoke(ctx, "/unmarked."+method, unmarkedRequest(requestID), unmarkedReply(), opts...)
+	}
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: importing, ServerStreams: !importing}, "/unmarked."+method, opts...)
+	if err != nil {
+		return err
+	}
+	if err := st.SendMsg(unmarkedRequest(requestID)); err != nil && err != io.EOF {
+		return err
+	}
+	if err := st.CloseSend(); err != nil {
+		return err
+	}
+	for {
+		if err := st.RecvMsg(unmarkedReply()); err == io.EOF {
+			return nil
+		} else if err != nil {
 			return err
-		}
-		if err := st.SendMsg(unmarkedRequest(requestID)); err != nil && err != io.EOF {
-			return err
-		}
-		if err := st.CloseSend(); err != nil {
-			return err
-		}
-		return st.RecvMsg(unmarkedReply())
-	case strings.HasSuffix(method, "/ListOrderEvents"):
-		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, full, opts...)
-		if err != nil {
-			return err
-		}
-		if err := st.SendMsg(unmarkedRequest(requestID)); err != nil && err != io.EOF {
-			return err
-		}
-		if err := st.CloseSend(); err != nil {
-			return err
-		}
-		for {
-			if err := st.RecvMsg(unmarkedReply()); err == io.EOF {
-				return nil
-			} else if err != nil {
-				return err
-			}
 		}
 	}
-	return cc.Invoke(ctx, full, unmarkedRequest(requestID), unmarkedReply(), opts...)
 }
 
 // TestUnmarkedWriteNotResent is the trial, method by method: each

@@ -153,7 +153,9 @@ func KeyOf(ctx context.Context, target, method string, req any) (Key, bool) {
 // code its client does not retry, when the longest pause has passed, or
 // when its context ends. A call that finds its entry while another resend
 // holds it is another call, with the same request and context: it counts
-// afresh.
+// afresh. A call that ended with a code its client's CallOptions do not
+// retry is kept for an attempt with its very context alone (a per-call
+// gax.WithRetry's resend; see Record).
 type Memory struct {
 	n       atomic.Int32 // len(m), read by every call: 0 skips the lookup
 	mu      sync.Mutex
