@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 )
@@ -42,10 +41,5 @@ func (e *Engine) Remember(p *Plan, u *Unary, err error, attempts int) {
 	if !ok {
 		return
 	}
-	again := err != nil && u.Origin.Err() == nil && p.Client.Resends.Has(status.Code(err))
-	var declinable error
-	if p.Client.HandedOver {
-		declinable = err // Adopt's Retryer forgets it if it does not resend it
-	}
-	e.Memory.End(u.Origin, k, p.Taken, again, p.Prior+max(attempts-1, 0), time.Now(), p.Client.Pause+cloudclients.ResendGrace, declinable)
+	e.Memory.Record(u.Origin, k, p.Taken, p.Client, err, p.Prior+max(attempts-1, 0), time.Now())
 }
