@@ -63,7 +63,7 @@ func TestOwnersPolicyKept(t *testing.T) {
 	for _, p := range planes[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			pl := p.new(t)
-			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(short())...)
+			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(short(), idempotent...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			for _, c := range []codes.Code{codes.Unavailable, codes.Internal} {
@@ -83,7 +83,7 @@ func TestOwnersWaitsKept(t *testing.T) {
 	needWiring(t)
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, script)
-		cc := newManual(srv, owners).Conn(t, interceptor.DialOptions(grpcbackoff.DefaultPolicy())...)
+		cc := newManual(srv, owners).Conn(t, interceptor.DialOptions(grpcbackoff.DefaultPolicy(), idempotent...)...)
 		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 		defer cancel()
 		r := call(ctx, srv, cc, unary, codes.Unavailable, 2)
@@ -105,7 +105,7 @@ func TestResolverPushesApply(t *testing.T) {
 	for _, p := range planes[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			pl := p.new(t)
-			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(short())...)
+			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(short(), idempotent...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			want(t, "before", call(ctx, srv, cc, unary, codes.Internal, always), codes.Internal, 4)
@@ -205,7 +205,7 @@ func TestExplainNamesTheSource(t *testing.T) {
 	if phase2.explainOn == nil {
 		t.Skip(unwired + ": no Explain for a connection")
 	}
-	r, err := interceptor.New(short())
+	r, err := interceptor.New(short(), idempotent...)
 	if err != nil {
 		t.Fatal(err)
 	}

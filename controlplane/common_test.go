@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/interceptor"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
@@ -27,6 +28,14 @@ const (
 	unary   = "/grpc.testing.TestService/UnaryCall"
 	unnamed = "/grpc.testing.Unnamed/Call"
 )
+
+// idempotent states both services idempotent: their descriptors say
+// nothing, and the library treats what nothing establishes as a write
+// (issue 42), which these tests, about who retries, are not.
+var idempotent = []interceptor.Option{
+	interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent),
+	interceptor.WithSafety("/grpc.testing.Unnamed/", interceptor.Idempotent),
+}
 
 func TestMain(m *testing.M) {
 	// grpc-go's DNS resolver re-resolves at most every 30 s: the tests ask it

@@ -302,7 +302,7 @@ func TestProbePreviousAttemptsHeader(t *testing.T) {
 	if got := r.Previous(); !slices.Equal(got, []string{"", "1", "2"}) || !slices.Equal(outgoing, []string{""}) {
 		t.Errorf("grpc-go's retries: the server saw grpc-previous-rpc-attempts %q, the interceptor %q; want [\"\" 1 2] and [\"\"]", got, outgoing)
 	}
-	lib := m.Conn(t, interceptor.DialOptions(short())...)
+	lib := m.Conn(t, interceptor.DialOptions(short(), idempotent...)...)
 	if got := call(ctx, srv, lib, unary, codes.Unavailable, 2).Previous(); !slices.Equal(got, []string{"", "1", "2"}) {
 		t.Errorf("the library's retries: the server saw grpc-previous-rpc-attempts %q, want [\"\" 1 2]", got)
 	}

@@ -28,7 +28,7 @@ func TestTodayInternalRetriedByNobody(t *testing.T) {
 	for _, p := range planes {
 		t.Run(p.name, func(t *testing.T) {
 			pl := p.new(t)
-			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(grpcbackoff.DefaultPolicy())...)
+			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(grpcbackoff.DefaultPolicy(), idempotent...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			want(t, "INTERNAL always", call(ctx, srv, cc, unary, codes.Internal, always), codes.Internal, 1)
@@ -51,7 +51,7 @@ func TestTodayUnavailableWaitsTheRecipe(t *testing.T) {
 			waits [][2]time.Duration
 		}{
 			{"bare", nil, [][2]time.Duration{{8 * time.Millisecond, 12 * time.Millisecond}, {16 * time.Millisecond, 24 * time.Millisecond}}},
-			{"library", interceptor.DialOptions(grpcbackoff.DefaultPolicy()), [][2]time.Duration{{time.Second, 2 * time.Second}, {2 * time.Second, 3 * time.Second}}},
+			{"library", interceptor.DialOptions(grpcbackoff.DefaultPolicy(), idempotent...), [][2]time.Duration{{time.Second, 2 * time.Second}, {2 * time.Second, 3 * time.Second}}},
 		} {
 			cc := m.Conn(t, c.opts...)
 			r := call(ctx, srv, cc, unary, codes.Unavailable, 2)
@@ -88,7 +88,7 @@ func TestTodayRecipeMissesDeadline(t *testing.T) {
 				ok   bool
 			}{
 				{"bare", nil, true},
-				{"library", interceptor.DialOptions(grpcbackoff.DefaultPolicy()), false},
+				{"library", interceptor.DialOptions(grpcbackoff.DefaultPolicy(), idempotent...), false},
 			} {
 				cc := pl.Conn(t, c.opts...)
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -112,7 +112,7 @@ func TestTodayLibraryPolicyWins(t *testing.T) {
 	for _, p := range planes {
 		t.Run(p.name, func(t *testing.T) {
 			pl := p.new(t)
-			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(short())...)
+			srv, cc := pl.Backend(), pl.Conn(t, interceptor.DialOptions(short(), idempotent...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			want(t, "UNAVAILABLE always", call(ctx, srv, cc, unary, codes.Unavailable, always), codes.Unavailable, 6)
@@ -129,7 +129,7 @@ func TestTodayPushesIgnored(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			pl := p.new(t)
 			srv := pl.Backend()
-			bare, lib := pl.Conn(t), pl.Conn(t, interceptor.DialOptions(short())...)
+			bare, lib := pl.Conn(t), pl.Conn(t, interceptor.DialOptions(short(), idempotent...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			want(t, "bare, before", call(ctx, srv, bare, unary, codes.Unavailable, always), codes.Unavailable, 4)
@@ -165,7 +165,7 @@ func TestTodayThrottlingIgnored(t *testing.T) {
 				want int
 			}{
 				{"bare", nil, 5},
-				{"library", interceptor.DialOptions(short()), 30},
+				{"library", interceptor.DialOptions(short(), idempotent...), 30},
 			} {
 				cc := pl.Conn(t, c.opts...)
 				n := 0
@@ -187,7 +187,7 @@ func TestTodayThrottlingIgnored(t *testing.T) {
 // UNAVAILABLE gets 4 × 6 = 24 attempts. Two layers.
 func TestTodayNaiveFixMultiplies(t *testing.T) {
 	x := newXDS(t, bufconntest.NewServerTCP(t, script), ownersRoute())
-	r, err := interceptor.New(short())
+	r, err := interceptor.New(short(), idempotent...)
 	if err != nil {
 		t.Fatal(err)
 	}
