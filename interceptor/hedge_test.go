@@ -861,7 +861,7 @@ func TestHedgeNonFatalCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := hedgedMethod + ": unary calls hedged, 3 attempts at most in flight, one every 1s while none answers, the others going on after ABORTED; " +
-		"failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED, each attempt cut after 2s without an answer [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc"
+		"failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED, each attempt cut after 2s without an answer [the Retrier's Policy]; idempotent: a standard read by its name (Get, AIP-131); no descriptor registered for pkg.Svc"
 	if got := r.Explain(hedgedMethod).String(); got != want {
 		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
 	}
@@ -1002,7 +1002,7 @@ func observedHedging(t *testing.T, burst int) (*interceptor.Retrier, *recorder) 
 // unary calls, and a stream is retried as the service's failures are.
 // (Issue 27: it said "hedged".)
 func TestExplainHedgedServiceStream(t *testing.T) {
-	r, err := interceptor.New(bufconntest.Exact(),
+	r, err := interceptor.New(bufconntest.Exact(), testService,
 		interceptor.WithHedging("/grpc.testing.TestService/", grpcbackoff.Hedging{MaxAttempts: 3, Delay: time.Second}))
 	if err != nil {
 		t.Fatal(err)

@@ -80,9 +80,11 @@ func setups() []setup {
 		{name: "bare", dial: func(*testing.T) []grpc.DialOption { return nil }},
 		{name: "default", dial: retrier(grpcbackoff.DefaultPolicy())},
 		{name: "attempt-timeout", dial: retrier(policy(time.Second))},
-		{name: "hedged", dial: retrier(grpcbackoff.DefaultPolicy(),
+		// A service's hedging entry hedges the methods known safe to send
+		// twice: the interop service's descriptor says nothing of them.
+		{name: "hedged", dial: retrier(grpcbackoff.DefaultPolicy(), interceptor.WithSafety(service, interceptor.Idempotent),
 			interceptor.WithHedging(service, grpcbackoff.Hedging{MaxAttempts: 3, Delay: time.Second}))},
-		{name: "hedge-in-flight", slow: 10 * time.Millisecond, dial: retrier(grpcbackoff.DefaultPolicy(),
+		{name: "hedge-in-flight", slow: 10 * time.Millisecond, dial: retrier(grpcbackoff.DefaultPolicy(), interceptor.WithSafety(service, interceptor.Idempotent),
 			interceptor.WithHedging(service, grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Millisecond}))},
 		{name: "service-config", dial: func(t *testing.T) []grpc.DialOption {
 			sc, err := serviceconfig.Parse([]byte(serviceConfig))

@@ -36,8 +36,14 @@ const Header = "x-goog-api-client"
 
 // HandedOver is the call option by which gaxretry.Adopt marks a call whose
 // client handed its retries over to the interceptors: they retry every code
-// of their Policy. gRPC ignores it.
-type HandedOver struct{ grpc.EmptyCallOption }
+// of their Policy. gRPC ignores it. Adopt makes one for each call: Retries,
+// if not nil, reports whether the gax Retryer of the call retries err when
+// it is not Adopt's own (a per-call gax.WithRetry replaced it), false when
+// it is; the interceptors leave such an error to it.
+type HandedOver struct {
+	grpc.EmptyCallOption
+	Retries func(err error) bool
+}
 
 // ClientRetry is the call option by which gaxretry.CallOption marks the
 // calls its gax Retryer retries: the client retries Codes (bit 1<<code),

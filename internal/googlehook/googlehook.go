@@ -85,7 +85,7 @@ func (h *Hook) Leaves(ctx context.Context, c loop.HookCall, st *status.Status, o
 			api, _ = (*v).(*cloudclients.API)
 		}
 		cl := cloudclients.Learn(ctx, c.Method, c.Opts, api, c.Req)
-		if taken := s != nil && s.taken; taken || cl != notGoogle.client {
+		if taken := s != nil && s.taken; taken || cl.Google {
 			s = &call{taken: taken, client: cl} // a Google Cloud client's call: it allocates, once
 		} else {
 			s = notGoogle
@@ -109,12 +109,7 @@ func (h *Hook) End(ctx context.Context, c loop.HookCall, err error, attempts int
 	if !ok {
 		return
 	}
-	again := err != nil && ctx.Err() == nil && s.client.Resends.Has(status.Code(err))
-	var declinable error
-	if s.client.HandedOver {
-		declinable = err // Adopt's Retryer forgets it if it does not resend it
-	}
-	h.memory.End(ctx, k, s.taken, again, c.Prior+max(attempts-1, 0), time.Now(), s.client.Pause+cloudclients.ResendGrace, declinable)
+	h.memory.Record(ctx, k, s.taken, s.client, err, c.Prior+max(attempts-1, 0), time.Now())
 }
 
 // Streamer watches the streams of method for what a client's rule reads

@@ -85,7 +85,7 @@ func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 	dl, _ := ctx.Deadline()
 	a := decide.Attempt{Number: c.Prior + c.Attempts, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
 		Client: c.LeftToClient(ctx, st, f.Opening),
-		Final:  f.Committed || attempt.Futile(st) || !c.e.safeToRetry(&c.Plan, f),
+		Final:  f.Committed || attempt.Futile(st) || !c.e.safeToRetry(&c.Plan, f, c.Req),
 		Hint:   grpcbackoff.ServerHint(st, f.Trailer), Now: now, Deadline: dl, Done: ctx.Err()}
 	d := decide.Decide(&c.Plan.Policy.Policy, a, nil, nil)
 	if !d.Retry {

@@ -66,6 +66,10 @@ func (r *retries) throttled() (n int) {
 
 var errDown = status.Error(codes.Unavailable, "down")
 
+// testService states the test service idempotent: its descriptor says
+// nothing, and a method nothing marks is treated as a write.
+var testService = interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent)
+
 // named returns ctx naming its call id for the Server.
 func named(ctx context.Context, id string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, bufconntest.StreamKey, id)
@@ -89,7 +93,7 @@ func TestGateRefusesUnaryRetries(t *testing.T) {
 		withBreaker(t, b)
 		rec := &retries{}
 		s := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(errDown)))
-		c := s.Client(t, interceptor.DialOptions(shortPolicy(), interceptor.WithObserver(rec))...)
+		c := s.Client(t, interceptor.DialOptions(shortPolicy(), testService, interceptor.WithObserver(rec))...)
 
 		_, err := c.UnaryCall(named(t.Context(), "a"), &testgrpc.SimpleRequest{})
 		checkThrottled(t, "call a", err, 3)
@@ -114,7 +118,7 @@ func TestGateRefusesStreamRetries(t *testing.T) {
 		b := &breaker{limit: 3}
 		withBreaker(t, b)
 		s := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(errDown)))
-		c := s.Client(t, interceptor.DialOptions(shortPolicy())...)
+		c := s.Client(t, interceptor.DialOptions(shortPolicy(), testService)...)
 		for _, call := range []struct {
 			id       string
 			attempts int
@@ -158,7 +162,7 @@ func TestGateRefusesHedges(t *testing.T) {
 				})
 				p := shortPolicy()
 				p.MaxAttempts = 3
-				cc := s.Conn(t, interceptor.DialOptions(p, interceptor.WithObserver(rec),
+				cc := s.Conn(t, interceptor.DialOptions(p, testService, interceptor.WithObserver(rec),
 					interceptor.WithHedging(hedged, grpcbackoff.Hedging{MaxAttempts: 2, Delay: 10 * time.Millisecond}))...)
 				err := cc.Invoke(named(t.Context(), "fail"), "/pkg.Svc/Get", &testgrpc.Empty{}, &testgrpc.Empty{})
 				if status.Code(err) != codes.Unavailable {

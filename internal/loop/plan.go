@@ -213,11 +213,12 @@ func (e *Engine) SafetyOf(p *Plan) safety.Knowledge {
 	return e.Safety.Of(p.Method)
 }
 
-// safeToRetry reports whether the call p plans may be sent again after an
-// attempt failed as f, with a code its Policy retries.
-func (e *Engine) safeToRetry(p *Plan, f attempt.Failure) bool {
+// safeToRetry reports whether the call p plans, with the request req (nil
+// for a stream), may be sent again after an attempt failed as f, with a
+// code its Policy retries.
+func (e *Engine) safeToRetry(p *Plan, f attempt.Failure, req any) bool {
 	if e.UnsafeRetries || !f.MayHaveApplied() {
 		return true
 	}
-	return e.SafetyOf(p).Level != safety.NotIdempotent
+	return safety.Resendable(e.SafetyOf(p), req)
 }
