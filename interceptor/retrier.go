@@ -1,6 +1,6 @@
 package interceptor
 
-import "github.com/platformkit/grpcbackoff/internal/call"
+import "github.com/platformkit/grpcbackoff/internal/loop"
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
 // attempt, how many attempts came before it (as grpc-go's built-in retry does).
@@ -20,7 +20,7 @@ const DefaultBufferLimit = 256 << 10
 // call until it is closed; a call waiting to retry returns as soon as its
 // ClientConn is closed.
 type Retrier struct {
-	e      call.Engine // what every call through r shares; its options set it (internal/call)
+	e      loop.Engine // what every call through r shares; its options set it (internal/loop)
 	hedged bool        // some entry hedges: DialOptions watches response headers
 	timed  bool        // some Policy has an AttemptTimeout: so does it
 }

@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 )
 
@@ -78,8 +78,8 @@ func (s Safety) String() string {
 // The call options of CallIdempotent and CallNotIdempotent; gRPC ignores
 // them (grpc.EmptyCallOption).
 var (
-	idempotentOption    = &call.SafetyOption{Level: safety.Idempotent}
-	notIdempotentOption = &call.SafetyOption{Level: safety.NotIdempotent}
+	idempotentOption    = &loop.SafetyOption{Level: safety.Idempotent}
+	notIdempotentOption = &loop.SafetyOption{Level: safety.NotIdempotent}
 )
 
 // CallIdempotent states that one call may be sent again after any failure

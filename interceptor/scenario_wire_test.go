@@ -341,8 +341,12 @@ func TestUnprocessedStreamsRetriedByGRPC(t *testing.T) {
 		// The stream processed answers once its request arrived, as a
 		// handler does: answered before it, the client's transparent retry
 		// may race the answer and get io.EOF from grpc-go (seen under -race).
-		{"REFUSED_STREAM", func(_, n int) bufconntest.RawAnswer { return bufconntest.RawAnswer{Refuse: n == 0, AfterRequest: n > 0} }},
-		{"GOAWAY", func(c, _ int) bufconntest.RawAnswer { return bufconntest.RawAnswer{GoAway: c == 0, AfterRequest: c > 0} }},
+		{"REFUSED_STREAM", func(_, n int) bufconntest.RawAnswer {
+			return bufconntest.RawAnswer{Refuse: n == 0, AfterRequest: n > 0}
+		}},
+		{"GOAWAY", func(c, _ int) bufconntest.RawAnswer {
+			return bufconntest.RawAnswer{GoAway: c == 0, AfterRequest: c > 0}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lis, err := net.Listen("tcp", "127.0.0.1:0")

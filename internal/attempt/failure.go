@@ -3,7 +3,7 @@
 // writes into the attempt's call options), the attempt's own timeout
 // (Timer), and the watch that hears its response headers arrive
 // (HeaderWatch). It knows nothing of retries, budgets or calls: the layers
-// above (internal/targets, internal/call, then the unary path, hedging and
+// above (internal/targets, internal/loop, then the unary path, hedging and
 // the stream machine) decide from what it reports.
 package attempt
 

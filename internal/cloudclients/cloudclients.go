@@ -228,12 +228,8 @@ func HandMethods() []string {
 // link the method's generated package; ok is false for a method the data
 // does not know.
 func Safety(method string) (safety int8, source string, stream, ok bool) {
-	i, found := slices.BinarySearchFunc(googledata.PinnedMethods[:], method, func(m googledata.MethodFacts, name string) int { return strings.Compare(m.Method, name) })
-	if !found {
-		return 0, "", false, false
-	}
-	m := &googledata.PinnedMethods[i]
-	return int8(m.Safety), m.Why, m.Stream, true
+	m, ok := googledata.Pinned(method)
+	return int8(m.Safety), m.Why, m.Stream, ok
 }
 
 // TableSource returns the googleapis commit of the table and its number of

@@ -8,7 +8,7 @@
 // attempts grpc-go made of a call (Attempts).
 //
 // In the engine's layers it sits beside internal/settings, which it
-// produces values of, and below the plan of a call (internal/call), which
+// produces values of, and below the plan of a call (internal/loop), which
 // asks a connection's Source once per call, when the call's first attempt
 // has failed: the only time the answer matters, and the first time it is
 // sure to be there (a new channel applies its resolver's config before it

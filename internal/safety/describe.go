@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/googledata"
 )
 
 // Level is what is known of a method: the values of interceptor.Safety.
@@ -22,7 +22,7 @@ const (
 )
 
 // Knowledge is what is known of a method's safety, and from where. Of a
-// Book, its Level is Idempotent or NotIdempotent, never Unknown.
+// Catalog, its Level is Idempotent or NotIdempotent, never Unknown.
 type Knowledge struct {
 	Level  Level
 	Source string
@@ -74,8 +74,8 @@ func Describe(method string) Knowledge {
 func Descriptor(method string) (Knowledge, bool) {
 	k, ok := Registered(method)
 	if !ok && strings.HasPrefix(k.Source, "no descriptor registered") {
-		if s, source, _, found := cloudclients.Safety(method); found {
-			k := Knowledge{Level: Level(s), Source: source + " (the descriptor of the pinned client's, not linked in)"}
+		if m, found := googledata.Pinned(method); found {
+			k := Knowledge{Level: Level(m.Safety), Source: m.Why + " (the descriptor of the pinned client's, not linked in)"}
 			k.ByRequest = k.Level == NotIdempotent
 			return k, k.Level != Unknown
 		}

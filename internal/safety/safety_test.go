@@ -106,13 +106,13 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
-func TestBookOrder(t *testing.T) {
+func TestCatalogOrder(t *testing.T) {
 	var tbl settings.Table
 	tbl.Entry("/safetytest.Shop/Checkout").SetHedge(&settings.Hedging{})
 	svcConfig := tbl.Entry("/nowhere.Svc/")
 	svcConfig.SetPolicy(&settings.Policy{})
 	svcConfig.Config = true
-	b := &Book{Settings: &tbl}
+	b := &Catalog{Settings: &tbl}
 	b.State("/safetytest.Shop/GetOrder", NotIdempotent)
 	b.State("/safetytest.Shop/Missing", Unknown)
 	for _, tc := range []struct {
@@ -139,10 +139,10 @@ func TestBookOrder(t *testing.T) {
 	if b.NotIdempotent("/safetytest.Shop/") != true {
 		t.Errorf("NotIdempotent(/safetytest.Shop/) = false; want true: GetOrder is stated NotIdempotent")
 	}
-	if (&Book{}).NotIdempotent("/safetytest.Shop/") {
+	if (&Catalog{}).NotIdempotent("/safetytest.Shop/") {
 		t.Errorf("NotIdempotent(/safetytest.Shop/) with nothing stated = true; want false: CreateOrder and Checkout are only treated as writes")
 	}
-	if !(&Book{}).NotIdempotent("/safetytest.Shop/Checkout") {
+	if !(&Catalog{}).NotIdempotent("/safetytest.Shop/Checkout") {
 		t.Errorf("NotIdempotent(/safetytest.Shop/Checkout) = false; want true: a method treated as a write is not hedged")
 	}
 }

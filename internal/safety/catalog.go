@@ -1,13 +1,13 @@
 // Package safety is what is known of whether a method may be sent again
 // after a failure the server may have applied (interceptor.Safety): from
-// the Retrier's options (Book: WithSafety, a service config's retryPolicy),
+// the Retrier's options (Catalog: WithSafety, a service config's retryPolicy),
 // from the method's descriptor (Descriptor: idempotency_level,
 // google.api.http and the words of a POST's name), from the name of a
 // standard method that reads (Named: Get, List), and, for a write, from
 // its call's request (Resendable: a request_id). What none establishes is
 // treated as a write. In the engine's layers
 // it sits above the settings it reads (internal/settings) and below the
-// plan and the decision of a call (internal/call), which add what a call's
+// plan and the decision of a call (internal/loop), which add what a call's
 // own options state.
 package safety
 
@@ -21,13 +21,13 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
-// Book is what one Retrier knows of its methods' safety, first to last as
+// Catalog is what one Retrier knows of its methods' safety, first to last as
 // interceptor.Safety says: what its options state of a method (Stated,
 // then a service config's retryPolicy naming it in Settings), of its
 // service (Stated), then what the method's descriptor says (Describe),
 // learnt once per method. Its fields are set before the first call; it is
 // then safe for concurrent use.
-type Book struct {
+type Catalog struct {
 	Stated   map[string]Level // WithSafety, by method or service name
 	Settings *settings.Table  // the Retrier's entries: a service config's retryPolicy states its methods Idempotent
 
@@ -35,7 +35,7 @@ type Book struct {
 }
 
 // State records what WithSafety states of name, a method or a service.
-func (b *Book) State(name string, l Level) {
+func (b *Catalog) State(name string, l Level) {
 	if b.Stated == nil {
 		b.Stated = make(map[string]Level)
 	}
@@ -43,7 +43,7 @@ func (b *Book) State(name string, l Level) {
 }
 
 // Of returns what is known of method, learnt once.
-func (b *Book) Of(method string) Knowledge {
+func (b *Catalog) Of(method string) Knowledge {
 	if k, ok := b.known.Load(method); ok {
 		return k.(Knowledge)
 	}
@@ -59,7 +59,7 @@ func (b *Book) Of(method string) Knowledge {
 // service config's retryPolicy for its service that it may be resent (as
 // grpc-go would resend it); a service's hedging and the default entry say
 // nothing of its methods.
-func (b *Book) learn(method string) Knowledge {
+func (b *Catalog) learn(method string) Knowledge {
 	if s, ok := b.Stated[method]; ok {
 		return stated(s, "WithSafety("+method+")")
 	}
@@ -105,7 +105,7 @@ func stated(s Level, source string) Knowledge {
 // WithSafety states it NotIdempotent or one of its methods is known not to
 // be idempotent (by more than an assumption: a service-wide hedging entry
 // does not hedge its methods that are merely not known).
-func (b *Book) NotIdempotent(name string) bool {
+func (b *Catalog) NotIdempotent(name string) bool {
 	if !strings.HasSuffix(name, "/") {
 		return b.Of(name).Level == NotIdempotent
 	}
