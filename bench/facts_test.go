@@ -23,6 +23,10 @@ import (
 //     made once and reused, as its pooled state does.
 //   - signal=options-trailer: the same without grpc.Trailer
 //     (WithoutPushback).
+//   - signal=trailer: grpc.Trailer and grpc.OnFinish alone, from which
+//     issue 41 asked to read both facts; the trailer cannot tell a commit
+//     (internal/attempt's TestGRPCFactsTrailerTellsNoCommit), so no attempt
+//     of ours carries only these.
 //   - signal=statshandler: a stats handler on the ClientConn that takes the
 //     same facts from grpc-go's events (OutHeader: sent; InHeader: commit)
 //     into a listener the call's context carries, as the interceptor would
@@ -51,6 +55,10 @@ func BenchmarkPairedFacts(b *testing.B) {
 		}},
 		{"options-trailer", func() error {
 			_, err := bareClient.UnaryCall(ctx, req, all[:3]...)
+			return err
+		}},
+		{"trailer", func() error {
+			_, err := bareClient.UnaryCall(ctx, req, all[2:]...)
 			return err
 		}},
 		{"statshandler", func() error {

@@ -3,7 +3,6 @@ module github.com/platformkit/grpcbackoff/cmd
 go 1.26.0
 
 require (
-	cloud.google.com/go/redis v1.29.0
 	github.com/platformkit/grpcbackoff v0.1.0
 	github.com/wcharczuk/go-chart/v2 v2.1.2
 	golang.org/x/mod v0.42.0
@@ -19,7 +18,6 @@ require (
 )
 
 require (
-	cloud.google.com/go/longrunning v1.5.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/platformkit/grpcbackoff/fleetbudget v0.1.0
 	golang.org/x/image v0.46.0 // indirect
@@ -27,8 +25,6 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	google.golang.org/genproto v0.0.0-20261026165753-2ffab32bce7e // indirect
-	google.golang.org/genproto/googleapis/api v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e // indirect
 )
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	gax "github.com/googleapis/gax-go/v2"
@@ -72,15 +73,13 @@ var callOptionsType = reflect.TypeFor[[]gax.CallOption]()
 // A per-call gax.WithGRPCOptions replaces the mark, as code inside a client
 // may (the Pub/Sub publisher does for Publish): such a call gets the rule
 // of a call that was not adopted, one layer per code, its retries kept. A
-// per-call gax.WithRetry replaces the wrapped Retryer: it retries what the
-// interceptor hands back and what it gave up on; each of its attempts is
-// sent, the interceptor's retries across them staying within the Policy's
-// MaxAttempts, so that at most its attempts + MaxAttempts − 1 reach the
-// server. As the interceptor cannot tell when such a Retryer stops, a next
-// call with the same request object and context within the client's
-// longest pause is taken for one of its attempts: give each such call a
-// request of its own. The gRPC options a method has are kept. Call Adopt before the client is used; calling it again changes
-// nothing.
+// per-call gax.WithRetry replaces the wrapped Retryer, and the mark, made
+// for each call, sees it: a code that Retryer retries is its alone, each of
+// its attempts one attempt on the wire (a Retryer of 3 attempts on
+// UNAVAILABLE: 3); the interceptor retries the other codes of its Policy,
+// its retries across that Retryer's attempts staying within MaxAttempts.
+// The gRPC options a method has are kept. Call Adopt before the client is
+// used; calling it again changes nothing.
 //
 // It returns an error naming the type for anything but a non-nil pointer to
 // such a struct, and then changes nothing.
@@ -106,20 +105,45 @@ func Adopt(callOptions any) error {
 		for _, o := range opts {
 			o.Resolve(&settings)
 		}
-		own := settings.Retry
-		if own != nil {
-			if _, ok := own().(*handOver); ok {
-				continue // adopted already
-			}
+		if slices.ContainsFunc(opts, func(o gax.CallOption) bool { _, ok := o.(adoption); return ok }) {
+			continue // adopted already
 		}
+		own := settings.Retry
 		// WithGRPCOptions replaces the gRPC options before it: keep them.
-		grpcOpts := append(append([]grpc.CallOption(nil), settings.GRPC...), cloudclients.HandedOver{})
-		adopted := append(append(make([]gax.CallOption, 0, len(opts)+2), opts...),
-			gax.WithRetry(func() gax.Retryer { return &handOver{own: newRetryer(own)} }),
-			gax.WithGRPCOptions(grpcOpts...))
-		f.Set(reflect.ValueOf(adopted))
+		a := adoption{own: own, grpc: append([]grpc.CallOption(nil), settings.GRPC...)}
+		f.Set(reflect.ValueOf(append(append(make([]gax.CallOption, 0, len(opts)+1), opts...), a)))
 	}
 	return nil
+}
+
+// adoption is the gax.CallOption Adopt appends to a method's CallOptions.
+// For each call gax.Invoke resolves it into the call's settings: it
+// installs Adopt's Retryer (handOver, over own) and the method's gRPC
+// options with a mark of the call's own, cloudclients.HandedOver, which
+// keeps the settings being resolved. An option resolved after it, the
+// caller's per-call gax.WithRetry, replaces that Retryer there: the mark's
+// Retries then asks a fresh Retryer of that kind whether it retries an
+// error, so that the interceptors leave what it retries to it (one layer,
+// the caller's), and retry what it does not.
+type adoption struct {
+	own  func() gax.Retryer // the client's own Retryer; nil: none
+	grpc []grpc.CallOption  // the method's gRPC options
+}
+
+func (a adoption) Resolve(s *gax.CallSettings) {
+	s.Retry = func() gax.Retryer { return &handOver{own: newRetryer(a.own)} }
+	mark := &cloudclients.HandedOver{Retries: func(err error) bool {
+		if s.Retry == nil {
+			return false // gax.WithRetry(nil): gax sends the call once
+		}
+		r := s.Retry()
+		if _, ours := r.(*handOver); ours || r == nil {
+			return false
+		}
+		_, retries := r.Retry(err)
+		return retries
+	}}
+	s.GRPC = append(a.grpc[:len(a.grpc):len(a.grpc)], mark)
 }
 
 // newRetryer returns the Retryer that factory makes for one call, or nil.

@@ -33,6 +33,11 @@
 //     wait as the Policy says, and one whose next wait would pass its
 //     deadline ends then: in an outage of most of the deadline, sooner than
 //     the client alone, whose own waits are often shorter.
+//   - A call given a per-call gax.WithRetry: adopted, what that Retryer
+//     retries is its alone; not adopted, the interceptor cannot see it
+//     until it resends the call (with the context gax.Invoke was given),
+//     and then gives each resend what is left of MaxAttempts, one attempt
+//     at least: at most its attempts + MaxAttempts − 1 reach the server.
 //
 // Each call of ClientOptions makes a new Retrier, with its own retry budget
 // per backend: give the same slice to every client of a process.

@@ -45,6 +45,38 @@ type ServiceConfigs struct {
 	Files  []ConfigFile
 }
 
+// Counts are what the configs name. A file names a method or a service
+// once (a name it repeats, as three files repeat one, counts once); names
+// of one method or service in several files (the mixins'
+// google.longrunning.Operations names, in 10 to 13 files each) count once
+// in the distinct counts.
+type Counts struct {
+	Files         int
+	MethodNames   int // names of a method, by file
+	Methods       int // distinct service/method pairs
+	WholeNames    int // names of a whole service, by file
+	WholeServices int // distinct services named whole
+}
+
+// Count returns what sc names.
+func (sc *ServiceConfigs) Count() Counts {
+	c := Counts{Files: len(sc.Files)}
+	methods, whole := map[[2]string]bool{}, map[string]bool{}
+	for _, f := range sc.Files {
+		for _, n := range f.Names {
+			if n.Method == "" {
+				c.WholeNames++
+				whole[n.Service] = true
+			} else {
+				c.MethodNames++
+				methods[[2]string{n.Service, n.Method}] = true
+			}
+		}
+	}
+	c.Methods, c.WholeServices = len(methods), len(whole)
+	return c
+}
+
 // ConfigFile is one *_grpc_service_config.json.
 type ConfigFile struct {
 	Path  string // from googleapis' root: "google/cloud/tasks/v2/cloudtasks_grpc_service_config.json"

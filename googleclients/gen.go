@@ -37,9 +37,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
 	gc "github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/safety"
 )
 
 // Data is what the pinned generated clients retry, and what the
@@ -107,26 +107,22 @@ func Generate(ctx context.Context) (*Data, error) {
 	slices.SortFunc(d.Methods, func(a, b Method) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.Client, b.Client))
 	})
-	r, err := interceptor.New(grpcbackoff.DefaultPolicy())
-	if err != nil {
-		return nil, err
-	}
 	for i, m := range d.Methods {
 		if i > 0 && d.Methods[i-1].Name == m.Name {
 			continue
 		}
-		x := r.Explain(m.Name)
-		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: x.Safety, Stream: m.Stream, Source: withoutPath(x.Source)})
+		k, _ := safety.Registered(m.Name)
+		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: interceptor.Safety(k.Level), Stream: m.Stream, Source: withoutPath(k.Source)})
 	}
 	for _, m := range gc.HandMethods() {
 		if _, found := slices.BinarySearchFunc(d.Methods, m, func(g Method, m string) int { return strings.Compare(g.Name, m) }); found {
 			continue
 		}
-		x := r.Explain(m)
-		if x.Safety == interceptor.SafetyUnknown && strings.HasPrefix(x.Source, "no descriptor") {
+		k, _ := safety.Registered(m)
+		if strings.HasPrefix(k.Source, "no descriptor") {
 			return nil, fmt.Errorf("googleclients: %s: no descriptor linked: import the client that calls it", m)
 		}
-		d.Safety = append(d.Safety, Safety{Method: m, Safety: x.Safety, Stream: isStream(m), Source: withoutPath(x.Source)})
+		d.Safety = append(d.Safety, Safety{Method: m, Safety: interceptor.Safety(k.Level), Stream: isStream(m), Source: withoutPath(k.Source)})
 	}
 	slices.SortFunc(d.Safety, func(a, b Safety) int { return strings.Compare(a.Method, b.Method) })
 	return &d, nil

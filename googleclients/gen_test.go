@@ -3,8 +3,10 @@ package googleclients_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -92,5 +94,37 @@ func TestToken(t *testing.T) {
 		if got := googleclients.Token(c.header, c.name); got != c.want {
 			t.Errorf("Token(%q, %q) = %q, want %q", c.header, c.name, got, c.want)
 		}
+	}
+}
+
+// TestServiceConfigCounts counts what googleapis' service configs name, and
+// checks that gaxretry/README.md says it (issue 42: a doc said 6 596
+// methods and 948 services, a count by hand 6 593 and 947).
+func TestServiceConfigCounts(t *testing.T) {
+	dir := googleclients.ConfigsDir("..")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("SKIPPED: %v; set %s to a folder of googleapis' gRPC service configs", err, googleclients.ConfigsEnv)
+	}
+	sc, err := googleclients.ReadServiceConfigs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sc.Count()
+	t.Logf("%+v", c)
+	readme, err := os.ReadFile(filepath.Join("..", "gaxretry", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := func(n int) string { // 6596 as the README writes it: "6 596"
+		s := strconv.Itoa(n)
+		if len(s) > 3 {
+			s = s[:len(s)-3] + " " + s[len(s)-3:]
+		}
+		return s
+	}
+	want := fmt.Sprintf("all %d of them, at googleapis `%s` (%s names of a method, %s distinct service/method pairs; %s names of a whole service, %s services",
+		c.Files, sc.Commit[:8], sp(c.MethodNames), sp(c.Methods), sp(c.WholeNames), sp(c.WholeServices))
+	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), want) {
+		t.Errorf("gaxretry/README.md does not say %q", want)
 	}
 }

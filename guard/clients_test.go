@@ -119,7 +119,7 @@ func TestLibraryObeysGuard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := outageServer(t, newGuard(t, guard.Options{}))
-				r, err := interceptor.New(fivePolicy(), append(tc.opts, interceptor.WithoutThrottle())...)
+				r, err := interceptor.New(fivePolicy(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -170,7 +170,7 @@ func TestExplainTellsServerFromBudget(t *testing.T) {
 		pushback, budget bool
 		tail             string
 	}{
-		{"defaults", nil, true, true, "[the Retrier's Policy]; safety unknown: neither idempotency_level nor google.api.http"},
+		{"defaults", nil, true, true, "[the Retrier's Policy]; not idempotent: treated as a write, resent only when its request carries a request_id (AIP-155): neither idempotency_level nor google.api.http, and its name is no standard read (Get, List, BatchGet, Search)"},
 		{"WithoutPushback", []interceptor.Option{interceptor.WithoutPushback()}, false, true,
 			"; unary calls ignore the server's pushback, a retry guard's included (WithoutPushback)"},
 		{"WithoutThrottle", []interceptor.Option{interceptor.WithoutThrottle()}, true, false, "; no retry budget (WithoutThrottle)"},

@@ -46,7 +46,7 @@ func Example() {
 
 	p := grpcbackoff.DefaultPolicy()
 	p.Initial, p.Max, p.Jitter, p.MaxAttempts = time.Millisecond, time.Millisecond, 0, 5
-	conn, err := grpc.NewClient("passthrough:///down", append(interceptor.DialOptions(p, interceptor.WithoutThrottle()),
+	conn, err := grpc.NewClient("passthrough:///down", append(interceptor.DialOptions(p, interceptor.WithoutThrottle(), interceptor.WithSafety("/grpc.testing.TestService/UnaryCall", interceptor.Idempotent)),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {

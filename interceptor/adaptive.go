@@ -4,7 +4,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // WithAdaptiveThrottle turns on adaptive client-side throttling
@@ -38,7 +38,7 @@ func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 }
 
 // critical is the call option of Critical; gRPC ignores it.
-var critical grpc.CallOption = &call.CriticalOption{}
+var critical grpc.CallOption = &loop.CriticalOption{}
 
 // Critical exempts one call, its retries included, from adaptive
 // client-side throttling (WithAdaptiveThrottle): for calls that must reach

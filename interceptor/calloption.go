@@ -6,12 +6,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
 // NoRetry, CallMaxAttempts and CallPolicy change the Policy of one call
-// by a call.Option. gRPC itself ignores it (grpc.EmptyCallOption), so a
+// by a loop.Option. gRPC itself ignores it (grpc.EmptyCallOption), so a
 // call carrying it works the same without the interceptors.
 
 // NoRetry makes one call a single attempt, whatever its Policy says: for
@@ -21,7 +21,7 @@ import (
 //
 // For cloud.google.com/go clients, pass it with gax.WithGRPCOptions.
 func NoRetry() grpc.CallOption {
-	return &call.Option{NoRetry: true}
+	return &loop.Option{NoRetry: true}
 }
 
 // CallMaxAttempts replaces, for one call, the MaxAttempts of the Policy that
@@ -29,9 +29,9 @@ func NoRetry() grpc.CallOption {
 // INVALID_ARGUMENT naming n, without reaching the server.
 func CallMaxAttempts(n int) grpc.CallOption {
 	if n < 1 {
-		return &call.Option{Err: fmt.Errorf("interceptor: CallMaxAttempts(%d): MaxAttempts must be at least 1", n)}
+		return &loop.Option{Err: fmt.Errorf("interceptor: CallMaxAttempts(%d): MaxAttempts must be at least 1", n)}
 	}
-	return &call.Option{MaxAttempts: n}
+	return &loop.Option{MaxAttempts: n}
 }
 
 // CallPolicy replaces, for one call, the Policy that applies to it: its
@@ -41,7 +41,7 @@ func CallMaxAttempts(n int) grpc.CallOption {
 func CallPolicy(p grpcbackoff.Policy) grpc.CallOption {
 	c, err := settings.Compile(p)
 	if err != nil {
-		return &call.Option{Err: fmt.Errorf("interceptor: CallPolicy: %w", err)}
+		return &loop.Option{Err: fmt.Errorf("interceptor: CallPolicy: %w", err)}
 	}
-	return &call.Option{Policy: &c}
+	return &loop.Option{Policy: &c}
 }

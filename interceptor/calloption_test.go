@@ -21,6 +21,7 @@ func TestPerMethodAndPerCallPolicies(t *testing.T) {
 	five := bufconntest.Exact()
 	five.MaxAttempts = 5
 	r, err := interceptor.New(bufconntest.Exact(), interceptor.WithoutThrottle(),
+		interceptor.WithSafety("/pkg.Svc/", interceptor.Idempotent), interceptor.WithSafety("/pkg.Third/", interceptor.Idempotent),
 		interceptor.WithMethod("/pkg.Svc/", five),
 		interceptor.WithMethod("/pkg.Svc/Read", two),
 		interceptor.WithoutRetryFor("/pkg.Svc/Delete"),

@@ -168,7 +168,7 @@ func TestClientRetriesGaveUpSendsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
-		ic := interceptor.Unary(p)
+		ic := interceptor.Unary(p, interceptor.WithSafety(newMethod, interceptor.Idempotent))
 		s := &script{errs: errsOf(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)}
 		ctx, req := asClient(t.Context()), new(string)
 		var errs []error
@@ -218,15 +218,18 @@ func TestClientRetriesTwoServersOneRequest(t *testing.T) {
 			}
 			return nil
 		}
-		ctx, req := asClient(context.Background()), new(string)
+		// Each call with a context of its own, as a generated client makes
+		// one per call (gax.InsertMetadataIntoOutgoingContext): the same
+		// context again is the client's resend of a call (issue 42).
+		base, req := context.Background(), new(string)
 		for i := range 200 {
-			err := ic(ctx, getSecret, req, new(string), a, invoke)
+			err := ic(asClient(base), getSecret, req, new(string), a, invoke)
 			if status.Code(err) != codes.Unavailable || onA != 3*(i+1) {
 				t.Fatalf("call %d through A: err %v, %d attempts on A in all; want UNAVAILABLE, %d", i+1, err, onA, 3*(i+1))
 			}
 		}
 		for i := range 3 {
-			if err := ic(ctx, getSecret, req, new(string), b, invoke); err != nil || onB != 2*(i+1) {
+			if err := ic(asClient(base), getSecret, req, new(string), b, invoke); err != nil || onB != 2*(i+1) {
 				t.Errorf("call %d through B: err %v, %d attempts on B in all; want success, %d", i+1, err, onB, 2*(i+1))
 			}
 		}
@@ -252,10 +255,10 @@ func TestClientRetriesSameRequestTwice(t *testing.T) {
 		ic := interceptor.Unary(bufconntest.Exact())
 		s := &script{errs: errsOf(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable,
 			codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)}
-		ctx, req := asClient(t.Context()), new(string)
-		first := ic(ctx, getSecret, req, new(string), nil, s.invoke)
+		req := new(string) // each call with a context of its own, as a client's (see above)
+		first := ic(asClient(t.Context()), getSecret, req, new(string), nil, s.invoke)
 		checkFinal(t, first, codes.Unavailable, 8, grpcbackoff.ReasonExhausted)
-		second := ic(ctx, getSecret, req, new(string), nil, s.invoke)
+		second := ic(asClient(t.Context()), getSecret, req, new(string), nil, s.invoke)
 		if second != nil || len(s.times) != 9 {
 			t.Errorf("the second call: err %v, %d attempts in all; want its own success, 9", second, len(s.times))
 		}
@@ -341,13 +344,13 @@ func TestClientRetriesRememberedUnderTimeout(t *testing.T) {
 func TestInstalledTwice(t *testing.T) {
 	p := bufconntest.Exact()
 	p.MaxAttempts = 3
-	one := interceptor.DialOptions(p)
+	one := interceptor.DialOptions(p, testService)
 	cases := []struct {
 		name string
 		opts []grpc.DialOption
 	}{
 		{"the same slice twice", append(append([]grpc.DialOption(nil), one...), one...)},
-		{"two Retriers", append(interceptor.DialOptions(p), interceptor.DialOptions(p)...)},
+		{"two Retriers", append(interceptor.DialOptions(p, testService), interceptor.DialOptions(p, testService)...)},
 	}
 	for _, tc := range cases {
 		for _, k := range []callKind{unary, serverStream} {

@@ -41,19 +41,25 @@
 //	internal/attempt       one attempt's facts: Failure, Facts, Timer, HeaderWatch
 //	internal/googledata    the generated data: what each generated Google client retries, the pinned methods' safety
 //	internal/cloudclients  what the Google Cloud clients retry, the rule, the memory of their calls
-//	internal/targets       a target's budget and adaptive throttling, a ClientConn's closing
+//	internal/gate          the admission checks of a target's calls: Gate, Reservation; the budget, adaptive throttling
+//	internal/targets       a target's gates, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method
 //	internal/safety        whether a method may be sent again after a failure
-//	internal/call          a call's Plan, its decisions (Decide, Book, Pay, Wait), its end (Fail, End)
-//	internal/hedge         a hedged unary call
-//	internal/stream        the stream machine
-//	internal/unary         the unary path
+//	internal/loop          the retry loop: a call's Plan on its ClientConn, the protocol (Decide, Reserve, Wait, Pay), Record, its end (Fail, End), its Hook
+//	internal/googlehook    the Google Cloud clients' rule as the loop's Hook: the engine's one user of internal/cloudclients
+//	internal/hedge         a hedged unary call: its race
+//	internal/stream        the stream machine: its replay and commit
+//	internal/unary         the unary path: its invoker
+//
+// To add a per-target check (a circuit breaker, a concurrency limit),
+// implement gate.Gate in a file of internal/gate and list it in
+// targets.Registry's built-in gates; internal/loop's breaker_test.go is one.
 //
 // To change the stream machine, read Stream's contract (stream.go), then
 // internal/stream in the order its package doc gives, state.go first (the
-// states and their rules), then internal/call's Call (how a failed attempt
-// is decided on, paid for and ended) and internal/attempt (what a failure
-// tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
+// phases and their rules), then internal/loop's Call (how a failed
+// attempt is decided on, reserved, paid for and ended) and internal/attempt
+// (what a failure tells). Its tests are here: stream_test.go, stream_timeout_test.go and the
 // scenario tests, through the public API; internal/attempt's
 // TestGRPCStreamFacts pins what grpc-go reports of a stream.
 package interceptor

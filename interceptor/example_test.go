@@ -44,7 +44,10 @@ func serve(svc testgrpc.TestServiceServer) (dial func(context.Context, string) (
 
 // Every call of a connection retried with the Memorystore recipe (here
 // 100 times faster, without jitter, so that the example runs in 300 ms and
-// prints the same every time).
+// prints the same every time). UnaryCall changes nothing on the server, but
+// nothing in its descriptor or its name says so: without WithSafety it
+// would be treated as a write, not resent after an UNAVAILABLE the server
+// sent (see Safety).
 func ExampleDialOptions() {
 	svc := &flakyService{}
 	dial, stop := serve(svc)
@@ -52,7 +55,8 @@ func ExampleDialOptions() {
 
 	p := grpcbackoff.DefaultPolicy()
 	p.Initial, p.Max, p.Jitter = 10*time.Millisecond, 320*time.Millisecond, 0
-	conn, err := grpc.NewClient("passthrough:///flaky", append(interceptor.DialOptions(p),
+	conn, err := grpc.NewClient("passthrough:///flaky", append(interceptor.DialOptions(p,
+		interceptor.WithSafety("/grpc.testing.TestService/UnaryCall", interceptor.Idempotent)),
 		grpc.WithContextDialer(dial), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		panic(err)
@@ -80,7 +84,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	for _, m := range []string{"Get", "Increment", "List"} {
+	for _, m := range []string{"Get", "Increment", "List", "CreateOrder"} {
 		fmt.Println(r.Explain("/pkg.Svc/" + m))
 	}
 	// Output:
@@ -88,9 +92,10 @@ func ExampleNew() {
 	// grpcbackoff: Max (0s) must be positive
 	// grpcbackoff: Codes is empty: no code would be retried
 	// interceptor: opts[0]: method name "pkg.Svc/Get": want "/pkg.Service/Method" or "/pkg.Service/"
-	// /pkg.Svc/Get: up to 4 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/Get]; safety unknown: no descriptor registered for pkg.Svc
+	// /pkg.Svc/Get: up to 4 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/Get]; idempotent: a standard read by its name (Get, AIP-131); no descriptor registered for pkg.Svc
 	// /pkg.Svc/Increment: never retried (WithoutRetryFor, or a service config entry without a retryPolicy, for /pkg.Svc/Increment)
-	// /pkg.Svc/List: unary calls hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc
+	// /pkg.Svc/List: unary calls hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [the Retrier's Policy]; idempotent: a standard read by its name (List, AIP-132); no descriptor registered for pkg.Svc
+	// /pkg.Svc/CreateOrder: up to 8 attempts on RESOURCE_EXHAUSTED (UNAVAILABLE only when the connection could not be made) [the Retrier's Policy]; not idempotent: treated as a write, resent only when its request carries a request_id (AIP-155): no descriptor registered for pkg.Svc, and its name is no standard read (Get, List, BatchGet, Search)
 }
 
 // A client moving from grpc-go's built-in retry keeps its service config:

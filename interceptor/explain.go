@@ -12,8 +12,8 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
@@ -202,8 +202,8 @@ func codeList(cs []codes.Code) string {
 // from, what is known of the method's Safety and where from, and so which
 // codes are retried.
 func (r *Retrier) Explain(fullMethod string) Decision {
-	var p call.Plan
-	r.e.Plan(&p, fullMethod, nil)
+	var p loop.Plan
+	r.e.PlanOf(&p, fullMethod, nil)
 	d := Decision{Method: fullMethod, Timeout: p.Timeout, MaxAttempts: p.Max, PolicySource: r.policySource(&p),
 		SharedBudget: r.e.Targets.Shared != nil && r.e.Targets.Throttle != nil, Budget: r.e.Targets.Throttle != nil, Pushback: !r.e.NoPushback}
 	if rule := r.resume.Of(fullMethod); rule != nil {
@@ -263,7 +263,7 @@ func isStream(method string) bool {
 }
 
 // policySource says where the Policy of p comes from.
-func (r *Retrier) policySource(p *call.Plan) string {
+func (r *Retrier) policySource(p *loop.Plan) string {
 	name := [...]string{settings.FromDefault: "", settings.FromService: settings.ServiceOf(p.Method), settings.FromMethod: p.Method}[p.From]
 	if p.Hedge != nil {
 		name = r.e.Settings.RetryFrom(p.Method)

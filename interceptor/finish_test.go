@@ -54,7 +54,7 @@ func TestOnFinishOncePerCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(tc.steps...))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), tc.opts...)...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), append(tc.opts, testService)...)...)
 				f := &finishes{}
 				res := runCall(t.Context(), c, tc.kind, []string{"q"}, howToRun{}, f.option())
 				synctest.Wait()

@@ -169,6 +169,7 @@ func TestHedgeTimings(t *testing.T) {
 		wantReason  grpcbackoff.Reason // for an error after several attempts
 		max         int                // the retry Policy's MaxAttempts; 0: 8
 		retries     int                // attempts sent as retries, not hedges
+		unchanged   bool               // the error is the server's itself: its only attempt answered
 	}{
 		{
 			name:  "every Delay until MaxAttempts, first response wins",
@@ -219,6 +220,7 @@ func TestHedgeTimings(t *testing.T) {
 			},
 			wantStarts: []time.Duration{0, 100 * msec}, wantElapsed: 150 * msec,
 			wantCancel: []int{0}, wantCode: codes.NotFound, wantReason: grpcbackoff.ReasonNotRetryable,
+			unchanged: true, // attempt 0, canceled, had no answer: as an unhedged call's
 		},
 		{
 			name: "every attempt fails with a non-fatal code",
@@ -290,7 +292,11 @@ func TestHedgeTimings(t *testing.T) {
 				if got := status.Code(err); got != tc.wantCode {
 					t.Fatalf("code = %v, want %v (err %v)", got, tc.wantCode, err)
 				}
-				if err != nil {
+				var e *grpcbackoff.Error
+				switch {
+				case err != nil && tc.unchanged && errors.As(err, &e):
+					t.Errorf("err = %v, want the server's error itself", err)
+				case err != nil && !tc.unchanged:
 					checkFinal(t, err, tc.wantCode, len(tc.wantStarts), tc.wantReason)
 				}
 				if got := s.startTimes(); !slices.Equal(got, tc.wantStarts) {
@@ -325,6 +331,49 @@ func TestHedgeFirstAttemptFatalErrorIsUnchanged(t *testing.T) {
 			t.Errorf("err = %v, want the server's error itself", err)
 		}
 	})
+}
+
+// TestHedgeAnsweredOnceIsUnchanged: a hedged call whose only answered
+// attempt fails with a code not retried returns the server's error itself,
+// as an unhedged call does, though a hedge was in flight (canceled, without
+// an answer); one whose hedges answered too, or that retried, returns a
+// *grpcbackoff.Error of its attempts. Found by grpc-go's interop cases
+// status_code_and_message and special_status_message through a Retrier
+// hedging UnaryCall (interop_test): they got "(grpcbackoff: 2 attempts over
+// 1ms: code not retryable)" after the server's message.
+func TestHedgeAnsweredOnceIsUnchanged(t *testing.T) {
+	unknown := status.Error(codes.Unknown, "test status message")
+	aborted := status.Error(codes.Aborted, "aborted")
+	for _, tc := range []struct {
+		name     string
+		h        grpcbackoff.Hedging
+		steps    []hedgeStep
+		want     error // nil: a *grpcbackoff.Error
+		attempts int
+	}{
+		{"hedge in flight", hedging(3, 10*msec), []hedgeStep{{latency: 15 * msec, err: unknown}, {latency: time.Second}}, unknown, 2},
+		{"two hedges in flight", hedging(3, 10*msec), []hedgeStep{{latency: 25 * msec, err: unknown}, {latency: time.Second}, {latency: time.Second}}, unknown, 3},
+		{"the hedge answered, the first attempt canceled", hedging(3, 10*msec), []hedgeStep{{latency: 25 * msec, err: unknown}, {latency: 5 * msec, err: unknown}}, unknown, 2},
+		{"a non-fatal hedge answered first", hedging(3, 10*msec, codes.Aborted), []hedgeStep{{latency: 25 * msec, err: unknown}, {latency: 5 * msec, err: aborted}}, nil, 2},
+		{"after a retry", hedging(2, time.Second), []hedgeStep{{latency: 5 * msec, err: status.Error(codes.Unavailable, "down")}, {err: unknown}}, nil, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHedgeInvoker(tc.steps...)
+				_, _, err := callHedged(t.Context(), hedgingInterceptor(t, tc.h, interceptor.WithoutThrottle()), s)
+				var e *grpcbackoff.Error
+				switch {
+				case tc.want != nil && err != tc.want:
+					t.Errorf("err = %v, want the server's error itself", err)
+				case tc.want == nil && (!errors.As(err, &e) || e.Attempts != tc.attempts || status.Code(err) != codes.Unknown):
+					t.Errorf("err = %v, want a *grpcbackoff.Error of %d attempts, UNKNOWN", err, tc.attempts)
+				}
+				if got := len(s.startTimes()); got != tc.attempts {
+					t.Errorf("%d attempts sent, want %d", got, tc.attempts)
+				}
+			})
+		})
+	}
 }
 
 func TestHedgeTellsServerAboutPreviousAttempts(t *testing.T) {
@@ -812,7 +861,7 @@ func TestHedgeNonFatalCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := hedgedMethod + ": unary calls hedged, 3 attempts at most in flight, one every 1s while none answers, the others going on after ABORTED; " +
-		"failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED, each attempt cut after 2s without an answer [the Retrier's Policy]; safety unknown: no descriptor registered for pkg.Svc"
+		"failures up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED, each attempt cut after 2s without an answer [the Retrier's Policy]; idempotent: a standard read by its name (Get, AIP-131); no descriptor registered for pkg.Svc"
 	if got := r.Explain(hedgedMethod).String(); got != want {
 		t.Errorf("Explain =\n%s\nwant\n%s", got, want)
 	}
@@ -953,7 +1002,7 @@ func observedHedging(t *testing.T, burst int) (*interceptor.Retrier, *recorder) 
 // unary calls, and a stream is retried as the service's failures are.
 // (Issue 27: it said "hedged".)
 func TestExplainHedgedServiceStream(t *testing.T) {
-	r, err := interceptor.New(bufconntest.Exact(),
+	r, err := interceptor.New(bufconntest.Exact(), testService,
 		interceptor.WithHedging("/grpc.testing.TestService/", grpcbackoff.Hedging{MaxAttempts: 3, Delay: time.Second}))
 	if err != nil {
 		t.Fatal(err)

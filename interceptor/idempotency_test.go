@@ -82,7 +82,14 @@ func TestNotIdempotentNotRetriedAfterMaybeApplied(t *testing.T) {
 		errs     []error
 		attempts int
 	}{
-		{"unknown method keeps the default", write, nil, nil, bufconntest.Unavailable(2), 3},
+		// Issue 42: what nothing establishes is treated as a write (it was
+		// resent on every code of its Policy, and applied three times).
+		{"an unmarked method is a write: UNAVAILABLE not retried", write, nil, nil, bufconntest.Unavailable(2), 1},
+		{"an unmarked method is a write: RESOURCE_EXHAUSTED retried", write, nil, nil,
+			[]error{status.Error(codes.ResourceExhausted, "quota"), status.Error(codes.ResourceExhausted, "quota")}, 3},
+		{"an unmarked method is a write: never sent is retried", write, nil, nil, []error{refused, refused}, 3},
+		{"an unmarked method, retried when opted in", write, []interceptor.Option{interceptor.WithNonIdempotentRetries()}, nil, bufconntest.Unavailable(2), 3},
+		{"WithSafety SafetyUnknown: a write", "/idemtest.Store/Read", []interceptor.Option{interceptor.WithSafety("/idemtest.Store/Read", interceptor.SafetyUnknown)}, nil, bufconntest.Unavailable(2), 1},
 		{"not idempotent: UNAVAILABLE not retried", write, []interceptor.Option{notIdem}, nil, bufconntest.Unavailable(2), 1},
 		{"not idempotent: RESOURCE_EXHAUSTED retried", write, []interceptor.Option{notIdem}, nil,
 			[]error{status.Error(codes.ResourceExhausted, "quota"), status.Error(codes.ResourceExhausted, "quota")}, 3},
@@ -163,8 +170,11 @@ func TestExplain(t *testing.T) {
 		{"/idemtest.Store/Read", interceptor.Idempotent, bufconntest.Exact().Codes, "idempotency_level NO_SIDE_EFFECTS"},
 		{"/idemtest.Store/Put", interceptor.Idempotent, bufconntest.Exact().Codes, "idempotency_level IDEMPOTENT"},
 		{"/idemtest.Store/Write", interceptor.NotIdempotent, []codes.Code{codes.ResourceExhausted}, "WithSafety(/idemtest.Store/Write)"},
-		{"/grpc.testing.TestService/UnaryCall", interceptor.SafetyUnknown, bufconntest.Exact().Codes, "neither idempotency_level nor google.api.http"},
-		{"/unregistered.Svc/Get", interceptor.SafetyUnknown, bufconntest.Exact().Codes, "no descriptor registered for unregistered.Svc"},
+		{"/grpc.testing.TestService/UnaryCall", interceptor.NotIdempotent, []codes.Code{codes.ResourceExhausted},
+			"treated as a write, resent only when its request carries a request_id (AIP-155): neither idempotency_level nor google.api.http, and its name is no standard read (Get, List, BatchGet, Search)"},
+		{"/unregistered.Svc/Get", interceptor.Idempotent, bufconntest.Exact().Codes, "a standard read by its name (Get, AIP-131); no descriptor registered for unregistered.Svc"},
+		{"/unregistered.Svc/CreateOrder", interceptor.NotIdempotent, []codes.Code{codes.ResourceExhausted},
+			"treated as a write, resent only when its request carries a request_id (AIP-155): no descriptor registered for unregistered.Svc, and its name is no standard read (Get, List, BatchGet, Search)"},
 	}
 	for _, tc := range cases {
 		d := r.Explain(tc.method)
@@ -266,7 +276,7 @@ func TestExplainHedged(t *testing.T) {
 	if d.Hedging == nil || d.Hedging.MaxAttempts != 2 || d.Hedging.Delay != 50*time.Millisecond || d.Policy == nil || d.MaxAttempts != 3 {
 		t.Fatalf("Explain = %+v, want the hedging (2, 50ms) and the service's Policy of 3 attempts", d)
 	}
-	want := "/pkg.Svc/Get: unary calls hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 3 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/]; safety unknown: no descriptor registered for pkg.Svc"
+	want := "/pkg.Svc/Get: unary calls hedged, 2 attempts at most in flight, one every 50ms while none answers; failures up to 3 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED [WithMethod or WithServiceConfig for /pkg.Svc/]; idempotent: a standard read by its name (Get, AIP-131); no descriptor registered for pkg.Svc"
 	if got := d.String(); got != want {
 		t.Errorf("Explain(Get).String() =\n%s\nwant\n%s", got, want)
 	}

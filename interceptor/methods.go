@@ -63,7 +63,9 @@ func WithoutRetryFor(name string) Option {
 // by its Policy. CallPolicy and NoRetry turn hedging off for one call. New
 // refuses hedging for a name known not to be idempotent (see Safety); a
 // call hedged by its service's or the default entry is not hedged if its
-// method is. A reply must be a proto.Message or a pointer to be hedged.
+// method is treated as a write (known as one, or not known); a method's
+// own entry states that it may be sent twice, where nothing else knows. A
+// reply must be a proto.Message or a pointer to be hedged.
 func WithHedging(name string, h grpcbackoff.Hedging) Option {
 	return func(r *Retrier) error {
 		hp, err := settings.CompileHedging(h)

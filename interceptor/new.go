@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/googlehook"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
 
@@ -19,6 +20,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	throttle := grpcbackoff.DefaultThrottle()
 	r := &Retrier{}
 	r.e.BufLimit = DefaultBufferLimit
+	r.e.Hook = new(googlehook.Hook) // the Google Cloud clients' rule (doc.go)
 	r.e.Safety.Settings = &r.e.Settings
 	r.e.Targets.Throttle, r.e.Targets.Max = &throttle, maxTargets
 	r.e.Settings.Base.SetPolicy(&c)
@@ -32,6 +34,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	if r.e.Unsafe == nil {
 		r.e.Unsafe = r.e.Safety.NotIdempotent
 	}
+	r.e.Prepare()
 	errs = append(errs, r.checkHedging())
 	r.e.Settings.All(func(_ string, e *settings.Entry) {
 		r.timed = r.timed || e.Policy != nil && e.Policy.AttemptTimeout > 0

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // An Observer is told how each call went: of every retry decision, and once
@@ -122,7 +122,8 @@ func WithObserver(o Observer) Option {
 
 // WithOnRetry sets a function called before each retry wait, and when the
 // throttle refuses a retry. It runs on the caller's goroutine and must not
-// block.
+// block. It is WithObserver with an Observer whose OnRetry is f, which new
+// code should prefer: an Observer is told of each call's end too.
 func WithOnRetry(f func(Retry)) Option {
 	return func(r *Retrier) error {
 		if f == nil {
@@ -146,13 +147,13 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// observers are a Retrier's Observers, as the engine's call.Observer: each
+// observers are a Retrier's Observers, as the engine's loop.Observer: each
 // event is turned into its public form, only for a Retrier that has
 // observers, and told to each of them, in the order they were added.
 type observers struct{ list []Observer }
 
 // observe adds o to the observers the engine tells; a Retrier without
-// observers has no call.Observer at all.
+// observers has no loop.Observer at all.
 func (r *Retrier) observe(o Observer) {
 	os, _ := r.e.Observer.(*observers)
 	if os == nil {
@@ -162,14 +163,14 @@ func (r *Retrier) observe(o Observer) {
 	os.list = append(os.list, o)
 }
 
-func (os *observers) OnRetry(ctx context.Context, x call.Retry) {
+func (os *observers) OnRetry(ctx context.Context, x loop.Retry) {
 	r := Retry(x)
 	for _, o := range os.list {
 		o.OnRetry(ctx, r)
 	}
 }
 
-func (os *observers) OnEnd(ctx context.Context, x call.End) {
+func (os *observers) OnEnd(ctx context.Context, x loop.End) {
 	for _, o := range os.list {
 		o.OnEnd(ctx, End(x))
 	}

@@ -135,7 +135,7 @@ func TestStreamGiveUpIsObserved(t *testing.T) {
 		h := &logCapture{}
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
-		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(),
+		opts := interceptor.DialOptions(p, testService, interceptor.WithoutThrottle(),
 			interceptor.WithObserver(rec), interceptor.WithLogger(slog.New(h)))
 
 		cc := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable))).Conn(t, opts...)
@@ -230,7 +230,7 @@ func TestStreamCommittedAfterRetry(t *testing.T) {
 				unavailable := status.Error(codes.Unavailable, "down")
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(unavailable), bufconntest.Step{Header: true, Err: unavailable}))
 				rec := &recorder{}
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 				r := runCall(t.Context(), c, k, hostileMessages, howToRun{})
 				var e *grpcbackoff.Error
 				if !errors.As(r.Err, &e) || e.Attempts != 2 || e.Reason != grpcbackoff.ReasonNotRetryable || status.Code(r.Err) != codes.Unavailable {

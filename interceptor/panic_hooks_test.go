@@ -289,7 +289,7 @@ func runPanicPath(t *testing.T, p panicPath, hook panicHook, panics bool) panicR
 	if p.hedged {
 		opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 3, Delay: 100 * time.Millisecond}))
 	}
-	r, err := interceptor.New(pol, opts...)
+	r, err := interceptor.New(pol, append(opts, testService)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func (panicSend) SendMsg(any) error { panic(boom{"replay"}) }
 func TestPanicDuringReplay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true}))
-		opts := append(interceptor.DialOptions(bufconntest.Exact()), grpc.WithChainStreamInterceptor(panickyStreams(2)))
+		opts := append(interceptor.DialOptions(bufconntest.Exact(), testService), grpc.WithChainStreamInterceptor(panickyStreams(2)))
 		s, err := srv.Client(t, opts...).FullDuplexCall(t.Context())
 		if err != nil {
 			t.Fatal(err)

@@ -150,7 +150,7 @@ func TestProbeDeferredBudgetWantPanics(t *testing.T) {
 				defer srv.Stop()
 				armed := new(atomic.Bool)
 				p := grpcbackoff.DefaultPolicy()
-				r, err := interceptor.New(p,
+				r, err := interceptor.New(p, testService,
 					interceptor.WithSharedBudget(func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return wantPanics{armed} }),
 					interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 3, Delay: 100 * time.Millisecond}))
 				if err != nil {

@@ -1,7 +1,7 @@
 package interceptor
 
 import (
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/resume"
 )
 
@@ -23,7 +23,7 @@ const DefaultBufferLimit = 256 << 10
 // call until it is closed; a call waiting to retry returns as soon as its
 // ClientConn is closed.
 type Retrier struct {
-	e      call.Engine // what every call through r shares; its options set it (internal/call)
+	e      loop.Engine // what every call through r shares; its options set it (internal/loop)
 	hedged bool        // some entry hedges: DialOptions watches response headers
 	timed  bool        // some Policy has an AttemptTimeout: so does it
 

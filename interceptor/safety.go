@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 )
 
@@ -18,29 +18,43 @@ import (
 // proves it was not: RESOURCE_EXHAUSTED and ABORTED, and any failure of an
 // attempt that made no transport stream (no connection to send on, a name
 // that did not resolve), as gRPC reports it, whatever its message says.
-// Where gRPC does not tell, the request counts as sent. Other methods are
-// retried on every code of their Policy.
+// Where gRPC does not tell, the request counts as sent. An Idempotent
+// method is retried on every code of its Policy.
 //
 // What is known of a method comes from, the first that knows winning: the
 // call's options (CallIdempotent, CallNotIdempotent); the Retrier's options
 // for the method (WithSafety, then a service config's retryPolicy naming it,
-// WithServiceConfig); WithSafety for its service; and its descriptor, once
-// its generated package is linked in. A Policy of the library's own
-// (WithMethod, CallPolicy) changes delays and attempts, never Safety. In the descriptor,
-// idempotency_level NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http
-// verbs GET, PUT, PATCH and DELETE, are Idempotent. A POST is Idempotent when
-// its request has a request_id (AIP-155), when it creates with a
-// user-specified ID (AIP-133), when its name starts with a verb that sets a
-// state (SetIamPolicy, Acknowledge, ModifyAckDeadline, CancelOperation), or
-// when its name reads (ReadRows, GetIamPolicy, ExecuteQuery) with no word of
-// change (ReadModifyWriteRow); any other POST is NotIdempotent (Publish,
-// Commit, MutateRow, FailoverInstance). Explain says which rule decided.
+// WithServiceConfig); WithSafety for its service; its descriptor, once its
+// generated package is linked in: idempotency_level NO_SIDE_EFFECTS and
+// IDEMPOTENT, and the google.api.http verbs GET, PUT, PATCH and DELETE, are
+// Idempotent, and a POST is when it creates with a user-specified ID
+// (AIP-133), when its name starts with a verb that sets a state
+// (SetIamPolicy, Acknowledge, CancelOperation) or reads with no word of
+// change (ReadRows, GetIamPolicy; not ReadModifyWriteRow), any other POST
+// being NotIdempotent (Publish, Commit, FailoverInstance); for a method of
+// a Google API (a google.* package) with neither, the same words of its
+// name (StreamingPull, ReadObject); the name of a standard method that
+// reads (Get, List, BatchGet, Search: AIP-131, 132, 231, 136); where
+// nothing else knows, the method's own hedging entry (WithHedging naming it,
+// or a service config's hedgingPolicy: it sends the method twice by design)
+// or a service config's retryPolicy for its service. What none of these
+// establishes is treated as a write, NotIdempotent. A write that no option
+// stated (CallNotIdempotent, WithSafety) is resent, call by call, when its
+// request carries a non-empty string field request_id (AIP-155: the server
+// applies a request ID once); the request is read after a failure only.
+// A Policy of the library's own (WithMethod, CallPolicy) changes delays and
+// attempts, never Safety. Explain says which rule decided.
 //
-// WithNonIdempotentRetries turns the protection off.
+// A service's hedging entry (WithHedging of "/pkg.Service/", or the
+// default's) hedges only its methods established safe to send twice: a
+// method treated as a write is not hedged, its failures following its
+// Policy. WithNonIdempotentRetries turns the protection off.
 type Safety int8
 
 const (
-	// SafetyUnknown: nothing is known; the Policy's codes apply.
+	// SafetyUnknown: nothing is known, and the method is treated as a
+	// write, as NotIdempotent (Explain then reports NotIdempotent). Before
+	// issue 42, the Policy's codes applied.
 	SafetyUnknown Safety = iota
 	// Idempotent: the method may be sent again after any failure.
 	Idempotent
@@ -64,8 +78,8 @@ func (s Safety) String() string {
 // The call options of CallIdempotent and CallNotIdempotent; gRPC ignores
 // them (grpc.EmptyCallOption).
 var (
-	idempotentOption    = &call.SafetyOption{Level: safety.Idempotent}
-	notIdempotentOption = &call.SafetyOption{Level: safety.NotIdempotent}
+	idempotentOption    = &loop.SafetyOption{Level: safety.Idempotent}
+	notIdempotentOption = &loop.SafetyOption{Level: safety.NotIdempotent}
 )
 
 // CallIdempotent states that one call may be sent again after any failure
@@ -80,8 +94,8 @@ func CallNotIdempotent() grpc.CallOption { return notIdempotentOption }
 
 // WithSafety states the Safety of the methods that name matches (matched as
 // in WithMethod: "/pkg.Service/Method" or "/pkg.Service/"), over what their
-// descriptors say. SafetyUnknown makes the Retrier ignore the descriptors
-// for them.
+// descriptors and names say. SafetyUnknown makes the Retrier ignore them:
+// the methods are treated as writes.
 func WithSafety(name string, s Safety) Option {
 	return func(r *Retrier) error {
 		if err := checkMethodName(name); err != nil {
@@ -96,10 +110,10 @@ func WithSafety(name string, s Safety) Option {
 }
 
 // WithNonIdempotentRetries retries every method on every code of its
-// Policy, even a method known to be NotIdempotent after a failure the server
-// may have applied: a write may then be applied twice. It is the behaviour
-// of versions before Safety; use it only for services whose writes are all
-// idempotent in fact.
+// Policy, even a NotIdempotent one (a write, or a method nothing knows)
+// after a failure the server may have applied: a write may then be applied
+// twice. It is the behaviour of versions before Safety; use it only for
+// services whose writes are all idempotent in fact.
 func WithNonIdempotentRetries() Option {
 	return func(r *Retrier) error { r.e.UnsafeRetries = true; return nil }
 }

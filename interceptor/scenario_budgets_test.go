@@ -134,7 +134,7 @@ func TestTargetChurn(t *testing.T) {
 		th := grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 3, MinReserve: 5, Window: 10 * time.Second}
 		p := grpcbackoff.DefaultPolicy()
 		p.Initial, p.Max, p.Jitter, p.MaxAttempts = time.Millisecond, time.Millisecond, 0, 20
-		r, err := interceptor.New(p, interceptor.WithThrottle(th))
+		r, err := interceptor.New(p, testService, interceptor.WithThrottle(th))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func TestDeferredBudgetPaysWhenDue(t *testing.T) {
 			t.Run(fmt.Sprintf("%v hedged %v refuse %v", k, hedged, refuse), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					b := &deferredBudget{refuse: refuse}
-					opts := []interceptor.Option{interceptor.WithSharedBudget(
+					opts := []interceptor.Option{testService, interceptor.WithSharedBudget(
 						func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return b })}
 					if hedged { // a hedge due long after the retry: none is sent
 						opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", hedging(2, time.Hour)))
@@ -271,7 +271,7 @@ func TestDeferredBudgetPaysWhenDue(t *testing.T) {
 		t.Run(fmt.Sprintf("%v hedged %v refused when decided", k, hedged), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b := &deferredBudget{never: true}
-				opts := []interceptor.Option{interceptor.WithSharedBudget(
+				opts := []interceptor.Option{testService, interceptor.WithSharedBudget(
 					func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return b })}
 				if hedged {
 					opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", hedging(2, time.Hour)))

@@ -86,7 +86,7 @@ func TestUnaryCommitsOnHeaders(t *testing.T) {
 	}
 	clients := map[string]func(*attemptLog) []grpc.DialOption{
 		"grpcbackoff": func(a *attemptLog) []grpc.DialOption {
-			return append(interceptor.DialOptions(fastExact(), interceptor.WithoutThrottle()), a.dialOptions()...)
+			return append(interceptor.DialOptions(fastExact(), testService, interceptor.WithoutThrottle()), a.dialOptions()...)
 		},
 		"grpc-go": func(a *attemptLog) []grpc.DialOption {
 			return append(a.dialOptions(), grpc.WithDefaultServiceConfig(grpcRetry))
@@ -175,7 +175,7 @@ func TestTooLargeIsNotRetried(t *testing.T) {
 				}, func() int { return int(size.Load()) }, tc.serverOpts...)
 				var a attemptLog
 				var retries []interceptor.Retry
-				r, err := interceptor.New(fastExact(),
+				r, err := interceptor.New(fastExact(), testService,
 					interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 1}),
 					interceptor.WithOnRetry(func(r interceptor.Retry) { retries = append(retries, r) }))
 				if err != nil {
@@ -298,7 +298,7 @@ func TestUnaryAttemptTimeout(t *testing.T) {
 				p := fastExact()
 				p.AttemptTimeout = tc.timeout
 				var a attemptLog
-				c := srv.Client(t, append(interceptor.DialOptions(p, interceptor.WithoutThrottle()), a.dialOptions()...)...)
+				c := srv.Client(t, append(interceptor.DialOptions(p, testService, interceptor.WithoutThrottle()), a.dialOptions()...)...)
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
@@ -352,7 +352,7 @@ func TestCutAttemptsDrawOnTheLongRunAllowance(t *testing.T) {
 				srv := newFaultyServer(t, tc.act, respSize(1))
 				p := fastExact()
 				p.AttemptTimeout = time.Second
-				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithThrottle(th))...)
+				c := srv.Client(t, interceptor.DialOptions(p, testService, interceptor.WithThrottle(th))...)
 				_, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
 				var e *grpcbackoff.Error
 				if !errors.As(err, &e) || e.Attempts != tc.want || e.Reason != tc.why {
@@ -387,7 +387,7 @@ func TestAttemptTimeoutNotSentToServer(t *testing.T) {
 				}, respSize(1))
 				p := fastExact()
 				p.AttemptTimeout = time.Second
-				opts := []interceptor.Option{interceptor.WithoutThrottle()}
+				opts := []interceptor.Option{interceptor.WithoutThrottle(), testService}
 				if hedged {
 					// The hedge follows the first attempt after 1.5 s: after
 					// its cut, so that each attempt is alone on the wire.

@@ -336,7 +336,7 @@ func checkHostile(t *testing.T, tc hostileCase, k callKind) {
 	srv := newHostileServer(t, tc.act)
 	var cnt attemptLog
 	var retries []interceptor.Retry
-	r, err := interceptor.New(hostilePolicy(), interceptor.WithOnRetry(func(r interceptor.Retry) { retries = append(retries, r) }))
+	r, err := interceptor.New(hostilePolicy(), testService, interceptor.WithOnRetry(func(r interceptor.Retry) { retries = append(retries, r) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestHostileMemoryBounded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newHostileServer(t, failWithStatus(tc.st))
-				c := srv.Client(t, interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(hostilePolicy(), testService, interceptor.WithoutThrottle())...)
 				run := func(n int) {
 					for range n {
 						res := runCall(t.Context(), c, unary, nil, howToRun{})
@@ -485,7 +485,7 @@ func TestHostileMemoryBounded(t *testing.T) {
 				st.Discard = true // 32 MiB: only the interceptor may keep them
 				return st
 			})
-			c := srv.Client(t, interceptor.DialOptions(hostilePolicy(), interceptor.WithoutThrottle())...)
+			c := srv.Client(t, interceptor.DialOptions(hostilePolicy(), testService, interceptor.WithoutThrottle())...)
 			before := liveHeap()
 			st, err := c.StreamingInputCall(t.Context())
 			if err != nil {

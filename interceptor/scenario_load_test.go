@@ -222,7 +222,7 @@ func storm(t *testing.T, nUnary, nStreams int, throttle *grpcbackoff.Throttle) {
 			retries []retryEvent
 		)
 		policy := grpcbackoff.DefaultPolicy()
-		opts := []interceptor.Option{interceptor.WithOnRetry(func(rt interceptor.Retry) {
+		opts := []interceptor.Option{testService, interceptor.WithOnRetry(func(rt interceptor.Retry) {
 			mu.Lock()
 			retries = append(retries, retryEvent{time.Now(), rt.Throttled})
 			mu.Unlock()

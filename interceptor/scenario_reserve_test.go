@@ -37,7 +37,7 @@ func TestReserveAfterRamp(t *testing.T) {
 					}
 					return nil
 				}, respSize(1))
-				r, err := interceptor.New(grpcbackoff.DefaultPolicy())
+				r, err := interceptor.New(grpcbackoff.DefaultPolicy(), testService)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -161,7 +161,7 @@ func TestDroppedTargetKeepsItsBudget(t *testing.T) {
 		defer interceptor.SetMaxTargets(1)()
 		p := bufconntest.Exact()
 		p.Initial, p.Max, p.MaxAttempts = time.Millisecond, time.Millisecond, 20
-		r, err := interceptor.New(p, interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1, MinReserve: 5, Window: 10 * time.Second}))
+		r, err := interceptor.New(p, testService, interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1, MinReserve: 5, Window: 10 * time.Second}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestRestartAfterQuietSpell(t *testing.T) {
 					}
 					return nil
 				}, respSize(1))
-				r, err := interceptor.New(grpcbackoff.DefaultPolicy())
+				r, err := interceptor.New(grpcbackoff.DefaultPolicy(), testService)
 				if err != nil {
 					t.Fatal(err)
 				}

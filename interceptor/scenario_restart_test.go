@@ -58,7 +58,7 @@ func TestRestartInFlight(t *testing.T) {
 				return ctx.Err()
 			}}))
 
-			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithThrottle(tc.th))
+			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), testService, interceptor.WithThrottle(tc.th))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +149,7 @@ func TestRestartHedged(t *testing.T) {
 			}
 			addr := lis.Addr().String()
 			srv1 := bufconntest.NewServerOn(t, lis, bufconntest.Steps(bufconntest.Succeed(1)))
-			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), tc.opts...)
+			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), append(tc.opts, testService)...)
 			if err != nil {
 				t.Fatal(err)
 			}

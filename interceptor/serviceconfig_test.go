@@ -151,7 +151,7 @@ func TestServiceConfigRetryWinsOverHedging(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), interceptor.WithServiceConfig(sc), interceptor.WithoutThrottle())
+			r, err := interceptor.New(grpcbackoff.DefaultPolicy(), testService, interceptor.WithServiceConfig(sc), interceptor.WithoutThrottle())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/targets"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 )
 
 // A SharedBudget is a target's retry budget shared beyond the process: the
@@ -81,7 +81,7 @@ func WithSharedBudget(budget func(target string, t grpcbackoff.Throttle) SharedB
 		if budget == nil {
 			return errors.New("interceptor: WithSharedBudget(nil): the function is nil")
 		}
-		r.e.Targets.Shared = func(target string, t grpcbackoff.Throttle) targets.Shared {
+		r.e.Targets.Shared = func(target string, t grpcbackoff.Throttle) gate.SharedBudget {
 			if b := budget(target, t); !isNil(b) {
 				return b
 			}

@@ -76,7 +76,7 @@ func TestSharedBudget(t *testing.T) {
 		f := &fleet{tokens: 2}
 		th := grpcbackoff.DefaultThrottle()
 		th.Burst = 42
-		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithThrottle(th), interceptor.WithSharedBudget(f.budget))
+		r, err := interceptor.New(bufconntest.Exact(), testService, interceptor.WithThrottle(th), interceptor.WithSharedBudget(f.budget))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestSharedBudgetOff(t *testing.T) {
 func TestSharedBudgetTypedNil(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Succeed(1)))
-		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithSharedBudget(func(string, grpcbackoff.Throttle) interceptor.SharedBudget {
+		r, err := interceptor.New(bufconntest.Exact(), testService, interceptor.WithSharedBudget(func(string, grpcbackoff.Throttle) interceptor.SharedBudget {
 			var b *sharedBudget
 			return b
 		}))
@@ -166,7 +166,7 @@ func TestSharedBudgetTypedNil(t *testing.T) {
 		if _, err := srv.Client(t, r.DialOptions()...).UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil || srv.Count() != 2 {
 			t.Errorf("err %v after %d attempts, want success after a retry paid by the Retrier's own budget", err, srv.Count())
 		}
-		fresh, err := interceptor.New(bufconntest.Exact())
+		fresh, err := interceptor.New(bufconntest.Exact(), testService)
 		if err != nil {
 			t.Fatal(err)
 		}

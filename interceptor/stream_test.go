@@ -69,7 +69,7 @@ func TestStreamRetriesBeforeFirstResponse(t *testing.T) {
 				t.Run(fmt.Sprintf("%v/%s/%s", k, f.name, how), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						srv := bufconntest.NewServer(t, bufconntest.Steps(f.step, f.step, bufconntest.Succeed(3)))
-						c := srv.Client(t, install(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+						c := srv.Client(t, install(bufconntest.Exact(), interceptor.WithoutThrottle(), testService)...)
 						msgs := callerMessages(k)
 						start := time.Now()
 						r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -128,7 +128,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(2)))
 				f := &openFailer{n: 3, err: status.Error(codes.Unavailable, "no connection")}
-				c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), interceptor.WithoutThrottle()), f.intercept))
+				c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), testService, interceptor.WithoutThrottle()), f.intercept))
 				msgs := callerMessages(k)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -163,7 +163,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
 			p := bufconntest.Exact()
 			p.MaxAttempts = 3
-			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(p, interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(p, testService, interceptor.WithoutThrottle()), f.intercept))
 			start := time.Now()
 			r := runCall(t.Context(), c, bidi, messages(1), howToRun{})
 			if r.Opened {
@@ -180,7 +180,7 @@ func TestStreamCreationRetried(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			want := status.Error(codes.PermissionDenied, "no")
 			f := &openFailer{n: 100, err: want}
-			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), testService, interceptor.WithoutThrottle()), f.intercept))
 			r := runCall(t.Context(), c, clientStream, messages(1), howToRun{})
 			if r.Opened || r.Err != want || len(f.calls) != 1 {
 				t.Errorf("opened %v, err %v after %d creations; want the interceptor's error itself after 1", r.Opened, r.Err, len(f.calls))
@@ -236,7 +236,7 @@ func TestStreamHeader(t *testing.T) {
 		t.Run(k.String()+"/retried before headers", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Send: 2}))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 				msgs := callerMessages(k)
 				r := runCall(callerContext(t), c, k, msgs, howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"2"}) {
@@ -258,7 +258,7 @@ func TestStreamHeader(t *testing.T) {
 		t.Run(k.String()+"/headers delivered commit", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(2)))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{Header: true})
 				if got := r.Header.Get("x-attempt"); !slices.Equal(got, []string{"0"}) {
 					t.Errorf("Header() x-attempt = %q, want 0", got)
@@ -296,7 +296,7 @@ func TestStreamHeaderWithoutHeaders(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(tc.step))
 				p := bufconntest.Exact()
 				p.MaxAttempts = 2
-				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(p, testService, interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, tc.kind, callerMessages(tc.kind), howToRun{Header: true})
 				if r.Header != nil {
 					t.Errorf("Header() = %v, want nil", r.Header)
@@ -340,7 +340,7 @@ func TestStreamBufferLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(tc.limit))...)
 				r := runCall(callerContext(t), c, tc.kind, tc.msgs, howToRun{})
 				as := srv.Attempts("")
 				if tc.retried {
@@ -476,7 +476,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 				// Failures at 0 s and 1 s; the next wait (2 s) would end at
 				// 3 s, past the deadline at 2.5 s: the stream ends at 1 s.
 				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable)))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithTimeout(callerContext(t), 2500*time.Millisecond)
 				defer cancel()
 				start := time.Now()
@@ -495,7 +495,7 @@ func TestStreamDeadlineDuringBackoff(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Succeed(1)))
 			f := &openFailer{n: 100, err: status.Error(codes.Unavailable, "no connection")}
-			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), interceptor.WithoutThrottle()), f.intercept))
+			c := srv.Client(t, grpc.WithChainStreamInterceptor(interceptor.Stream(bufconntest.Exact(), testService, interceptor.WithoutThrottle()), f.intercept))
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -513,7 +513,7 @@ func TestStreamCancelDuringBackoff(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable)))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 				ctx, cancel := context.WithCancel(callerContext(t))
 				defer cancel()
 				time.AfterFunc(2500*time.Millisecond, cancel) // during the wait from 1 s to 3 s
@@ -542,7 +542,7 @@ func TestStreamExhausted(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Err: st.Err()}))
 				p := bufconntest.Exact()
 				p.MaxAttempts = 3
-				c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(p, testService, interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if got := r.End.Sub(start); got != 3*time.Second {
@@ -577,7 +577,7 @@ func TestStreamRetryInfo(t *testing.T) {
 		t.Run(k.String()+"/honoured", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: retryInfo(5 * time.Second)}, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				if r.Err != nil {
 					t.Fatalf("err = %v, want success on the retry", r.Err)
@@ -590,7 +590,7 @@ func TestStreamRetryInfo(t *testing.T) {
 		t.Run(k.String()+"/longer than MaxHintDelay", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: retryInfo(grpcbackoff.MaxHintDelay + time.Second)}, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, callerMessages(k), howToRun{})
 				checkFinal(t, r.Err, codes.Unavailable, 1, grpcbackoff.ReasonServerRefused)
@@ -695,7 +695,7 @@ func TestStreamConcurrentSendRecv(t *testing.T) {
 						bufconntest.Step{Recv: 10, Err: down},
 						bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true},
 					))
-					c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+					c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 					s, err := c.FullDuplexCall(callerContext(t))
 					if err != nil {
 						t.Fatal(err)
@@ -869,7 +869,7 @@ func TestStreamProperty(t *testing.T) {
 		})
 		clients := make(map[int]testgrpc.TestServiceClient)
 		for _, l := range limits {
-			clients[l] = srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(l))...)
+			clients[l] = srv.Client(t, interceptor.DialOptions(p, testService, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(l))...)
 		}
 		run := func(i int) {
 			pl := plans[i]
@@ -1050,7 +1050,7 @@ func TestStreamPerCallPolicy(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				down := failWith(codes.Unavailable)
 				srv := bufconntest.NewServer(t, bufconntest.Steps(down, down, bufconntest.Succeed(1)))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), append([]interceptor.Option{interceptor.WithoutThrottle()}, tc.opts...)...)...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), append([]interceptor.Option{interceptor.WithoutThrottle(), testService}, tc.opts...)...)...)
 				r := runCall(callerContext(t), c, bidi, messages(2), howToRun{}, tc.callOpts...)
 				if got := status.Code(r.Err); got != tc.wantCode {
 					t.Errorf("err = %v, want code %v", r.Err, tc.wantCode)
@@ -1079,7 +1079,7 @@ func TestStreamObserver(t *testing.T) {
 			}
 		})
 		rec := &recorder{}
-		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried", "committed"} {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, id)
 			s, err := c.StreamingOutputCall(ctx, outputRequest("q"))
@@ -1132,7 +1132,7 @@ func TestStreamLargeReplay(t *testing.T) {
 					bufconntest.Step{Recv: 3, Err: down}, // during the replay
 					bufconntest.Succeed(2),
 				))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{Pace: func(i int) bool { return i == 0 }})
 				if r.Err != nil || len(r.SendErrs) > 0 {
@@ -1231,7 +1231,7 @@ func TestStreamHeaderConcurrentWithRecv(t *testing.T) {
 	for range 20 {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Step{Header: true, Recv: bufconntest.UntilHalfClose, Send: 2}))
-			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 			stream, err := c.FullDuplexCall(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -1291,7 +1291,7 @@ func TestStreamLargeReplayEcho(t *testing.T) {
 			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: status.Error(codes.Unavailable, "down")},
 			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true, Mirror: true},
 		))
-		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(8<<20))...)
 		ctx, cancel := context.WithTimeout(callerContext(t), time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -1330,7 +1330,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Echo: true}))
 			msgs := messages(3)
 			limit := proto.Size(outputRequest(msgs[0])) + proto.Size(outputRequest(msgs[1])) + 2*interceptor.MsgPrefix
-			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle(), interceptor.WithBufferLimit(limit))...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1387,7 +1387,7 @@ func TestStreamCommitDuringBackoff(t *testing.T) {
 	t.Run("Context", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Recv: bufconntest.UntilHalfClose, Err: down}, bufconntest.Succeed(1)))
-			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle())...)
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle())...)
 			s, err := c.FullDuplexCall(callerContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -1432,7 +1432,7 @@ func TestStreamObserverClientStream(t *testing.T) {
 			return bufconntest.Succeed(1)
 		})
 		rec := &recorder{}
-		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 		for _, id := range []string{"ok", "retried"} {
 			ctx := metadata.AppendToOutgoingContext(t.Context(), bufconntest.StreamKey, id)
 			s, err := c.StreamingInputCall(ctx)
@@ -1551,7 +1551,7 @@ func TestStreamSendAfterCloseSend(t *testing.T) {
 		return seen, err
 	}
 	_, plainErr := run(t, nil)
-	seen, ourErr := run(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle()))
+	seen, ourErr := run(t, interceptor.DialOptions(bufconntest.Exact(), testService, interceptor.WithoutThrottle()))
 	if st, plain := status.Convert(ourErr), status.Convert(plainErr); st.Code() != plain.Code() || st.Message() != plain.Message() {
 		t.Errorf("Send after CloseSend = %v, want grpc-go's own %v", ourErr, plainErr)
 	}
@@ -1573,7 +1573,7 @@ func TestStreamDropsFailedAttemptTrailer(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(
 			bufconntest.Step{Err: status.Error(codes.Unavailable, "down"), Trailer: big},
 			bufconntest.Step{Recv: bufconntest.UntilHalfClose, Send: 1}), grpc.MaxHeaderListSize(16<<20))
-		c := srv.Client(t, append(interceptor.DialOptions(bufconntest.Exact()), grpc.WithMaxHeaderListSize(16<<20))...)
+		c := srv.Client(t, append(interceptor.DialOptions(bufconntest.Exact(), testService), grpc.WithMaxHeaderListSize(16<<20))...)
 		s, err := c.FullDuplexCall(t.Context())
 		if err != nil {
 			t.Fatal(err)

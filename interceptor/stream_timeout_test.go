@@ -56,7 +56,7 @@ func TestStreamAttemptTimeoutRetries(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers, neverAnswers, bufconntest.Succeed(2)))
 				rec := &recorder{}
-				c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
+				c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), testService, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)
 				msgs := callerMessages(k)
 				start := time.Now()
 				r := runCall(callerContext(t), c, k, msgs, howToRun{})
@@ -102,7 +102,7 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers))
 		p := exactWithAttemptTimeout()
 		p.MaxAttempts = 2
-		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(p, testService, interceptor.WithoutThrottle())...)
 		start := time.Now()
 		r := runCall(callerContext(t), c, serverStream, []string{"q"}, howToRun{})
 		checkFinal(t, r.Err, codes.DeadlineExceeded, 2, grpcbackoff.ReasonExhausted)
@@ -123,7 +123,7 @@ func TestStreamAttemptTimeoutExhausted(t *testing.T) {
 func TestStreamAttemptTimeoutCallerDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers))
-		c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(exactWithAttemptTimeout(), testService, interceptor.WithoutThrottle())...)
 		ctx, cancel := context.WithTimeout(callerContext(t), 15*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -419,7 +419,7 @@ func TestStreamAttemptTimeoutReceiverAfterSending(t *testing.T) {
 	p.AttemptTimeout, p.MaxAttempts = time.Second, 2
 	synctest.Test(t, func(t *testing.T) {
 		srv := bufconntest.NewServer(t, bufconntest.Steps(neverAnswers))
-		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(p, testService, interceptor.WithoutThrottle())...)
 		s, err := c.FullDuplexCall(callerContext(t))
 		if err != nil {
 			t.Fatal(err)
@@ -483,7 +483,7 @@ func TestStreamAttemptTimeoutSlowReplay(t *testing.T) {
 			bufconntest.Step{Recv: bufconntest.UntilHalfClose, RecvEvery: 500 * time.Millisecond, Err: status.Error(codes.Unavailable, "restarting")},
 			bufconntest.Step{Recv: bufconntest.UntilHalfClose, RecvEvery: 500 * time.Millisecond}),
 			grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window))
-		c := srv.Client(t, interceptor.DialOptions(p, interceptor.WithoutThrottle())...)
+		c := srv.Client(t, interceptor.DialOptions(p, testService, interceptor.WithoutThrottle())...)
 		s, err := c.StreamingInputCall(callerContext(t))
 		if err != nil {
 			t.Fatal(err)

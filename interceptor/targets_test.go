@@ -64,7 +64,7 @@ func statesOf(r *interceptor.Retrier) map[string]float64 {
 // new one started with a full budget.)
 func TestBudgetPerBackend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 3}))
+		r, err := interceptor.New(bufconntest.Exact(), testService, interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 3}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func checkClosing(t *testing.T, err error, start time.Time) {
 func TestCloseEndsUnaryWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := newBackend(t, codes.Unavailable, 1<<40)
-		cc := dialAs(t, down, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
+		cc := dialAs(t, down, "passthrough:///down", interceptor.DialOptions(closePolicy(), testService, interceptor.WithoutThrottle())...)
 		time.AfterFunc(40*time.Second, func() { cc.Close() })
 		start := time.Now()
 		_, err := testgrpc.NewTestServiceClient(cc).UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
@@ -164,7 +164,7 @@ func TestCloseEndsUnaryWait(t *testing.T) {
 func TestCloseEndsStreamWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		down := newBackend(t, codes.Unavailable, 1<<40)
-		cc := dialAs(t, down, "passthrough:///down", interceptor.DialOptions(closePolicy(), interceptor.WithoutThrottle())...)
+		cc := dialAs(t, down, "passthrough:///down", interceptor.DialOptions(closePolicy(), testService, interceptor.WithoutThrottle())...)
 		time.AfterFunc(40*time.Second, func() { cc.Close() })
 		start := time.Now()
 		st, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
@@ -179,7 +179,7 @@ func TestCloseEndsStreamWait(t *testing.T) {
 // Retrier without a throttle reports +Inf retries.
 func TestStatesWithoutConnOrThrottle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := interceptor.New(bufconntest.Exact(), interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 5}))
+		r, err := interceptor.New(bufconntest.Exact(), testService, interceptor.WithThrottle(grpcbackoff.Throttle{Ratio: 0, PerSecond: 0, Burst: 5}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestStatesWithoutConnOrThrottle(t *testing.T) {
 			t.Errorf("States() = %v, want target \"\" with 3 retries left", got)
 		}
 
-		free, err := interceptor.New(bufconntest.Exact(), interceptor.WithoutThrottle())
+		free, err := interceptor.New(bufconntest.Exact(), testService, interceptor.WithoutThrottle())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +244,7 @@ func TestCloseEndsAttemptInFlight(t *testing.T) {
 						srv = bufconntest.NewServer(t, bufconntest.Steps(failWith(codes.Unavailable), bufconntest.Step{Header: true, Hang: true}))
 					}
 					rec := &recorder{}
-					cc := srv.Conn(t, interceptor.DialOptions(bufconntest.Exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec))...)...)
+					cc := srv.Conn(t, interceptor.DialOptions(bufconntest.Exact(), append(tc.opts, interceptor.WithoutThrottle(), interceptor.WithObserver(rec), testService)...)...)
 					time.AfterFunc(5*time.Second, func() { cc.Close() })
 					err := runCall(t.Context(), testgrpc.NewTestServiceClient(cc), k, []string{"q"}, howToRun{}).Err
 					var ge *grpcbackoff.Error

@@ -60,7 +60,7 @@ func TestSideBySideWithGrpcGoPlugin(t *testing.T) {
 				rec := newRecorder(t, opentelemetry.Options{MeterProvider: mp})
 				p := bufconntest.Exact()
 				p.MaxAttempts = 3
-				ours := interceptor.DialOptions(p, rec.Option())
+				ours := interceptor.DialOptions(p, rec.Option(), interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent))
 				theirs := grpcotel.DialOption(grpcotel.Options{MetricsOptions: grpcotel.MetricsOptions{MeterProvider: mp}})
 				opts := append(ours, theirs)
 				if tc.grpcGoFirst {
@@ -89,7 +89,7 @@ func TestStreamMetrics(t *testing.T) {
 		reader, mp := newReader()
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
-		cc := serveFlaky(t, 2, interceptor.DialOptions(p, newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())...)
+		cc := serveFlaky(t, 2, interceptor.DialOptions(p, newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option(), interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent))...)
 		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func TestStreamGaveUp(t *testing.T) {
 		reader, mp := newReader()
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
-		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(), newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
+		opts := interceptor.DialOptions(p, interceptor.WithoutThrottle(), newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option(), interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent))
 		cc := serveFlaky(t, 100, opts...)
 		stream, err := testgrpc.NewTestServiceClient(cc).StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 		if err != nil {

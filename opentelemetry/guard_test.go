@@ -46,7 +46,7 @@ func TestMetricsTellServerFromBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		guarded := bufconntest.NewServer(t, down, g.ServerOptions()...)
-		r, err := interceptor.New(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 100}))
+		r, err := interceptor.New(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 100}), interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestMetricsTellServerFromBudget(t *testing.T) {
 		// An unguarded server, and a budget of one retry: the second retry
 		// is refused here.
 		plain := bufconntest.NewServer(t, down)
-		r, err = interceptor.New(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}))
+		r, err = interceptor.New(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 1}), interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent))
 		if err != nil {
 			t.Fatal(err)
 		}

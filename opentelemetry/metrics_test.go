@@ -178,7 +178,7 @@ func TestMetricsAcrossRetriersAndCollections(t *testing.T) {
 func TestMetricsConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reader, mp := newReader()
-		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle(),
+		ic := interceptor.Unary(bufconntest.Exact(), interceptor.WithoutThrottle(), interceptor.WithSafety("/pkg.Svc/", interceptor.Idempotent),
 			newRecorder(t, opentelemetry.Options{MeterProvider: mp}).Option())
 		const goroutines, calls = 50, 100
 		var wg sync.WaitGroup
@@ -213,7 +213,7 @@ func TestMetricsMethodLabel(t *testing.T) {
 			MeterProvider:         mp,
 			MethodAttributeFilter: func(m string) bool { return m == "pkg.Svc/Allowed" },
 		})
-		ic := interceptor.Unary(bufconntest.Exact(), rec.Option())
+		ic := interceptor.Unary(bufconntest.Exact(), rec.Option(), interceptor.WithSafety("/pkg.Svc/", interceptor.Idempotent))
 		for _, c := range []struct {
 			method string
 			opts   []grpc.CallOption

@@ -106,6 +106,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/a6"
 )
 
 // Config is the retry configuration of a gRPC service config
@@ -448,7 +449,7 @@ func (p *scParser) retryPolicy(path string, raw json.RawMessage) *grpcbackoff.Po
 	if len(p.errs) > before {
 		return nil
 	}
-	pol := fromA6(attempts, initial, maxBackoff, mult, cs)
+	pol := a6.Policy(attempts, initial, maxBackoff, mult, cs)
 	pol.AttemptTimeout = perAttempt
 	return &pol
 }
@@ -496,22 +497,6 @@ func (p *scParser) hedgingPolicy(path string, raw json.RawMessage) *grpcbackoff.
 	}
 	return &h
 }
-
-// fromA6 maps a valid A6 retryPolicy onto a Policy, as Parse documents.
-func fromA6(attempts int, initial, maxBackoff time.Duration, mult float64, cs []codes.Code) grpcbackoff.Policy {
-	return grpcbackoff.Policy{
-		Initial:      min(initial, maxBackoff),
-		Multiplier:   mult,
-		Max:          maxBackoff,
-		JitterFactor: grpcJitterFactor,
-		MaxAttempts:  attempts,
-		Codes:        cs,
-	}
-}
-
-// grpcJitterFactor is the multiplicative jitter of grpc-go's retry: 0.8 to
-// 1.2 times the nominal delay.
-const grpcJitterFactor = 0.2
 
 func (p *scParser) required(path string, raw json.RawMessage) bool {
 	if absent(raw) {

@@ -41,13 +41,16 @@ func explainService(w io.Writer, p grpcbackoff.Policy, s serviceLines, opts ...i
 	for _, m := range s.methods {
 		fmt.Fprintln(w, r.Explain(m))
 	}
-	other := "/" + s.name + "/{method}"
+	// What a method not listed gets depends on its name (interceptor.Safety):
+	// a standard read's, or any other, treated as a write.
+	others := fmt.Sprintf("a method named as a standard read (Get…, List…, BatchGet…, Search…): %s; any other: %s",
+		r.Explain("/"+s.name+"/GetResource"), r.Explain("/"+s.name+"/{method}"))
 	switch {
 	case s.unknown:
-		fmt.Fprintf(w, "%s: no googleapis service config names this service, and this build does not register it; a call of any of its methods: %s; "+
-			"a Google Cloud client's call of it (a gapic/ or gccl/ token in x-goog-api-client): no code left to its client, every code above retried here\n", s.name, r.Explain(other))
+		fmt.Fprintf(w, "%s: no googleapis service config names this service, and this build does not register it; %s; "+
+			"a Google Cloud client's call of it (a gapic/ or gccl/ token in x-goog-api-client): no code left to its client, every code above retried here\n", s.name, others)
 	case s.whole:
-		fmt.Fprintf(w, "every other method of %s (an entry of its file names the whole service): %s\n", s.name, r.Explain(other))
+		fmt.Fprintf(w, "every other method of %s (an entry of its file names the whole service): %s\n", s.name, others)
 	}
 	return nil
 }

@@ -85,7 +85,8 @@ func TestServiceUnknown(t *testing.T) {
 	status, out, errOut := runPlan(t, "-service", "no.such.Service")
 	line := lineOf(out, "no.such.Service: ")
 	if status != 0 || errOut != "" || !strings.Contains(line, "no googleapis service config names this service") ||
-		!strings.Contains(line, "up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED") || !strings.Contains(line, "no code left to its client") {
+		!strings.Contains(line, "GetResource: up to 8 attempts on UNAVAILABLE, RESOURCE_EXHAUSTED") || !strings.Contains(line, "no code left to its client") ||
+		!strings.Contains(line, "any other: /no.such.Service/{method}: up to 8 attempts on RESOURCE_EXHAUSTED (UNAVAILABLE only when the connection could not be made)") {
 		t.Errorf("-service no.such.Service: status %d, stderr %q, line %q", status, errOut, line)
 	}
 }

@@ -357,7 +357,7 @@ func clientChild(args []string) error {
 	n := int(*duration / time.Second)
 	throttled := make([]atomic.Int64, n)
 	st := sim.RecipeBudget()
-	opts := []interceptor.Option{interceptor.WithThrottle(*st.Throttle), interceptor.WithOnRetry(func(r interceptor.Retry) {
+	opts := []interceptor.Option{interceptor.WithSafety(sim.Method, interceptor.Idempotent), interceptor.WithThrottle(*st.Throttle), interceptor.WithOnRetry(func(r interceptor.Retry) {
 		if i := int(time.Since(t0) / time.Second); r.Throttled && i >= 0 && i < n {
 			throttled[i].Add(1)
 		}

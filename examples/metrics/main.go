@@ -115,7 +115,11 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	var wg sync.WaitGroup
 	for _, do := range clients {
-		opts := interceptor.DialOptions(policy(), rec.Option(), interceptor.WithThrottle(throttle))
+		// The test service's calls change nothing, but its descriptor does
+		// not say so: stated, or they would be treated as writes, not
+		// resent after an UNAVAILABLE the server sent (interceptor.Safety).
+		opts := interceptor.DialOptions(policy(), rec.Option(), interceptor.WithThrottle(throttle),
+			interceptor.WithSafety("/grpc.testing.TestService/", interceptor.Idempotent))
 		cc, err := grpc.NewClient("passthrough:///in-process", append(opts,
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))...)

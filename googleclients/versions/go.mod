@@ -8,7 +8,7 @@ require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
 	cloud.google.com/go/secretmanager v1.14.7
 	github.com/googleapis/gax-go/v2 v2.27.0
-	github.com/platformkit/grpcbackoff v0.0.0-00010101000000-000000000000
+	github.com/platformkit/grpcbackoff v0.1.0
 	google.golang.org/api v0.304.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

@@ -31,7 +31,7 @@ func Accepted(c codes.Code) bool {
 // adaptiveBuckets is the number of buckets of the window.
 const adaptiveBuckets = 120
 
-// State is the running state of an AdaptiveThrottle: counts of requests
+// Limiter is the running state of an AdaptiveThrottle: counts of requests
 // and accepts over the recent window, in a ring of buckets. Time is an
 // argument of every method, so that it can be driven by a virtual clock. It
 // is safe for concurrent use.
@@ -40,7 +40,7 @@ const adaptiveBuckets = 120
 // mutex is taken only when time enters a new bucket. Times before the
 // current bucket count in the current bucket; times must be after 1970 (the
 // buckets are numbered from the Unix epoch).
-type State struct {
+type Limiter struct {
 	k     float64
 	width int64 // nanoseconds per bucket
 
@@ -58,11 +58,11 @@ type adaptiveBucket struct {
 
 // New returns the state of a, with nothing counted, or a's validation
 // error.
-func New(a grpcbackoff.AdaptiveThrottle) (*State, error) {
+func New(a grpcbackoff.AdaptiveThrottle) (*Limiter, error) {
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}
-	return &State{k: a.K, width: int64(a.Window / adaptiveBuckets)}, nil
+	return &Limiter{k: a.K, width: int64(a.Window / adaptiveBuckets)}, nil
 }
 
 // Allow reports whether to send a request at time now. u is a uniform draw
@@ -73,7 +73,7 @@ func New(a grpcbackoff.AdaptiveThrottle) (*State, error) {
 // Counting sent requests at their end rather than at Allow keeps requests
 // still in flight out of the ratio: otherwise a client starting many calls
 // at once, with no accepts counted yet, would reject its own calls.
-func (a *State) Allow(now time.Time, u float64) bool {
+func (a *Limiter) Allow(now time.Time, u float64) bool {
 	b := a.bucket(now)
 	if !(u < a.probability(a.requests.Load(), a.accepts.Load())) {
 		return true
@@ -86,7 +86,7 @@ func (a *State) Allow(now time.Time, u float64) bool {
 // Record counts at time now a request that was sent (allowed, or exempt
 // from throttling) and how it ended: accepted or not, as Accepted says of
 // its code.
-func (a *State) Record(now time.Time, accepted bool) {
+func (a *Limiter) Record(now time.Time, accepted bool) {
 	b := a.bucket(now)
 	b.requests.Add(1)
 	if accepted {
@@ -98,25 +98,25 @@ func (a *State) Record(now time.Time, accepted bool) {
 
 // RejectProbability returns the probability with which Allow would reject a
 // request at time now, before counting it.
-func (a *State) RejectProbability(now time.Time) float64 {
+func (a *Limiter) RejectProbability(now time.Time) float64 {
 	a.bucket(now)
 	return a.probability(a.requests.Load(), a.accepts.Load())
 }
 
 // Counts returns the requests and accepts counted over the window at time now.
-func (a *State) Counts(now time.Time) (requests, accepts int64) {
+func (a *Limiter) Counts(now time.Time) (requests, accepts int64) {
 	a.bucket(now)
 	return a.requests.Load(), a.accepts.Load()
 }
 
-func (a *State) probability(requests, accepts int64) float64 {
+func (a *Limiter) probability(requests, accepts int64) float64 {
 	p := (float64(requests) - a.k*float64(accepts)) / float64(requests+1)
 	return max(p, 0)
 }
 
 // bucket returns the bucket for now, first emptying the buckets that left
 // the window if now is in a new bucket.
-func (a *State) bucket(now time.Time) *adaptiveBucket {
+func (a *Limiter) bucket(now time.Time) *adaptiveBucket {
 	n := now.UnixNano() / a.width
 	cur := a.cur.Load()
 	if n > cur {
@@ -130,7 +130,7 @@ func (a *State) bucket(now time.Time) *adaptiveBucket {
 // A count added concurrently to a bucket being emptied is either subtracted
 // now or stays in the bucket until it leaves the window again: the sums stay
 // the sums of the buckets.
-func (a *State) advance(n int64) {
+func (a *Limiter) advance(n int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cur := a.cur.Load()

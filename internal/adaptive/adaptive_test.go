@@ -13,7 +13,7 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 )
 
-func newAdaptive(t *testing.T, a grpcbackoff.AdaptiveThrottle) *adaptive.State {
+func newAdaptive(t *testing.T, a grpcbackoff.AdaptiveThrottle) *adaptive.Limiter {
 	t.Helper()
 	s, err := adaptive.New(a)
 	if err != nil {

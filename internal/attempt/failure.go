@@ -3,7 +3,7 @@
 // writes into the attempt's call options), the attempt's own timeout
 // (Timer), and the watch that hears its response headers arrive
 // (HeaderWatch). It knows nothing of retries, budgets or calls: the layers
-// above (internal/targets, internal/call, then the unary path, hedging and
+// above (internal/targets, internal/loop, then the unary path, hedging and
 // the stream machine) decide from what it reports.
 package attempt
 
@@ -24,7 +24,10 @@ import (
 //     the call (gRFC A6). grpc-go's transport stream knows it (its Header
 //     is nil for a trailers-only response and for a stream that ended
 //     before headers) and tells it through grpc.Header for a unary call,
-//     through ClientStream.Header for a stream.
+//     through ClientStream.Header for a stream. The trailer does not tell
+//     it: a reset, a cut or a status without trailer metadata leaves the
+//     same trailer after headers as before them, and a hop may put a
+//     content-type in its trailers.
 //   - the server's own status: the failure's status came in the server's
 //     trailers: grpc-go reports an empty trailer unless trailers arrived
 //     with metadata, and a trailers-only response always carries its

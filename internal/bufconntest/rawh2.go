@@ -28,9 +28,9 @@ type RawAnswer struct {
 	// status.
 	Cut bool
 	// Reset resets the stream with this HTTP/2 error code (not NO_ERROR),
-	// which grpc-go turns into a status of its own (ENHANCE_YOUR_CALM and
-	// FLOW_CONTROL_ERROR: RESOURCE_EXHAUSTED), with no status from the
-	// server.
+	// after the headers if Headers, which grpc-go turns into a status of
+	// its own (ENHANCE_YOUR_CALM and FLOW_CONTROL_ERROR:
+	// RESOURCE_EXHAUSTED), with no status from the server.
 	Reset http2.ErrCode
 	// AfterRequest answers once the request arrived whole (its
 	// END_STREAM), as a handler that had it would; otherwise the answer
@@ -40,6 +40,14 @@ type RawAnswer struct {
 	// response message, as a unary call needs one.
 	Code    codes.Code
 	Message string
+	// HTTPStatus, if set, answers as an HTTP hop that is not gRPC: this
+	// :status alone, no content-type, ending the stream.
+	HTTPStatus int
+	// Trailer adds these fields, name then value, to the status's frame:
+	// metadata, or a field gRPC's servers never send there (content-type
+	// after headers, as a hop that copies its headers into its trailers
+	// might).
+	Trailer []string
 }
 
 // RawServer is a gRPC server written on HTTP/2 frames, which answers every
@@ -127,13 +135,15 @@ func (s *RawServer) serve(c net.Conn, n int) {
 		switch {
 		case a.Refuse:
 			return fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) == nil
-		case a.Reset != http2.ErrCodeNo:
+		case a.Reset != http2.ErrCodeNo && !a.Headers:
 			return fr.WriteRSTStream(id, a.Reset) == nil
 		case a.GoAway:
 			fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 			return false
+		case a.HTTPStatus != 0:
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(":status", strconv.Itoa(a.HTTPStatus)), EndStream: true, EndHeaders: true}) == nil
 		}
-		status := []string{"grpc-status", strconv.Itoa(int(a.Code)), "grpc-message", a.Message}
+		status := append([]string{"grpc-status", strconv.Itoa(int(a.Code)), "grpc-message", a.Message}, a.Trailer...)
 		start := []string{":status", "200", "content-type", "application/grpc"}
 		var err error
 		switch {
@@ -141,6 +151,9 @@ func (s *RawServer) serve(c net.Conn, n int) {
 			err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(start...), EndHeaders: true})
 			if err == nil && a.Cut {
 				return false
+			}
+			if err == nil && a.Reset != http2.ErrCodeNo {
+				return fr.WriteRSTStream(id, a.Reset) == nil
 			}
 			if err == nil && a.Code == codes.OK {
 				err = fr.WriteData(id, false, []byte{0, 0, 0, 0, 0}) // an empty message

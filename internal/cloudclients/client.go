@@ -54,6 +54,10 @@ type Client struct {
 	// HandedOver: the client handed its retries over (gaxretry.Adopt); its
 	// Retryer says when it will not send the call again (Decline).
 	HandedOver bool
+	// PerCall, for an adopted call whose gax Retryer a per-call
+	// gax.WithRetry replaced, reports whether that Retryer retries err:
+	// such an error is left to it (HandedOver.Retries).
+	PerCall func(err error) bool
 }
 
 // everyCode is every code but OK.
@@ -72,12 +76,12 @@ const gaxMaxPause = 30 * time.Second
 // it retries.
 func Learn(ctx context.Context, method string, opts []grpc.CallOption, api *API, req any) Client {
 	cl := Client{Learnt: true}
-	var handedOver bool
+	var handedOver *HandedOver
 	var marked *ClientRetry
 	for _, o := range opts {
 		switch o := o.(type) {
-		case HandedOver:
-			handedOver = true
+		case *HandedOver:
+			handedOver = o
 		case *ClientRetry:
 			marked = o
 		}
@@ -106,11 +110,12 @@ func Learn(ctx context.Context, method string, opts []grpc.CallOption, api *API,
 		cl.Resends |= CodeSet(marked.Codes)
 		cl.Pause = max(cl.Pause, marked.MaxPause)
 	}
-	if handedOver {
+	if handedOver != nil {
 		// A per-call gax.WithRetry replaces Adopt's Retryer and may resend
 		// the call after any code, with gax's pauses (30 s at most by
-		// default); Adopt's own Retryer says when it will not (Decline).
-		cl.Google, cl.HandedOver = true, true
+		// default): what it retries is left to it (PerCall); Adopt's own
+		// Retryer says when it will not (Decline).
+		cl.Google, cl.HandedOver, cl.PerCall = true, true, handedOver.Retries
 		cl.Codes, cl.Hinted, cl.Opening = 0, 0, false
 		cl.Resends, cl.Pause = everyCode, max(cl.Pause, gaxMaxPause)
 	}
@@ -139,9 +144,13 @@ func APIOf(ctx context.Context, method string) *API {
 // Leaves reports whether a failure with st is the client's to retry: its
 // code is one the client retries (or, with RetryInfo, one it retries then),
 // at a stream's opening (atOpening), or anywhere for a unary call or a
-// stream the client retries whole.
+// stream the client retries whole; or, for an adopted call, one its
+// per-call gax Retryer retries (PerCall).
 func (c Client) Leaves(st *status.Status, atOpening bool) bool {
 	code := st.Code()
 	left := c.Codes.Has(code) || c.Hinted.Has(code) && attempt.HasRetryInfo(st)
+	if !left && c.PerCall != nil && code != 0 {
+		left = c.PerCall(st.Err())
+	}
 	return left && (atOpening || !c.Opening)
 }

@@ -36,8 +36,14 @@ const Header = "x-goog-api-client"
 
 // HandedOver is the call option by which gaxretry.Adopt marks a call whose
 // client handed its retries over to the interceptors: they retry every code
-// of their Policy. gRPC ignores it.
-type HandedOver struct{ grpc.EmptyCallOption }
+// of their Policy. gRPC ignores it. Adopt makes one for each call: Retries,
+// if not nil, reports whether the gax Retryer of the call retries err when
+// it is not Adopt's own (a per-call gax.WithRetry replaced it), false when
+// it is; the interceptors leave such an error to it.
+type HandedOver struct {
+	grpc.EmptyCallOption
+	Retries func(err error) bool
+}
 
 // ClientRetry is the call option by which gaxretry.CallOption marks the
 // calls its gax Retryer retries: the client retries Codes (bit 1<<code),
@@ -222,12 +228,8 @@ func HandMethods() []string {
 // link the method's generated package; ok is false for a method the data
 // does not know.
 func Safety(method string) (safety int8, source string, stream, ok bool) {
-	i, found := slices.BinarySearchFunc(googledata.PinnedMethods[:], method, func(m googledata.MethodFacts, name string) int { return strings.Compare(m.Method, name) })
-	if !found {
-		return 0, "", false, false
-	}
-	m := &googledata.PinnedMethods[i]
-	return int8(m.Safety), m.Why, m.Stream, true
+	m, ok := googledata.Pinned(method)
+	return int8(m.Safety), m.Why, m.Stream, ok
 }
 
 // TableSource returns the googleapis commit of the table and its number of

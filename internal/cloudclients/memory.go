@@ -9,6 +9,8 @@ import (
 	"time"
 	"weak"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/platformkit/grpcbackoff"
 )
 
@@ -22,13 +24,14 @@ import (
 // attempts of one call, for the client's next attempt of it.
 type remembered struct {
 	retries int                // retries the Retrier made
+	exact   context.Context    // non-nil: only an attempt with this very context is a resend of it (see Record)
 	ended   time.Time          // when the last attempt of it ended
 	within  time.Duration      // how long after ended the client may send it again
 	busy    bool               // a resend of it is under way: a call that finds it then is another call
 	stop    func() bool        // stops the context.AfterFunc that forgets it; nil: none
 	err     *grpcbackoff.Error // the error it ended with, for Decline; nil: not declinable
 	memory  *Memory            // its memory, and
-	key     Key                // its key there, for Decline
+	key     slot               // its key there, for Decline
 }
 
 // declinable maps the error an adopted call ended with (gaxretry.Adopt), a
@@ -103,8 +106,16 @@ const ResendGrace = time.Second
 // its request. gax.Invoke sends every attempt with the same request message
 // and a context with the same Done channel: the context itself is the
 // same, except with gax's tracing on, where each attempt's carries its
-// resend count over the call's.
+// resend count over the call's. (Each call of a generated client has a
+// context of its own, made by gax.InsertMetadataIntoOutgoingContext, with
+// its caller's Done channel.)
 type Key struct {
+	slot
+	caller context.Context // the attempt's context itself, for an entry that asks for it (exact)
+}
+
+// slot is what the Memory's map is keyed by: a Key but its caller.
+type slot struct {
 	target string          // cc.Target(); "" without a ClientConn
 	done   <-chan struct{} // the context's Done channel; nil for one that never ends
 	ctx    context.Context // a context that never ends, itself
@@ -121,10 +132,10 @@ func KeyOf(ctx context.Context, target, method string, req any) (Key, bool) {
 		return Key{}, false
 	}
 	if d := ctx.Done(); d != nil {
-		return Key{target: target, done: d, method: method, req: req}, true
+		return Key{slot{target: target, done: d, method: method, req: req}, ctx}, true
 	}
 	if reflect.TypeOf(ctx).Kind() == reflect.Pointer {
-		return Key{target: target, ctx: ctx, method: method, req: req}, true
+		return Key{slot{target: target, ctx: ctx, method: method, req: req}, ctx}, true
 	}
 	return Key{}, false
 }
@@ -142,11 +153,13 @@ func KeyOf(ctx context.Context, target, method string, req any) (Key, bool) {
 // code its client does not retry, when the longest pause has passed, or
 // when its context ends. A call that finds its entry while another resend
 // holds it is another call, with the same request and context: it counts
-// afresh.
+// afresh. A call that ended with a code its client's CallOptions do not
+// retry is kept for an attempt with its very context alone (a per-call
+// gax.WithRetry's resend; see Record).
 type Memory struct {
 	n       atomic.Int32 // len(m), read by every call: 0 skips the lookup
 	mu      sync.Mutex
-	m       map[Key]*remembered
+	m       map[slot]*remembered
 	sweepAt int       // the size of m at which entries past their time are dropped
 	swept   time.Time // when they last were
 }
@@ -161,14 +174,14 @@ func (l *Memory) Len() int { return int(l.n.Load()) }
 func (l *Memory) Take(k Key, now time.Time) (retries int, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.m[k]
+	e := l.m[k.slot]
 	switch {
 	case e == nil:
 		return 0, false
 	case now.Sub(e.ended) > e.within:
-		l.drop(k, e)
+		l.drop(k.slot, e)
 		return 0, false
-	case e.busy:
+	case e.busy, e.exact != nil && !sameContext(e.exact, k.caller):
 		return 0, false
 	}
 	e.busy = true
@@ -180,15 +193,25 @@ func (l *Memory) Take(k Key, now time.Time) (retries int, ok bool) {
 // client does not send it again), kept for within otherwise, or until
 // Decline(err) with a non-nil err. taken says the attempt took the entry.
 func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int, now time.Time, within time.Duration, err error) {
+	l.end(ctx, k, taken, again, retries, now, within, err, false)
+}
+
+// end is End; exact says only an attempt with k's very context is a resend
+// of the call (see Record).
+func (l *Memory) end(ctx context.Context, k Key, taken, again bool, retries int, now time.Time, within time.Duration, err error, exact bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.m[k]
+	e := l.m[k.slot]
 	if e != nil && e.busy && !taken {
 		return // another call's resend holds it
 	}
+	if e != nil && !taken && (e.exact != nil || exact) && !sameContext(e.exact, k.caller) {
+		l.drop(k.slot, e) // another call of the client: it replaces the call it does not resend
+		e = nil
+	}
 	if !again || retries == 0 && e == nil {
 		if e != nil {
-			l.drop(k, e)
+			l.drop(k.slot, e)
 		}
 		return
 	}
@@ -205,16 +228,21 @@ func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int,
 			return
 		}
 		if l.m == nil {
-			l.m = make(map[Key]*remembered)
+			l.m = make(map[slot]*remembered)
 		}
-		e = &remembered{memory: l, key: k}
+		e = &remembered{memory: l, key: k.slot}
 		if k.done != nil {
-			e.stop = context.AfterFunc(ctx, func() { l.forget(k, e) })
+			e.stop = context.AfterFunc(ctx, func() { l.forget(k.slot, e) })
 		}
-		l.m[k] = e
+		l.m[k.slot] = e
 		l.n.Store(int32(len(l.m)))
 	}
 	e.retries, e.ended, e.within, e.busy = max(e.retries, retries), now, within, false
+	if exact {
+		e.exact = k.caller
+	} else {
+		e.exact = nil
+	}
 	var ge *grpcbackoff.Error
 	if err == nil || !errors.As(err, &ge) {
 		ge = nil
@@ -225,7 +253,7 @@ func (l *Memory) End(ctx context.Context, k Key, taken, again bool, retries int,
 }
 
 // forget drops e, the entry of k, if it is still there.
-func (l *Memory) forget(k Key, e *remembered) {
+func (l *Memory) forget(k slot, e *remembered) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m[k] == e {
@@ -234,7 +262,7 @@ func (l *Memory) forget(k Key, e *remembered) {
 }
 
 // drop removes e, the entry of k. l.mu is held.
-func (l *Memory) drop(k Key, e *remembered) {
+func (l *Memory) drop(k slot, e *remembered) {
 	if e.stop != nil {
 		e.stop()
 	}
@@ -252,4 +280,45 @@ func (l *Memory) sweep(now time.Time) {
 			l.drop(k, e)
 		}
 	}
+}
+
+// Record records the end at now, with retries made in all, of an attempt
+// of the unary call with key k of the Google Cloud client c, whose context
+// is ctx, which ended with err (nil: a success); taken says the attempt
+// took the call's entry (Take). The call is kept, and its next attempt gets
+// what is left of MaxAttempts, when the client may send it again:
+//
+//   - after a code the client retries for the method (c.Resends), within
+//     its longest pause, an attempt with the call's Done channel (and, for
+//     an adopted call, until its Retryer declines it);
+//   - after any other code of a Google Cloud client's call, within gax's
+//     longest pause, an attempt with the call's very context: a per-call
+//     gax.WithRetry, which the interceptors cannot see, resends the call
+//     with the context gax.Invoke was given, while the client's next call
+//     (a poller's, with the same request) has a context of its own.
+//
+// Otherwise (a success, the context ended, not a Google client's call) it
+// is forgotten.
+func (l *Memory) Record(ctx context.Context, k Key, taken bool, c Client, err error, retries int, now time.Time) {
+	alive := err != nil && ctx.Err() == nil
+	code := status.Code(err)
+	var declinable error
+	if c.HandedOver {
+		declinable = err // Adopt's Retryer forgets it if it does not resend it
+	}
+	switch {
+	case alive && c.Resends.Has(code):
+		l.end(ctx, k, taken, true, retries, now, c.Pause+ResendGrace, declinable, false)
+	case alive && c.Google:
+		l.end(ctx, k, taken, true, retries, now, gaxMaxPause+ResendGrace, declinable, true)
+	default:
+		l.end(ctx, k, taken, false, retries, now, 0, nil, false)
+	}
+}
+
+// sameContext reports whether a and b are one context; contexts of types
+// that cannot be compared are not.
+func sameContext(a, b context.Context) bool {
+	t := reflect.TypeOf(a)
+	return t != nil && t == reflect.TypeOf(b) && t.Comparable() && a == b
 }

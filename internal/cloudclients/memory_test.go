@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/platformkit/grpcbackoff"
 )
 
@@ -142,3 +145,61 @@ func TestMemorySweepsAsItGrows(t *testing.T) {
 		t.Errorf("%d calls remembered, want the 100 still within their time", n)
 	}
 }
+
+// TestMemoryRecordPerCall: a Google client's call that ended with a code
+// its client does not retry is kept for the attempt with its very context
+// (a per-call gax.WithRetry's resend), not for another call with the same
+// Done channel and request (a poller's next call, whose context the client
+// made anew), which replaces it; one that ended with a code its client
+// retries is kept for any attempt with its Done channel (gax's tracing
+// gives each resend a context of its own); nothing is kept of a call that
+// is not a Google client's.
+func TestMemoryRecordPerCall(t *testing.T) {
+	base, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type marker struct{}
+	call := func() context.Context { return context.WithValue(base, marker{}, new(int)) } // a client's call's own context
+	now := time.Now()
+	req := new(int)
+	google := Client{Learnt: true, Google: true, Resends: 1 << 14, Pause: time.Second} // the client resends UNAVAILABLE only
+	unavailable, exhausted := errOf(14), errOf(8)
+
+	var m Memory
+	first := call()
+	k, _ := KeyOf(first, "t", "/s/M", req)
+	m.Record(first, k, false, google, exhausted, 4, now)
+	if n, ok := m.Take(k, now); !ok || n != 4 {
+		t.Errorf("a resend with the call's context: %d, %v; want its 4 retries", n, ok)
+	}
+	m.Record(first, k, true, google, exhausted, 5, now)
+	next := call()
+	kn, _ := KeyOf(next, "t", "/s/M", req)
+	if _, ok := m.Take(kn, now); ok {
+		t.Errorf("the client's next call, a context of its own: took the first call's retries")
+	}
+	m.Record(next, kn, false, google, exhausted, 2, now)
+	if n, ok := m.Take(kn, now); !ok || n != 2 {
+		t.Errorf("the next call's own resend: %d, %v; want its own 2 retries, not the first's", n, ok)
+	}
+	if _, ok := m.Take(k, now.Add(gaxMaxPause+ResendGrace+time.Second)); ok {
+		t.Errorf("kept past gax's longest pause")
+	}
+
+	var d Memory
+	m1 := call()
+	k1, _ := KeyOf(m1, "t", "/s/M", req)
+	d.Record(m1, k1, false, google, unavailable, 3, now)
+	traced := call()
+	kt, _ := KeyOf(traced, "t", "/s/M", req)
+	if n, ok := d.Take(kt, now); !ok || n != 3 {
+		t.Errorf("after a code the client retries, a resend with another context of the Done channel: %d, %v; want 3", n, ok)
+	}
+
+	var o Memory
+	o.Record(m1, k1, false, Client{Learnt: true}, exhausted, 3, now)
+	if o.Len() != 0 {
+		t.Errorf("a call that is not a Google client's is remembered")
+	}
+}
+
+func errOf(code int) error { return status.Error(codes.Code(code), "x") }

@@ -53,7 +53,7 @@ type Attempt struct {
 	// context.DeadlineExceeded), nil while the context is live.
 	Done error
 	// U is a uniform draw in [0, 1) for adaptive throttling (see
-	// adaptive.State.Allow); unused without it.
+	// adaptive.Limiter.Allow); unused without it.
 	U float64
 }
 
@@ -99,7 +99,7 @@ type Budget interface {
 // Otherwise the call retries after the delay. Only steps 7 and 8 change
 // state (a rejection counted, a token spent), and only the delay's jitter is
 // random.
-func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.State) Decision {
+func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.Limiter) Decision {
 	hasDeadline := !a.Deadline.IsZero()
 	if a.Done != nil || hasDeadline && !a.Now.Before(a.Deadline) {
 		return Decision{Reason: Ended(a.Number == 1, a.Done)}
@@ -149,7 +149,7 @@ func Ended(first bool, done error) grpcbackoff.Reason {
 // pay for it (else ReasonThrottled): from the long-run allowance alone for
 // an attempt that timed out, whose work the server may still be doing;
 // from the reserve first otherwise. It returns 0 when the retry may go.
-func Pay(budget Budget, ad *adaptive.State, a Attempt) grpcbackoff.Reason {
+func Pay(budget Budget, ad *adaptive.Limiter, a Attempt) grpcbackoff.Reason {
 	if ad != nil && !ad.Allow(a.Now, a.U) {
 		return grpcbackoff.ReasonRejectedLocally
 	}

@@ -1,9 +1,10 @@
 // Package hedge is a hedged unary call (interceptor.WithHedging): its
 // attempts, sent every delay while none has answered, each with outputs of
 // its own; the first that answers wins and the caller gets its reply,
-// header, trailer and peer. Its failures are decided on, paid for and ended
-// by the call they belong to (internal/call), as any other call's. In the
-// engine's layers it sits above internal/call and below the unary path
+// header, trailer and peer. It keeps the race alone: its failures are
+// decided on, reserved, paid for and ended by the retry loop
+// (internal/loop), as any other call's, and its hedges paid there. In the
+// engine's layers it sits above internal/loop and below the unary path
 // (internal/unary), which hands it the calls of a hedged method.
 package hedge
 
@@ -19,10 +20,9 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
-	"github.com/platformkit/grpcbackoff/internal/decide"
+	"github.com/platformkit/grpcbackoff/internal/gate"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/settings"
-	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // hedgeAttempt is one attempt of a hedged call, with its own outputs.
@@ -33,12 +33,13 @@ type hedgeAttempt struct {
 	cancel   context.CancelFunc
 	timer    *attempt.Timer // its AttemptTimeout; nil: none
 	err      error
-	cut      bool        // its own AttemptTimeout ended it
-	panicV   any         // what the invoker panicked with, if panicked
-	panicked bool        // the invoker panicked: the call raises panicV on the caller's goroutine
-	dropped  bool        // the call canceled it: another attempt ended the call
-	headers  atomic.Bool // its response headers arrived
-	h        *Call
+	cut      bool             // its own AttemptTimeout ended it
+	panicV   any              // what the invoker panicked with, if panicked
+	panicked bool             // the invoker panicked: the call raises panicV on the caller's goroutine
+	dropped  bool             // the call canceled it: another attempt ended the call
+	headers  atomic.Bool      // its response headers arrived
+	res      gate.Reservation // the retry or hedge it is, as its gates were asked; zero for the call's first attempt
+	h        *Race
 }
 
 // HeadersArrived is called, once or more, when a's response headers arrive:
@@ -55,8 +56,8 @@ func (a *hedgeAttempt) HeadersArrived() {
 	}
 }
 
-// unpaidRetry is a retry decided on without paying for it yet (Call.Pay),
-// after the attempt that failed as f, due after delay.
+// unpaidRetry is a retry reserved without paying for it yet (loop.Call's
+// Reserve, Pay), after the attempt that failed as f, due after delay.
 type unpaidRetry struct {
 	f     attempt.Failure
 	delay time.Duration
@@ -71,30 +72,32 @@ const (
 	retryNext           // a retry: the backoff after a failure has passed
 )
 
-// Call is one hedged call. Its state is the caller's goroutine's alone;
-// the attempts run on goroutines of their own and hand back their results
-// (and the arrival of their headers) on channels.
+// Race is one hedged call: its attempts' race, its own part; the rest of
+// the call (its decisions, payments and end) is its loop.Call's. Its state
+// is the caller's goroutine's alone; the attempts run on goroutines of
+// their own and hand back their results (and the arrival of their headers)
+// on channels.
 //
 // Hedges answer slowness: while no attempt has answered, one is sent every
 // delay, up to the plan's hedges per round. Failures answer to the retry
-// rules: a failed attempt is decided on as a retry would be (Call.Decide:
+// rules: a failed attempt is decided on as a retry would be (loop's Decide:
 // its code, the budget's reserve, the deadline, the Policy's MaxAttempts),
 // and the next round starts after its backoff, no hedge going out
 // meanwhile. A code neither retryable nor in NonFatalCodes ends the call.
-type Call struct {
-	c        call.Call
+type Race struct {
+	c        loop.Call
 	hp       *settings.Hedging
 	ctx      context.Context // the caller's, bounded by the plan's timeout
 	actx     context.Context // the attempts' parent, canceled when the call ends
 	cancel   context.CancelFunc
-	u        call.Unary
+	u        loop.Unary
 	rt       replyType
 	caller   callerOutputs
 	delay    time.Duration // between hedges
 	deadline time.Time     // the caller's; zero for none
 
 	results   chan *hedgeAttempt // unbuffered: every attempt sent is received
-	headersIn chan *hedgeAttempt // the first attempt whose headers arrived since the loop last looked
+	headersIn chan *hedgeAttempt // the first attempt whose headers arrived since await last looked
 	flight    []*hedgeAttempt    // attempts in flight
 	round     int                // attempts sent in the current round
 	sent      time.Time          // when the last attempt was sent
@@ -109,18 +112,18 @@ type Call struct {
 	final     error         // the call's error once decided, if not last's
 	idleSince time.Time     // since when no attempt is in flight
 	panicked  *hedgeAttempt // the first attempt whose invoker panicked
+	settling  bool          // the call ended: the attempts in flight are canceled and waited for (settle)
 }
 
-// New returns the hedged call of u with plan p, in engine e, on the
-// ClientConn whose state is conn, or nil when u's reply cannot be copied
-// between attempts (then it is not hedged). ctx is the caller's context,
-// bounded by the plan's timeout.
-func New(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary) *Call {
+// New returns the hedged call of u with plan p, in engine e, opened as o,
+// or nil when u's reply cannot be copied between attempts (then it is not
+// hedged). ctx is the caller's context, bounded by the plan's timeout.
+func New(e *loop.Engine, ctx context.Context, p *loop.Plan, o loop.Opened, u *loop.Unary) *Race {
 	rt, ok := replyTypeOf(u.Reply)
 	if !ok {
 		return nil
 	}
-	h := &Call{c: e.NewCall(p, u.CC, conn, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
+	h := &Race{c: e.NewCall(p, u.CC, o, u.Opts), hp: p.Hedge, ctx: ctx, u: *u, rt: rt, caller: callerOutputsOf(u.Opts),
 		results: make(chan *hedgeAttempt), headersIn: make(chan *hedgeAttempt, 1)}
 	h.c.Req = u.Req
 	h.deadline, _ = ctx.Deadline()
@@ -132,27 +135,27 @@ func New(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn, 
 // A panic on the caller's goroutine while attempts are in flight (an
 // observer's, the budget's) goes on up only once every attempt returned:
 // the call leaves no goroutine behind.
-func (h *Call) Run() error {
+func (h *Race) Run() error {
 	h.actx, h.cancel = context.WithCancel(h.ctx)
 	defer h.cancel()
 	settled := false
 	defer func() {
 		if !settled {
-			h.settle() // the loop panicked: its attempts end before the panic goes on
+			h.settle() // await panicked: its attempts end before the panic goes on
 		}
 	}()
 	h.c.Start = time.Now()
 	h.delay = h.hp.DelayFor(h.c.Plan.Method, h.c.Start)
-	h.send(false)
-	end := h.loop()
+	h.send(false, gate.Reservation{})
+	end := h.await()
 	h.settle()
 	settled = true
+	h.c.Cancel() // a retry reserved and not sent is given back
 	if h.panicked != nil {
 		panic(h.panicked.panicV) // on the caller's goroutine, every attempt ended
 	}
 	now := time.Now()
 	if end != nil && end.err == nil {
-		h.c.Conn.Succeeded() // a success feeds the budget's reserve
 		if h.hp.Adaptive() {
 			h.hp.Record(h.c.Plan.Method, now, now.Sub(h.c.Start))
 		}
@@ -171,8 +174,9 @@ func (h *Call) Run() error {
 
 // settle cancels the attempts in flight and waits for each to return, then
 // stops the timer: nothing of the call runs on afterwards.
-func (h *Call) settle() {
+func (h *Race) settle() {
 	h.cancel()
+	h.settling = true
 	for len(h.flight) > 0 {
 		a := <-h.results
 		h.take(a)
@@ -185,10 +189,10 @@ func (h *Call) settle() {
 	}
 }
 
-// loop waits for the attempt that ends the call and returns it (nil if the
+// await waits for the attempt that ends the call and returns it (nil if the
 // call ended without one), with h.final set if the call's error is made
 // already.
-func (h *Call) loop() (end *hedgeAttempt) {
+func (h *Race) await() (end *hedgeAttempt) {
 	for {
 		if len(h.flight) == 0 && h.timerC == nil {
 			if h.why == 0 {
@@ -214,7 +218,7 @@ func (h *Call) loop() (end *hedgeAttempt) {
 			if end, done := h.result(a); done {
 				return end
 			}
-			if len(h.flight) == 0 && h.c.Conn.Deferred() == nil {
+			if len(h.flight) == 0 && !h.c.WhenDue() {
 				h.payUnpaid() // nothing can answer before the retry now
 			}
 		case a := <-h.headersIn:
@@ -234,26 +238,32 @@ func (h *Call) loop() (end *hedgeAttempt) {
 
 // interrupted ends the call, which its context or its ClientConn's closing
 // ended while it waited for a retry's backoff or a pushback.
-func (h *Call) interrupted() *hedgeAttempt {
+func (h *Race) interrupted() *hedgeAttempt {
 	h.c.Delay += time.Since(h.idleSince)
 	h.final = h.c.Interrupted(h.ctx, h.last.err)
 	h.why = h.c.Reason()
 	return h.last
 }
 
-// send sends the next attempt: a hedge, or the first of a round.
-func (h *Call) send(hedge bool) {
+// send sends the next attempt: a hedge, paid as res, or the first of a
+// round (the call's first attempt, or a retry, reserved with the call).
+func (h *Race) send(hedge bool, res gate.Reservation) {
 	c := &h.c
 	if h.last != nil {
 		h.last.outputs = outputs{} // nothing of a failed attempt outlives the next one's start but its error
 	}
 	a := &hedgeAttempt{n: c.Attempts + 1, hedge: hedge, h: h}
 	a.reply = h.u.Reply
-	actx := h.actx
 	if a.n > 1 {
 		a.reply = h.rt.new()
-		actx = c.RetryContext(actx) // c.Attempts attempts came before
 	}
+	actx := c.NextAttempt(h.actx) // c.Attempts attempts came before
+	if !hedge {
+		if r := c.Reservation(); r != nil {
+			res = *r
+		}
+	}
+	a.res = res
 	opts := a.attemptOptions(h.u.Opts)
 	if c.Plan.Policy != nil && c.Plan.Policy.AttemptTimeout > 0 {
 		actx, a.timer = attempt.StartTimer(actx, c.Plan.Policy.AttemptTimeout)
@@ -265,7 +275,6 @@ func (h *Call) send(hedge bool) {
 	if len(h.flight) == 0 && !h.idleSince.IsZero() {
 		c.Delay += time.Since(h.idleSince)
 	}
-	c.Attempts++
 	if hedge {
 		c.Hedges++
 	} else {
@@ -290,7 +299,7 @@ func (h *Call) send(hedge bool) {
 // again, with the same value, on the caller's goroutine once the call's
 // other attempts ended (see run), as it would reach the caller without
 // hedging.
-func (h *Call) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOption) {
+func (h *Race) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOption) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -305,37 +314,46 @@ func (h *Call) invoke(a *hedgeAttempt, actx context.Context, opts []grpc.CallOpt
 // payUnpaid pays for the retry due next if it was decided on unpaid, and
 // reports whether it may be sent. If it is refused, no attempt follows: the
 // call ends with the last attempt's error once none is in flight.
-func (h *Call) payUnpaid() bool {
+func (h *Race) payUnpaid() bool {
 	u := h.unpaid
 	if u == nil {
 		return true
 	}
 	h.unpaid = nil
-	if why := h.c.Pay(h.ctx, u.f, u.delay, false); why != 0 {
-		h.stop(why)
+	if h.c.Pay(h.ctx, u.f, u.delay) != nil {
+		h.stop(h.c.Reason())
 		if len(h.flight) == 0 {
-			h.final = h.c.Fail(h.last.err, why)
+			h.final = h.c.Fail(h.last.err, h.c.Reason()) // the last failure's, which may be a later one's than u's
 		}
 		return false
 	}
 	return true
 }
 
-// take removes a, which returned, from the attempts in flight, and counts
-// it for adaptive throttling unless the call itself canceled it.
-func (h *Call) take(a *hedgeAttempt) {
+// take removes a, which returned, from the attempts in flight, and records
+// how it ended (loop.Record) unless the call itself canceled it.
+func (h *Race) take(a *hedgeAttempt) {
 	h.flight = slices.DeleteFunc(h.flight, func(b *hedgeAttempt) bool { return b == a })
 	if len(h.flight) == 0 {
 		h.idleSince = time.Now()
 	}
-	if !a.panicked && (!a.dropped && h.actx.Err() == nil || a.err == nil) {
-		h.c.Conn.Record(h.ctx, a.err)
+	answered := !a.dropped && h.actx.Err() == nil || a.err == nil
+	if !answered && !a.panicked {
+		h.c.Canceled++ // canceled by the call, without an answer: the call's error is not made of it
+	}
+	if !a.panicked && answered {
+		var res *gate.Reservation
+		if a.n > 1 {
+			res = &a.res
+		}
+		// The first success taken before the call settles is its answer.
+		loop.Record(h.ctx, h.c.Conn, a.err, gate.Outcome{Won: a.err == nil && !h.settling, Reservation: res})
 	}
 }
 
 // arm sets the timer to send the next attempt of kind k after d, if one
 // could start before the deadline. A retry replaces a hedge that was due.
-func (h *Call) arm(d time.Duration, k timerKind) {
+func (h *Race) arm(d time.Duration, k timerKind) {
 	if h.stopped || h.committed != nil || h.next == retryNext && k == hedgeNext {
 		return // a retry's backoff is not cut short by a hedge
 	}
@@ -358,7 +376,7 @@ func (h *Call) arm(d time.Duration, k timerKind) {
 	h.timerC, h.next = h.timer.C, k
 }
 
-func (h *Call) stop(why grpcbackoff.Reason) {
+func (h *Race) stop(why grpcbackoff.Reason) {
 	h.stopped, h.timerC, h.next = true, nil, noTimer
 	if h.why == 0 {
 		h.why = why
@@ -366,17 +384,17 @@ func (h *Call) stop(why grpcbackoff.Reason) {
 }
 
 // fire sends what the timer was armed for.
-func (h *Call) fire() {
+func (h *Race) fire() {
 	k := h.next
 	h.next = noTimer
 	switch k {
 	case retryNext:
 		if h.payUnpaid() {
-			h.send(false)
+			h.send(false, gate.Reservation{})
 		}
 	case hedgeNext:
-		if h.pay() {
-			h.send(true)
+		if res, ok := h.pay(); ok {
+			h.send(true, res)
 		}
 	}
 }
@@ -387,20 +405,20 @@ func (h *Call) fire() {
 // not sent, nor is any other of its round; the attempts in flight go on,
 // and a failure of theirs is decided on as any other (the reserve may pay
 // for its retry).
-func (h *Call) pay() bool {
+func (h *Race) pay() (gate.Reservation, bool) {
 	var last attempt.Failure
 	if h.last != nil {
 		last.Err = h.last.err
 	}
-	if h.c.Pay(h.ctx, last, time.Since(h.sent), true) != 0 {
+	res, ok := h.c.PayHedge(h.ctx, last, time.Since(h.sent))
+	if !ok {
 		h.round = h.c.Plan.Hedges
-		return false
 	}
-	return true
+	return res, ok
 }
 
 // answered returns an attempt in flight whose headers arrived, or nil.
-func (h *Call) answered() *hedgeAttempt {
+func (h *Race) answered() *hedgeAttempt {
 	for _, a := range h.flight {
 		if a.headers.Load() {
 			return a
@@ -411,7 +429,7 @@ func (h *Call) answered() *hedgeAttempt {
 
 // commit commits the call to a, whose response headers arrived: no
 // further attempt is sent, and the others are canceled.
-func (h *Call) commit(a *hedgeAttempt) {
+func (h *Race) commit(a *hedgeAttempt) {
 	if h.committed != nil || !slices.Contains(h.flight, a) {
 		return
 	}
@@ -427,7 +445,7 @@ func (h *Call) commit(a *hedgeAttempt) {
 
 // result takes in a, an attempt that returned, and returns the attempt that
 // ends the call and true if the call ends.
-func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
+func (h *Race) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	c := &h.c
 	if a.err == nil {
 		h.why = 0
@@ -441,14 +459,10 @@ func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if c.Conn.Closed() {
-		h.final, h.why = c.Closing(), grpcbackoff.ReasonCanceled
-		return a, true
-	}
-	if done := h.ctx.Err(); done != nil || !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
-		// Its only attempt ended with the caller's context: its error is the
-		// call's, without a Reason.
-		h.why = decide.Ended(c.Attempts == 1, done)
+	if final := c.Over(h.ctx, a.err); final != nil {
+		// Its ClientConn shut down, or the caller's context ended (if during
+		// its only attempt, its error is the call's, without a Reason).
+		h.final, h.why = final, c.Reason()
 		return a, true
 	}
 	code := status.Code(a.err)
@@ -476,20 +490,13 @@ func (h *Call) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 	}
 	f := attempt.Failure{Err: a.err, Trailer: trailer, Status: len(a.Trailer) > 0, Sent: a.Sent(), Cut: a.cut, Number: a.n}
 	d, final := c.Decide(h.ctx, f)
-	switch {
-	case final != nil:
-	case len(h.flight) > 0 || c.Conn.Deferred() != nil:
-		// An attempt in flight may answer before the retry is due (or the
-		// budget is a DeferredBudget, told of it now): the retry is paid
+	if final == nil {
+		// An attempt in flight may answer before the retry is due (or a
+		// gate pays when it is due, told of it now): the retry is paid
 		// for, and told to observers, when it is.
-		h.unpaid = &unpaidRetry{f: f, delay: d}
-		if why := c.Want(h.ctx, f, d); why != 0 {
-			h.unpaid = nil
-			final = c.Fail(f.Err, why)
-		}
-	default:
-		if why := c.Pay(h.ctx, f, d, false); why != 0 {
-			final = c.Fail(f.Err, why)
+		final = c.Reserve(h.ctx, f, d, len(h.flight) > 0)
+		if final == nil && c.Unpaid() {
+			h.unpaid = &unpaidRetry{f: f, delay: d}
 		}
 	}
 	if final != nil {

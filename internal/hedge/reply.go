@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // A hedged call's attempts run at once, so each has its own reply, header,
@@ -47,7 +47,7 @@ func (out *outputs) attemptOptions(opts []grpc.CallOption) []grpc.CallOption {
 			ao = append(ao, o)
 		}
 	}
-	return append(ao, call.Mark, grpc.Header(&out.Header), grpc.Trailer(&out.Trailer), grpc.Peer(&out.Peer), grpc.OnFinish(out.Finished))
+	return append(ao, loop.Mark, grpc.Header(&out.Header), grpc.Trailer(&out.Trailer), grpc.Peer(&out.Peer), grpc.OnFinish(out.Finished))
 }
 
 // callerOutputsOf returns the caller's targets in opts.

@@ -9,79 +9,142 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/googledata"
 )
 
 // Level is what is known of a method: the values of interceptor.Safety.
 type Level int8
 
 const (
-	Unknown       Level = iota // nothing is known; the Policy's codes apply
+	Unknown       Level = iota // nothing is known: the method is treated as a write (see Knowledge.Assumed)
 	Idempotent                 // the method may be sent again after any failure
 	NotIdempotent              // not sent again after a failure that may have been applied
 )
 
-// Knowledge is what is known of a method's safety, and from where.
+// Knowledge is what is known of a method's safety, and from where. Of a
+// Catalog, its Level is Idempotent or NotIdempotent, never Unknown.
 type Knowledge struct {
 	Level  Level
 	Source string
+	// Assumed says that nothing established the Level: a method no rule
+	// knows is treated as a write (NotIdempotent), but it is not known not
+	// to be idempotent, so a service-wide hedging entry skips it where New
+	// would refuse it for a method known not to be.
+	Assumed bool
+	// ByRequest says that a call of a write may be resent after all when
+	// its request carries a non-empty request_id (AIP-155: the server
+	// deduplicates; see Resendable). False for a write someone stated
+	// (WithSafety, CallNotIdempotent).
+	ByRequest bool
 }
 
-// Describe returns what method's descriptor says of its safety; for a
-// method of a pinned Google Cloud client whose generated package the binary
-// does not link, what the data says its descriptor tells.
+// Describe returns what is known of method's safety without the Retrier's
+// options: what its descriptor says (Descriptor), else, for a method of a
+// Google API (a google.* package), what the words of its name say (see
+// reads), else the name of a standard method that reads (Named), else that
+// it is treated as a write.
 func Describe(method string) Knowledge {
+	k, ok := Descriptor(method)
+	if ok {
+		return k
+	}
+	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if strings.HasPrefix(service, "google.") && name != "" {
+		if why, ok := byWords(name); ok {
+			return Knowledge{Level: Idempotent, Source: why + ", by the words of a Google API's method (AIP-136); " + k.Source}
+		}
+	}
+	if n, ok := Named(method); ok {
+		return Knowledge{Level: Idempotent, Source: n + "; " + k.Source}
+	}
+	return Knowledge{Level: NotIdempotent, Assumed: true, ByRequest: true,
+		Source: "treated as a write, resent only when its request carries a request_id (AIP-155): " + k.Source + ", and its name is no standard read (Get, List, BatchGet, Search)"}
+}
+
+// Descriptor returns what method's descriptor says of its safety, ok false
+// when it says nothing (Source then says why); for a method of a pinned
+// Google Cloud client whose generated package the binary does not link,
+// what the data says its descriptor tells. The rules:
+// idempotency_level NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http
+// verbs GET, PUT, PATCH and DELETE, are Idempotent; a POST is Idempotent
+// when it creates with a user-specified ID (AIP-133), when its name starts
+// with a verb that sets a state, or when its name reads with no word of
+// change (see reads); any other POST is NotIdempotent, resent only when its
+// request carries a request_id (AIP-155).
+func Descriptor(method string) (Knowledge, bool) {
+	k, ok := Registered(method)
+	if !ok && strings.HasPrefix(k.Source, "no descriptor registered") {
+		if m, found := googledata.Pinned(method); found {
+			k := Knowledge{Level: Level(m.Safety), Source: m.Why + " (the descriptor of the pinned client's, not linked in)"}
+			k.ByRequest = k.Level == NotIdempotent
+			return k, k.Level != Unknown
+		}
+	}
+	return k, ok
+}
+
+// Registered is Descriptor for the descriptors the binary registers
+// (protoregistry.GlobalFiles) alone: the generator of the pinned clients'
+// data writes what it says.
+func Registered(method string) (Knowledge, bool) {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
-		if s, source, _, ok := cloudclients.Safety(method); ok {
-			return Knowledge{Level(s), source + " (the descriptor of the pinned client's, not linked in)"}
-		}
-		return Knowledge{Unknown, "no descriptor registered for " + service}
+		return Knowledge{Source: "no descriptor registered for " + service}, false
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {
-		return Knowledge{Unknown, service + " is not a service"}
+		return Knowledge{Source: service + " is not a service"}, false
 	}
 	md := sd.Methods().ByName(protoreflect.Name(name))
 	if md == nil {
-		return Knowledge{Unknown, "no method " + name + " in service " + service}
+		return Knowledge{Source: "no method " + name + " in service " + service}, false
 	}
 	opts, _ := md.Options().(*descriptorpb.MethodOptions)
 	switch lvl := opts.GetIdempotencyLevel(); lvl {
 	case descriptorpb.MethodOptions_NO_SIDE_EFFECTS, descriptorpb.MethodOptions_IDEMPOTENT:
-		return Knowledge{Idempotent, "idempotency_level " + lvl.String()}
+		return Knowledge{Level: Idempotent, Source: "idempotency_level " + lvl.String()}, true
 	}
 	verb, path, ok := httpBinding(opts)
 	if !ok {
-		return Knowledge{Unknown, "neither idempotency_level nor google.api.http"}
+		return Knowledge{Source: "neither idempotency_level nor google.api.http"}, false
 	}
 	binding := "google.api.http " + strings.ToUpper(verb) + " " + path
 	switch verb {
 	case "get", "put", "patch", "delete":
-		return Knowledge{Idempotent, binding}
+		return Knowledge{Level: Idempotent, Source: binding}, true
 	case "post":
 	default:
-		return Knowledge{Unknown, binding}
+		return Knowledge{Source: binding + ", a verb of its own"}, false
 	}
 	in := md.Input().Fields()
-	if f := in.ByName("request_id"); f != nil && f.Kind() == protoreflect.StringKind {
-		return Knowledge{Idempotent, binding + " with a request_id (AIP-155)"}
-	}
 	if resource, ok := strings.CutPrefix(name, "Create"); ok && resource != "" {
 		id := Snake(resource) + "_id"
 		if f := in.ByName(protoreflect.Name(id)); f != nil && f.Kind() == protoreflect.StringKind {
-			return Knowledge{Idempotent, binding + ": Create with a user-specified " + id + " (AIP-133)"}
+			return Knowledge{Level: Idempotent, Source: binding + ": Create with a user-specified " + id + " (AIP-133)"}, true
 		}
 	}
+	if why, ok := byWords(name); ok {
+		return Knowledge{Level: Idempotent, Source: binding + ": " + why}, true
+	}
+	why := binding + ": " + name + " neither reads nor sets a state"
+	if f := in.ByName("request_id"); f != nil && f.Kind() == protoreflect.StringKind {
+		why += "; resent when its request carries a request_id (AIP-155)"
+	}
+	return Knowledge{Level: NotIdempotent, Source: why, ByRequest: true}, true
+}
+
+// byWords returns why the name of a Google API's custom method says it may
+// be sent again (see reads), or false.
+func byWords(name string) (string, bool) {
 	words := camelWords(name)
 	if setsState[words[0]] {
-		return Knowledge{Idempotent, binding + ": " + name + " sets a state (" + words[0] + ")"}
+		return name + " sets a state (" + words[0] + ")", true
 	}
 	if read, change := wordOf(words, reads), wordOf(words, changes); read != "" && change == "" {
-		return Knowledge{Idempotent, binding + ": " + name + " reads (" + read + ")"}
+		return name + " reads (" + read + ")", true
 	}
-	return Knowledge{NotIdempotent, binding + ": " + name + " neither reads nor sets a state"}
+	return "", false
 }
 
 // The words of a POST method's name (AIP-136 names custom methods verb
@@ -92,13 +155,19 @@ func Describe(method string) Knowledge {
 // not. A method sets a state when its name starts with a verb whose second
 // application leaves what the first left: SetIamPolicy, Acknowledge,
 // ModifyAckDeadline, CancelOperation. Every other POST, Publish, Commit,
-// MutateRow or FailoverInstance, may apply twice.
+// MutateRow or FailoverInstance, may apply twice. These words are read only
+// in the names of Google's APIs, designed to its guide: a method whose
+// google.api.http binding is a POST, and a method of a google.* package
+// with no binding (StreamingPull, ReadObject, WaitOperation); any other
+// method with no binding is known by its name only when it is a standard
+// read (Named).
 var (
 	reads = map[string]bool{
 		"Get": true, "List": true, "Read": true, "Search": true, "Lookup": true,
 		"Find": true, "Describe": true, "Check": true, "Test": true, "Validate": true,
 		"Sample": true, "Query": true, "Fetch": true, "Watch": true, "Ping": true,
 		"Generate": true,
+		"Wait":     true,                                       // Operations' WaitOperation (AIP-151): waits for an operation's end
 		"Pull":     true,                                       // leases messages; those of a lost answer are delivered again
 		"Listen":   true,                                       // Firestore's Listen: watches documents
 		"Tail":     true,                                       // Logging's TailLogEntries: watches log entries

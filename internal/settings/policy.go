@@ -3,7 +3,7 @@
 // by method, by service and by default (Table), resolved for one method
 // without allocating (Resolve). It holds validated copies (Policy,
 // Hedging), so that nothing a caller changes afterwards reaches a call. In
-// the engine's layers it sits below the plan of a call (internal/call),
+// the engine's layers it sits below the plan of a call (internal/loop),
 // which reads it once per call, and below what is known of a method's
 // safety (internal/safety), which reads what a service config stated.
 package settings

@@ -3,13 +3,13 @@ package stream
 import (
 	"io"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // grpc.OnFinish runs its function once per call, with the call's final
 // status, as grpc-go runs it: a call that retries or hedges takes the
 // caller's OnFinish options off its attempts and runs them itself, once,
-// when the call ends (call.SplitOnFinish).
+// when the call ends (loop.SplitOnFinish).
 
 // finished runs the stream's OnFinish functions, once, with err (io.EOF:
 // success).
@@ -21,5 +21,5 @@ func (s *Stream) finished(err error) {
 	if err == io.EOF {
 		err = nil
 	}
-	call.Finish(fs, err)
+	loop.Finish(fs, err)
 }

@@ -38,7 +38,7 @@ func (s *Stream) breakLocked(v any) {
 	if !s.broken {
 		s.broken, s.panicV = true, v
 	}
-	s.state = streamEnded
+	s.phase = streamEnded
 	s.cur.release()
 	s.releaseSent()
 	if s.stopTimeout != nil {

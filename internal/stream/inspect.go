@@ -10,7 +10,7 @@ import "google.golang.org/grpc/metadata"
 func (s *Stream) Buffer() (size, kept int, firstHeld, committed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.size, len(s.sent), s.sent0[0] != nil, s.state == streamCommitted
+	return s.size, len(s.sent), s.sent0[0] != nil, s.phase == streamCommitted
 }
 
 // FirstTrailer returns the trailer s keeps of its first attempt.

@@ -6,9 +6,12 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/platformkit/grpcbackoff/internal/gate"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
-// The caller's operations, each under mu: it looks at the state and the
+// The caller's operations, each under mu: it looks at the phase and the
 // current attempt, decides, then acts without mu (see Stream).
 
 // SendMsg keeps m for a replay until the stream commits, and sends it to
@@ -18,22 +21,22 @@ func (s *Stream) SendMsg(m any) error {
 	s.mu.Lock()
 	// A message that cannot be kept waits out a retry under way: the stream
 	// commits to the next attempt, which must get the kept ones first.
-	s.awaitLocked(func() bool { return s.state != streamRetrying || keepable || s.sendsClosedLocked() })
+	s.awaitLocked(func() bool { return s.phase != streamRetrying || keepable || s.sendsClosedLocked() })
 	switch {
-	case s.state == streamEnded:
+	case s.phase == streamEnded:
 		s.mu.Unlock()
 		return io.EOF // the stream is over: RecvMsg says how
 	case s.sendsClosedLocked():
 		// As grpc-go: INTERNAL ("SendMsg called after CloseSend"), and the
 		// stream ends with it; nothing reaches the server. During a retry,
 		// at once: the retry ends the stream when it resumes.
-		if s.state == streamRetrying {
+		if s.phase == streamRetrying {
 			s.sentAfterClose = true
 			s.mu.Unlock()
 			return errSendAfterClose
 		}
 		s.commitLocked()
-	case s.state == streamRetrying || s.state == streamOpen && keepable && s.size+n <= s.c.Engine().BufLimit:
+	case s.phase == streamRetrying || s.phase == streamOpen && keepable && s.size+n <= s.c.Engine().BufLimit:
 		// Kept for a replay. During a retry's backoff m is kept whatever the
 		// limit, and SendMsg returns at once; past the limit, the stream
 		// commits to the next attempt once the kept messages reached it.
@@ -42,7 +45,7 @@ func (s *Stream) SendMsg(m any) error {
 		s.size += n
 		s.sends++
 		return s.sendKeptLocked(m)
-	case s.state == streamOpen:
+	case s.phase == streamOpen:
 		s.commitLocked() // m cannot be kept
 	}
 	// Committed: m goes to the current attempt, after the replayed messages.
@@ -60,7 +63,7 @@ func (s *Stream) SendMsg(m any) error {
 func (s *Stream) CloseSend() error {
 	s.mu.Lock()
 	s.raiseLocked()
-	if s.state == streamEnded {
+	if s.phase == streamEnded {
 		s.mu.Unlock()
 		return nil
 	}
@@ -68,7 +71,7 @@ func (s *Stream) CloseSend() error {
 	a := s.cur
 	// While a retry or a replay is under way, it closes the next attempt.
 	cs := a.cs
-	direct := s.state != streamRetrying && !a.broken && !a.replaying && cs != nil
+	direct := s.phase != streamRetrying && !a.broken && !a.replaying && cs != nil
 	s.mu.Unlock()
 	var err error
 	if direct {
@@ -83,8 +86,8 @@ func (s *Stream) RecvMsg(m any) error {
 	s.mu.Lock()
 	for {
 		// One receiver at a time, on the current attempt.
-		s.awaitLocked(func() bool { return s.state == streamEnded || s.state != streamRetrying && !s.cur.receiving })
-		if s.state == streamEnded {
+		s.awaitLocked(func() bool { return s.phase == streamEnded || s.phase != streamRetrying && !s.cur.receiving })
+		if s.phase == streamEnded {
 			err := s.err
 			s.mu.Unlock()
 			return s.ended(err)
@@ -110,7 +113,7 @@ func (s *Stream) RecvMsg(m any) error {
 		if committed {
 			s.answeredLocked(a)
 		}
-		if err != nil && err != io.EOF && s.state == streamOpen {
+		if err != nil && err != io.EOF && s.phase == streamOpen {
 			// Learn how the replay to a ended before deciding: it may have
 			// committed the stream. a ended, so the replay ends soon.
 			// Meanwhile a stays in this goroutine's hands (receiving), so
@@ -135,15 +138,15 @@ func (s *Stream) RecvMsg(m any) error {
 			return nil
 		}
 		// Only a receiver retries, and a had one, this goroutine: a is still
-		// the current attempt, and the state is open or committed.
-		if s.state == streamOpen && err != io.EOF {
+		// the current attempt, and the phase is open or committed.
+		if s.phase == streamOpen && err != io.EOF {
 			if final := s.retryLocked(a, err); final != nil {
 				s.mu.Unlock()
 				return s.ended(final)
 			}
 			continue
 		}
-		count := err == io.EOF && s.state == streamOpen && s.countLocked(a) // the stream ended well
+		count := err == io.EOF && s.phase == streamOpen && s.countLocked(a) // the stream ended well
 		s.commitLocked()
 		err, _ = s.failureLocked(a, err)
 		if err != io.EOF && s.c.Attempts > 1 {
@@ -163,8 +166,8 @@ func (s *Stream) RecvMsg(m any) error {
 func (s *Stream) Header() (metadata.MD, error) {
 	s.mu.Lock()
 	for {
-		s.awaitLocked(func() bool { return s.state != streamRetrying })
-		switch s.state {
+		s.awaitLocked(func() bool { return s.phase != streamRetrying })
+		switch s.phase {
 		case streamEnded:
 			s.mu.Unlock()
 			return nil, nil // as grpc: RecvMsg returns the error
@@ -186,7 +189,7 @@ func (s *Stream) Header() (metadata.MD, error) {
 		s.mu.Lock()
 		s.raiseLocked()
 		s.doneWaitingLocked(a, opHeader)
-		if a != s.cur || s.state == streamRetrying || s.state == streamEnded {
+		if a != s.cur || s.phase == streamRetrying || s.phase == streamEnded {
 			continue // a failed meanwhile: its headers are not the stream's
 		}
 		if md != nil || err != nil {
@@ -210,7 +213,7 @@ func (s *Stream) Header() (metadata.MD, error) {
 // should. It reports whether Header is done: the stream committed or ended.
 func (s *Stream) headerlessLocked(a *streamAttempt) (done bool) {
 	if a.receiving || a.replaying {
-		s.awaitLocked(func() bool { return !a.receiving && !a.replaying || a != s.cur || s.state != streamOpen })
+		s.awaitLocked(func() bool { return !a.receiving && !a.replaying || a != s.cur || s.phase != streamOpen })
 		return false
 	}
 	a.receiving = true
@@ -222,7 +225,7 @@ func (s *Stream) headerlessLocked(a *streamAttempt) (done bool) {
 	s.raiseLocked()
 	a.receiving = false
 	s.changed.Broadcast()
-	if s.state != streamOpen || err == nil || err == io.EOF {
+	if s.phase != streamOpen || err == nil || err == io.EOF {
 		// io.EOF: a ended well; the caller's RecvMsg gets io.EOF from it.
 		// (nil cannot happen: a message would have come with headers.)
 		s.commitLocked()
@@ -250,7 +253,7 @@ func (s *Stream) Trailer() metadata.MD {
 // attempt.
 func (s *Stream) Context() context.Context {
 	s.mu.Lock()
-	s.awaitLocked(func() bool { return s.state != streamRetrying })
+	s.awaitLocked(func() bool { return s.phase != streamRetrying })
 	s.commitLocked()
 	cs := s.cur.cs
 	s.mu.Unlock()
@@ -266,16 +269,14 @@ func (s *Stream) Context() context.Context {
 	return ctx
 }
 
-// count, if count, counts a response or a good end: it feeds the budget's
-// reserve (a SharedBudget's, whose panic breaks the stream as one of the
-// code under it would) and counts as accepted for adaptive throttling. mu
-// is not held.
+// count, if count, records a response or a good end (loop.Record): it
+// feeds the budget's reserve (a SharedBudget's, whose panic breaks the
+// stream as one of the code under it would) and counts as accepted for
+// adaptive throttling. mu is not held.
 func (s *Stream) count(count bool) {
 	if count {
-		s.guard(true, func() {
-			s.c.Conn.Succeeded()
-			s.c.Conn.Record(s.ctx, nil)
-		})
+		// The stream committed: no retry changes s.c any more.
+		s.guard(true, func() { loop.Record(s.ctx, s.c.Conn, nil, gate.Outcome{Won: true, Reservation: s.c.Reservation()}) })
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // A stream that is not retried (no Policy applies to its method) goes to
@@ -13,7 +13,7 @@ import (
 
 // plainStream opens a stream that is not retried, bounded by the plan's
 // timeout if it has one.
-func plainStream(ctx context.Context, p *call.Plan, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func plainStream(ctx context.Context, p *loop.Plan, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	ctx, cancel := p.WithTimeout(ctx)
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if cancel == nil {

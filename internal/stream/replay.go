@@ -32,7 +32,7 @@ func sizeOf(m any) (int, bool) {
 // on return.
 func (s *Stream) sendKeptLocked(m any) error {
 	a := s.cur
-	if s.state == streamRetrying || a.broken || a.replaying {
+	if s.phase == streamRetrying || a.broken || a.replaying {
 		s.mu.Unlock()
 		return nil // the next attempt, or the replay, sends m
 	}
@@ -64,9 +64,9 @@ func (s *Stream) sendKeptLocked(m any) error {
 		// Made by the client for m: another attempt would fail the same way.
 		s.commitLocked()
 		return err
-	case a != s.cur || s.state == streamRetrying:
+	case a != s.cur || s.phase == streamRetrying:
 		return nil // a failed and is replaced: the next attempt gets m
-	case s.state == streamOpen:
+	case s.phase == streamOpen:
 		a.broken = true // a ended: m is kept for the next attempt, if any
 		return nil
 	}
@@ -120,7 +120,7 @@ func (s *Stream) replay(a *streamAttempt) {
 		}
 	}
 	a.replaying = false
-	if s.state == streamCommitted {
+	if s.phase == streamCommitted {
 		s.releaseSent()
 	}
 	s.changed.Broadcast()

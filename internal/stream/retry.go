@@ -2,23 +2,22 @@ package stream
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/gate"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // Only a receive (the caller's RecvMsg, or Header learning how an attempt
 // without headers ended) finds out that an attempt failed before the
-// commit; that goroutine replaces it (retryLocked), through the call's
-// decisions (internal/call), and a new attempt opens (openAttempt).
+// commit; that goroutine replaces it (retryLocked), through the retry loop
+// (internal/loop), and a new attempt opens (openAttempt).
 
 // openAttempt opens attempt a on ctx. a runs under a context of its own,
 // which ending it cancels (a cut, a panic that broke the stream, its
-// replacement), with the caller's options, the layer mark (call.Mark) and
+// replacement), with the caller's options, the layer mark (loop.Mark) and
 // a grpc.OnFinish of its own, by which grpc-go tells that it had the
 // opening. It is called without mu.
 func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
@@ -28,7 +27,7 @@ func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
 		s.waitLocked(a, opOpen)
 		s.mu.Unlock()
 	}
-	opts := append(s.opts[:len(s.opts):len(s.opts)], call.Mark, grpc.OnFinish(a.finished))
+	opts := append(s.opts[:len(s.opts):len(s.opts)], loop.Mark, grpc.OnFinish(a.finished))
 	var cs grpc.ClientStream
 	var err error
 	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.CC, s.c.Plan.Method, opts...) })
@@ -42,72 +41,20 @@ func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
 }
 
 // retryLocked replaces attempt a, the current one, which failed with err
-// before the stream committed: it waits as the Policy says, then opens
-// attempts until one opens or retrying ends. It returns nil when a new
-// attempt is current (and gets the kept messages from a replay), and
-// otherwise the error the stream ended with. mu is held on entry and on
-// return, and released while it waits and opens; meanwhile the state is
-// streamRetrying, and this goroutine alone uses s.c. During the wait the
-// failed attempt's stream is let go: only its trailer is kept.
+// before the stream committed: it takes the retry loop's step
+// (loop.Call.Next: decide, reserve, wait, pay), then opens attempts until
+// one opens or retrying ends. It returns nil when a new attempt is current
+// (and gets the kept messages from a replay), and otherwise the error the
+// stream ended with. mu is held on entry and on return, and released while
+// it waits and opens; meanwhile the phase is streamRetrying, and this
+// goroutine alone uses s.c. During the wait the failed attempt's stream is
+// let go: only its trailer is kept.
 func (s *Stream) retryLocked(a *streamAttempt, err error) error {
-	s.state = streamRetrying
+	s.phase = streamRetrying
 	for {
-		var cut bool
-		err, cut = s.failureLocked(a, err)
-		s.c.Conn.Record(s.ctx, err)
-		cs := a.cs
-		a.release()
-		a.cs = nil
+		cs, f := s.letGoLocked(a, err)
 		s.mu.Unlock()
-
-		var final error
-		var next *streamAttempt // made once the wait is over
-		s.guard(true, func() {
-			opened := false
-			defer func() {
-				if !opened && next != nil { // a panic in the code under the stream: next is not kept
-					s.mu.Lock()
-					next.release()
-					s.mu.Unlock()
-				}
-			}()
-			// The attempt was sent if it opened: grpc-go returns a stream
-			// only once it made a transport stream. An opening that failed
-			// was not, if grpc-go had it; if not (an interceptor chained
-			// after this one failed it), gRPC does not tell.
-			var trailer metadata.MD
-			sent := cs != nil || !a.reached.Load()
-			if cs != nil {
-				trailer = cs.Trailer()
-			}
-			s.mu.Lock()
-			a.trailer = trailer
-			s.mu.Unlock()
-			f := attempt.Failure{Err: err, Trailer: trailer, Status: len(trailer) > 0, Sent: sent, Cut: cut, Opening: s.opening}
-			var d time.Duration
-			d, final = s.c.Decide(s.ctx, f)
-			s.opening = false
-			if final == nil {
-				if why := s.c.Book(s.ctx, f, d); why != 0 {
-					final = s.c.Fail(err, why)
-				}
-			}
-			if final == nil {
-				final = s.c.Wait(s.ctx, d, err)
-			}
-			if final == nil {
-				if why := s.c.PayDue(s.ctx, f, d); why != 0 {
-					final = s.c.Fail(err, why)
-				}
-			}
-			if final == nil {
-				ctx := s.c.RetryContext(s.ctx)
-				s.c.Attempts++
-				next = new(streamAttempt)
-				err = s.openAttempt(ctx, next)
-			}
-			opened = true
-		})
+		next, err, final := s.reopen(a, cs, f)
 		s.mu.Lock()
 		if final == nil && err == nil && s.sentAfterClose {
 			// The caller sent after CloseSend meanwhile, and was told
@@ -115,28 +62,83 @@ func (s *Stream) retryLocked(a *streamAttempt, err error) error {
 			next.release()
 			final = errSendAfterClose
 		}
-		if final != nil {
-			s.state, s.err = streamEnded, final
+		switch {
+		case final != nil:
+			s.phase, s.err = streamEnded, final
 			s.releaseSent()
 			s.changed.Broadcast()
 			return final
+		case err == nil:
+			s.resumeLocked(next)
+			return nil
 		}
-		if err != nil {
-			a = next
-			continue
-		}
-		s.cur.trailer = nil // the failed attempt's: nothing of it outlives the next one's start
-		s.cur, s.state = next, streamOpen
-		s.watch(next)
-		if len(s.sent) > 0 || s.closed {
-			next.replaying = true
-			go s.replay(next)
-		}
-		if s.commitNext {
-			s.commitNext = false
-			s.commitLocked() // a message sent during the backoff went past the buffer limit
-		}
-		s.changed.Broadcast()
-		return nil
+		a = next // its opening failed: retried in turn
 	}
+}
+
+// letGoLocked records how attempt a, the current one, failed with err, and
+// lets it go; it returns a's stream, if a opened one, whose trailer is read
+// without mu, and a's failure but its trailer. The attempt was sent if it
+// opened: grpc-go returns a stream only once it made a transport stream. An
+// opening that failed was not, if grpc-go had it; if not (an interceptor
+// chained after this one failed it), gRPC does not tell. mu is held.
+func (s *Stream) letGoLocked(a *streamAttempt, err error) (grpc.ClientStream, attempt.Failure) {
+	err, cut := s.failureLocked(a, err)
+	loop.Record(s.ctx, s.c.Conn, err, gate.Outcome{Reservation: s.c.Reservation()})
+	cs := a.cs
+	a.release()
+	a.cs = nil
+	f := attempt.Failure{Err: err, Sent: cs != nil || !a.reached.Load(), Cut: cut, Opening: s.opening}
+	s.opening = false
+	return cs, f
+}
+
+// reopen replaces a, which failed as f (its stream cs, nil if it opened
+// none): it reads a's trailer, takes the retry loop's step, and opens the
+// next attempt. It returns that attempt and its opening's error, or the
+// error the stream ends with (final). It runs without mu; a panic in the
+// code under the stream goes on up (guard), the next attempt let go.
+func (s *Stream) reopen(a *streamAttempt, cs grpc.ClientStream, f attempt.Failure) (next *streamAttempt, err, final error) {
+	s.guard(true, func() {
+		opened := false
+		defer func() {
+			if !opened && next != nil { // a panic in the code under the stream: next is not kept
+				s.mu.Lock()
+				next.release()
+				s.mu.Unlock()
+			}
+		}()
+		if cs != nil {
+			f.Trailer = cs.Trailer()
+			f.Status = len(f.Trailer) > 0
+		}
+		s.mu.Lock()
+		a.trailer = f.Trailer
+		s.mu.Unlock()
+		if final = s.c.Next(s.ctx, &f); final == nil {
+			ctx := s.c.NextAttempt(s.ctx)
+			next = new(streamAttempt)
+			err = s.openAttempt(ctx, next)
+		}
+		opened = true
+	})
+	return next, err, final
+}
+
+// resumeLocked makes next, which has just opened, the current attempt: it
+// gets the kept messages from a replay, and the stream commits to it if a
+// message sent during the backoff went past the buffer limit. mu is held.
+func (s *Stream) resumeLocked(next *streamAttempt) {
+	s.cur.trailer = nil // the failed attempt's: nothing of it outlives the next one's start
+	s.cur, s.phase = next, streamOpen
+	s.watch(next)
+	if len(s.sent) > 0 || s.closed {
+		next.replaying = true
+		go s.replay(next)
+	}
+	if s.commitNext {
+		s.commitNext = false
+		s.commitLocked()
+	}
+	s.changed.Broadcast()
 }

@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
-// streamState is where a stream is in its life. It goes
+// phase is where a stream is in its life. It goes
 //
 //	open → retrying     a receive (RecvMsg, or Header) saw the current attempt fail
 //	retrying → open     a new attempt opened
@@ -23,13 +23,13 @@ import (
 //	                    end of the stream, error made by the client
 //
 // and never back from committed or ended.
-type streamState int8
+type phase int8
 
 const (
 	// streamOpen: the current attempt is live, as far as the stream knows,
 	// and has got every message sent so far, or is getting them from its
 	// replay.
-	streamOpen streamState = iota
+	streamOpen phase = iota
 	// streamRetrying: the current attempt failed before the commit, and the
 	// goroutine that saw it fail (in RecvMsg or Header) is replacing it: it
 	// waits for the backoff, then opens attempts until one opens or
@@ -50,12 +50,12 @@ const (
 // goroutine retries: it waits for the backoff and opens the next attempt, and
 // a goroutine of its own replays the kept messages to it (see replay).
 //
-// Every operation goes the same way: under mu, it looks at the state and the
+// Every operation goes the same way: under mu, it looks at the phase and the
 // current attempt, and decides what to do; it then does it without mu, which
 // is never held while waiting for the network or a backoff. An operation that
-// cannot go on in the current state (Header or Context while a retry is under
+// cannot go on in the current phase (Header or Context while a retry is under
 // way, a send that must follow a replay, a receive while Header receives)
-// waits on changed, which is broadcast at every change of state, of cur, and
+// waits on changed, which is broadcast at every change of phase, of cur, and
 // of an attempt's receiving and replaying flags. These waits end by
 // themselves: a retry ends with its backoff or the caller's context, and a
 // receive or a replay with its attempt.
@@ -69,7 +69,7 @@ type Stream struct {
 
 	mu             sync.Mutex
 	changed        sync.Cond // on mu
-	state          streamState
+	phase          phase
 	cur            *streamAttempt // the current attempt
 	first          streamAttempt  // the first attempt, which most streams only have
 	sent           []any          // messages sent before the commit, for replay
@@ -77,7 +77,7 @@ type Stream struct {
 	size           int            // weight of sent (see sizeOf)
 	closed         bool           // the caller called CloseSend
 	sends          int            // messages the caller sent
-	err            error          // the error the stream ended with, in state streamEnded
+	err            error          // the error the stream ended with, in phase streamEnded
 	endSeen        bool           // the observers were told of the end
 	opening        bool           // the failure being decided on is the first opening's
 	finishers      []func(error)  // the caller's grpc.OnFinish functions, run once when the stream ends (finish.go)
@@ -87,9 +87,9 @@ type Stream struct {
 	panicV         any            // the panic that broke the stream, if one did (see guard)
 	broken         bool           // a panic broke the stream: every operation raises panicV
 
-	// c follows the attempts. The goroutine that retries, in state
+	// c follows the attempts. The goroutine that retries, in phase
 	// streamRetrying, is the only one to change it.
-	c call.Call
+	c loop.Call
 }
 
 // streamAttempt is one attempt of a stream. cs and cancel are set before the
@@ -148,10 +148,10 @@ func (s *Stream) answeredLocked(a *streamAttempt) {
 // happens. The kept messages are released, or, if a replay is under way, by
 // the replay when it ends.
 func (s *Stream) commitLocked() {
-	if s.state != streamOpen {
+	if s.phase != streamOpen {
 		return
 	}
-	s.state = streamCommitted
+	s.phase = streamCommitted
 	if !s.cur.replaying {
 		s.releaseSent()
 	}

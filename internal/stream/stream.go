@@ -5,15 +5,16 @@
 // interceptor.Stream for the contract).
 //
 // Its state is one type, Stream (state.go), whose every operation goes
-// through one mutex. Its files, each on those before it: state.go (the
-// states, the current attempt, the kept messages, the commit), guard.go (a
+// through one mutex. Its files, each on those before it: state.go (its
+// phases, the current attempt, the kept messages, the commit), guard.go (a
 // panic under the stream), finish.go (grpc.OnFinish), timeout.go
 // (AttemptTimeout, which times the caller's waits), replay.go (the kept
-// messages sent to a new attempt), retry.go (a failed attempt replaced),
-// operations.go (the caller's SendMsg, RecvMsg, Header, CloseSend, Trailer
-// and Context), stream.go (Open, the one way in), plain.go (a stream no
-// Policy applies to). In the engine's layers it sits above internal/call,
-// which decides and ends its retries as any call's.
+// messages sent to a new attempt), retry.go (a failed attempt replaced,
+// through the retry loop), operations.go (the caller's SendMsg, RecvMsg,
+// Header, CloseSend, Trailer and Context), stream.go (Open, the one way
+// in), plain.go (a stream no Policy applies to). It keeps what is a stream's own, the replay and the
+// commit; the retry loop (internal/loop) decides, pays for and ends its
+// retries as any call's, and it sits above it in the engine's layers.
 package stream
 
 import (
@@ -22,38 +23,39 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/platformkit/grpcbackoff/internal/call"
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/loop"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Open is the stream interceptor of engine e: the one way into a stream,
 // its plan first. A stream no Retrier before this one took, and whose plan
 // has a Policy, is a Stream; one without is opened as it is (plain.go).
-func Open(e *call.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	var p call.Plan
-	e.Plan(&p, method, opts)
+func Open(e *loop.Engine, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	var p loop.Plan
+	conn := e.Plan(&p, cc, method, opts)
 	if p.Through {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
-	streamer = cloudclients.Watch(method, streamer)
+	streamer = e.Streamer(method, streamer)
 	if p.OnFinish && p.Policy != nil {
-		return openFinishing(e, &p, ctx, desc, cc, streamer, opts)
+		return openFinishing(e, &p, conn, ctx, desc, streamer, opts)
 	}
-	return open(e, &p, ctx, desc, cc, streamer, opts)
+	return open(e, &p, conn, ctx, desc, streamer, opts)
 }
 
 // open opens the stream p plans: a Stream if it has a Policy, else a plain
 // one.
-func open(e *call.Engine, p *call.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	conn, err := e.Open(ctx, p, cc, nil, nil)
+func open(e *loop.Engine, p *loop.Plan, conn *targets.Conn, ctx context.Context, desc *grpc.StreamDesc, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	cc := conn.ClientConn()
+	o, err := e.Open(ctx, p, conn, nil)
 	if err != nil {
 		return nil, err
 	}
 	if p.Policy == nil {
-		return plainStream(ctx, p, desc, cc, p.Method, streamer, append(opts[:len(opts):len(opts)], call.Mark))
+		return plainStream(ctx, p, desc, cc, p.Method, streamer, append(opts[:len(opts):len(opts)], loop.Mark))
 	}
 	p.Hedge = nil // streams are not hedged: their Policy applies
-	s := &Stream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.Policy.AttemptTimeout, c: e.NewCall(p, cc, conn, opts)}
+	s := &Stream{ctx: ctx, desc: desc, streamer: streamer, opts: opts, timeout: p.Policy.AttemptTimeout, c: e.NewCall(p, cc, o, opts)}
 	s.c.Attempts = 1
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
@@ -80,12 +82,12 @@ func open(e *call.Engine, p *call.Plan, ctx context.Context, desc *grpc.StreamDe
 // grpc.OnFinish and which may make more than one attempt: its attempts go
 // without the OnFinish options, which run once when the stream ends (see
 // Stream.ended), or when its context ends first, as grpc-go runs them.
-func openFinishing(e *call.Engine, p *call.Plan, ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
-	fs, rest := call.SplitOnFinish(opts)
-	cs, err := open(e, p, ctx, desc, cc, streamer, rest)
+func openFinishing(e *loop.Engine, p *loop.Plan, conn *targets.Conn, ctx context.Context, desc *grpc.StreamDesc, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	fs, rest := loop.SplitOnFinish(opts)
+	cs, err := open(e, p, conn, ctx, desc, streamer, rest)
 	s, ok := cs.(*Stream)
 	if err != nil || !ok {
-		call.Finish(fs, err)
+		loop.Finish(fs, err)
 		return cs, err
 	}
 	s.mu.Lock()

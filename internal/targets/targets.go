@@ -1,11 +1,9 @@
 // Package targets is the state the engine keeps per backend target, shared
 // by every ClientConn to it and by every call through one Retrier: the
-// target's retry budget (the process's own, internal/budget, or one shared
-// beyond the process, Shared), its adaptive throttling (internal/adaptive),
-// and, per ClientConn, its closing and the Google API its calls serve
-// (internal/cloudclients). In the engine's layers it sits above one
-// attempt's facts (internal/attempt) and below the call (internal/call),
-// which asks it to pay for retries.
+// target's gates (internal/gate: its adaptive throttling, then its retry
+// budget, the process's own or one shared beyond the process), and, per
+// ClientConn, its closing and what the engine's Hook keeps of it. In the engine's layers it sits above the gates
+// and below the retry loop (internal/loop), which asks a call's gates.
 package targets
 
 import (
@@ -16,52 +14,34 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
-	"github.com/platformkit/grpcbackoff/internal/cloudclients"
-	"github.com/platformkit/grpcbackoff/internal/decide"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 )
 
-// Shared is a target's retry budget shared beyond the process, as the
-// engine uses it: interceptor.SharedBudget without State, which only
-// interceptor's States reads.
-type Shared interface {
-	Started()
-	Succeeded()
-	Allow(now time.Time) bool
-	AllowLongRun(now time.Time) bool
-}
-
-// Deferred is a Shared budget that pays for a retry when it is due, after
-// its backoff: interceptor.DeferredBudget without State.
-type Deferred interface {
-	Shared
-	Want(now, due time.Time, longRun bool) bool
-}
-
-// State is the state that every ClientConn with one canonical target
-// shares: its retry budget and its adaptive throttling.
-type State struct {
+// Target is the state that every ClientConn with one canonical target
+// shares: its gates (gate.Set), and the retry budget and adaptive
+// throttling among them, which Retrier.States reads.
+type Target struct {
 	name     string
-	budget   *budget.Budget  // nil: no throttle, or a shared budget
-	shared   Shared          // the Registry's Shared budget for it; nil: none
-	adaptive *adaptive.State // nil: no adaptive throttling
-	conns    int             // ClientConns registered for it; guarded by Registry.mu
-	idle     time.Time       // when its last ClientConn shut down; zero while it has one; guarded by Registry.mu
+	gates    gate.Set
+	budget   *budget.Budget    // nil: no throttle, or a shared budget
+	shared   gate.SharedBudget // the Registry's SharedBudget for it; nil: none
+	adaptive *adaptive.Limiter // nil: no adaptive throttling
+	conns    int               // ClientConns registered for it; guarded by Registry.mu
+	idle     time.Time         // when its last ClientConn shut down; zero while it has one; guarded by Registry.mu
 }
 
 // Name is the target's canonical name (cc.CanonicalTarget()), "" for calls
 // made without a ClientConn.
-func (t *State) Name() string { return t.name }
+func (t *Target) Name() string { return t.name }
 
 // Tokens returns the retries the target's own budget could pay for at now,
 // and false when it has none (no throttle, or a Shared budget).
-func (t *State) Tokens(now time.Time) (float64, bool) {
+func (t *Target) Tokens(now time.Time) (float64, bool) {
 	if t.budget == nil {
 		return 0, false
 	}
@@ -69,21 +49,21 @@ func (t *State) Tokens(now time.Time) (float64, bool) {
 }
 
 // Shared returns the target's Shared budget, nil if it has none.
-func (t *State) Shared() Shared { return t.shared }
+func (t *Target) Shared() gate.SharedBudget { return t.shared }
 
 // Adaptive returns the target's adaptive throttling, nil if it has none.
-func (t *State) Adaptive() *adaptive.State { return t.adaptive }
+func (t *Target) Adaptive() *adaptive.Limiter { return t.adaptive }
 
 // Conn is what a call needs of its ClientConn: its target's state, and a
 // channel closed when the ClientConn shuts down (nil for calls without a
 // ClientConn: it never closes).
 type Conn struct {
-	t      *State
+	t      *Target
 	cc     *grpc.ClientConn // nil for calls without a ClientConn
 	closed chan struct{}
-	// API is the Google API the ClientConn's calls serve, once a call told
-	// (cloudclients.APIOf).
-	API atomic.Pointer[cloudclients.API]
+	// Hook is what the engine's Hook keeps of the ClientConn (the Google
+	// API its calls serve, once a call told it): nil until it keeps one.
+	Hook atomic.Pointer[any]
 }
 
 // Registry is a Retrier's registry of ClientConns and their targets. A
@@ -99,15 +79,19 @@ type Conn struct {
 // is made by the first such call. Its settings are set before the first
 // call; it is then safe for concurrent use.
 type Registry struct {
-	Throttle *grpcbackoff.Throttle                            // each target's budget; nil: no throttle
-	Shared   func(name string, t grpcbackoff.Throttle) Shared // returns a target's Shared budget, or nil; nil: none
-	Adaptive *grpcbackoff.AdaptiveThrottle                    // each target's adaptive throttling; nil: none
-	Max      int                                              // targets past which the idle ones are dropped; a target's state weighs under a kilobyte
+	Throttle *grpcbackoff.Throttle                                       // each target's budget; nil: no throttle
+	Shared   func(name string, t grpcbackoff.Throttle) gate.SharedBudget // returns a target's SharedBudget, or nil; nil: none
+	Adaptive *grpcbackoff.AdaptiveThrottle                               // each target's adaptive throttling; nil: none
+	Max      int                                                         // targets past which the idle ones are dropped; a target's state weighs under a kilobyte
+	// Extra returns the gates a target has after its built-in ones, in
+	// the order they are asked; nil: none. Only the loop package's tests
+	// set it (loop.Engine.Prepare).
+	Extra func(name string) []gate.Gate
 
 	conns sync.Map // *grpc.ClientConn -> *Conn
 
 	mu      sync.Mutex
-	byName  map[string]*State
+	byName  map[string]*Target
 	dropped dropped              // targets dropped for disuse, by name
 	local   atomic.Pointer[Conn] // calls without a ClientConn; nil until one is made
 }
@@ -159,8 +143,8 @@ func (d *dropped) take(name string) (budget.Saved, bool) {
 
 // newState returns a target's state with a full budget for the throttle,
 // or, for a target dropped for disuse, its budget as it was. r.mu is held.
-func (r *Registry) newState(name string) *State {
-	t := &State{name: name}
+func (r *Registry) newState(name string) *Target {
+	t := &Target{name: name}
 	if r.Throttle != nil && r.Shared != nil {
 		t.shared = r.Shared(name, *r.Throttle)
 	}
@@ -175,7 +159,29 @@ func (r *Registry) newState(name string) *State {
 	if r.Adaptive != nil {
 		t.adaptive, _ = adaptive.New(*r.Adaptive) // validated by WithAdaptiveThrottle
 	}
+	gates := r.builtIn(t)
+	if r.Extra != nil {
+		gates = append(gates, r.Extra(name)...)
+	}
+	t.gates = gate.NewSet(gates...)
 	return t
+}
+
+// builtIn returns the gates every target of r has, in the order they are
+// asked: adaptive throttling first, which may reject a call or a retry
+// without costing the budget anything, then the budget.
+func (r *Registry) builtIn(t *Target) []gate.Gate {
+	var gs []gate.Gate
+	if t.adaptive != nil {
+		gs = append(gs, gate.Adaptive{L: t.adaptive})
+	}
+	switch {
+	case t.budget != nil:
+		gs = append(gs, gate.Budget{B: t.budget})
+	case t.shared != nil:
+		gs = append(gs, gate.Shared{B: t.shared})
+	}
+	return gs
 }
 
 // Conn returns the state of cc, registering cc on its first call, or, for
@@ -220,7 +226,7 @@ func (r *Registry) register(cc *grpc.ClientConn) *Conn {
 		}
 		t = r.newState(name)
 		if r.byName == nil {
-			r.byName = make(map[string]*State)
+			r.byName = make(map[string]*Target)
 		}
 		r.byName[name] = t
 	}
@@ -250,13 +256,13 @@ func (r *Registry) watch(cc *grpc.ClientConn, cs *Conn) {
 // dropIdle drops the tenth of Max idle longest, at least one, if that many
 // are idle, keeping what their budgets hold. r.mu is held.
 func (r *Registry) dropIdle() {
-	var idle []*State
+	var idle []*Target
 	for _, t := range r.byName {
 		if t.conns == 0 {
 			idle = append(idle, t)
 		}
 	}
-	slices.SortFunc(idle, func(a, b *State) int { return a.idle.Compare(b.idle) })
+	slices.SortFunc(idle, func(a, b *Target) int { return a.idle.Compare(b.idle) })
 	now := time.Now()
 	for _, t := range idle[:min(len(idle), max(r.Max/10, 1))] {
 		if t.budget != nil {
@@ -269,10 +275,10 @@ func (r *Registry) dropIdle() {
 // All returns the state of every target r keeps a budget for (the targets
 // of its ClientConns, open or closed, but those dropped for disuse), and of
 // calls made without a ClientConn if there were any, in no order.
-func (r *Registry) All() []*State {
+func (r *Registry) All() []*Target {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := make([]*State, 0, len(r.byName)+1)
+	all := make([]*Target, 0, len(r.byName)+1)
 	for _, t := range r.byName {
 		all = append(all, t)
 	}
@@ -303,74 +309,8 @@ func (cs *Conn) Closed() bool {
 // calls without a ClientConn.
 func (cs *Conn) Done() <-chan struct{} { return cs.closed }
 
-// Started tells the budget of cs's target that a call started.
-func (cs *Conn) Started() {
-	if b := cs.t.budget; b != nil {
-		b.Started()
-	} else if s := cs.t.shared; s != nil {
-		s.Started()
-	}
-}
+// ClientConn returns cs's ClientConn, nil for calls without one.
+func (cs *Conn) ClientConn() *grpc.ClientConn { return cs.cc }
 
-// Succeeded tells the budget of cs's target that an attempt succeeded,
-// which feeds its reserve.
-func (cs *Conn) Succeeded() { cs.SucceededOn(0) }
-
-// SucceededOn is Succeeded, counted on stripe i of the budget's counters.
-func (cs *Conn) SucceededOn(i int) {
-	if b := cs.t.budget; b != nil {
-		b.SucceededOn(i)
-	} else if s := cs.t.shared; s != nil {
-		s.Succeeded()
-	}
-}
-
-// Budget returns the budget of cs's target, nil (an interface) if it has
-// none.
-func (cs *Conn) Budget() decide.Budget {
-	if b := cs.t.budget; b != nil {
-		return b
-	}
-	if s := cs.t.shared; s != nil {
-		return s
-	}
-	return nil
-}
-
-// Deferred returns cs's target's budget if it is a Deferred one.
-func (cs *Conn) Deferred() Deferred {
-	if cs.t.budget == nil {
-		if b, ok := cs.t.shared.(Deferred); ok {
-			return b
-		}
-	}
-	return nil
-}
-
-// Adaptive returns the adaptive throttling of cs's target, nil if it has
-// none.
-func (cs *Conn) Adaptive() *adaptive.State { return cs.t.adaptive }
-
-// Record counts, for the adaptive throttling of cs's target, an attempt of
-// a call with context ctx that ended with err (see
-// interceptor.WithAdaptiveThrottle). An attempt the caller canceled, or
-// that the closing of the ClientConn ended, is not counted: the backend
-// refused nothing. A deadline's end is counted as not accepted, whichever
-// deadline it was.
-func (cs *Conn) Record(ctx context.Context, err error) {
-	if cs.t.adaptive != nil {
-		cs.recordAdaptive(ctx, err)
-	}
-}
-
-func (cs *Conn) recordAdaptive(ctx context.Context, err error) {
-	a := cs.t.adaptive
-	if ctx.Err() == context.Canceled || status.Code(err) == codes.Canceled && cs.Closed() {
-		return
-	}
-	code := status.Code(err)
-	if ctx.Err() == context.DeadlineExceeded {
-		code = codes.DeadlineExceeded // not the CANCELED of a context grpc-go saw end
-	}
-	a.Record(time.Now(), adaptive.Accepted(code))
-}
+// Gates returns the gates of cs's target, which every call on cs passes.
+func (cs *Conn) Gates() *gate.Set { return &cs.t.gates }

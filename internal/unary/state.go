@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
 // unaryState holds what an attempt needs besides the caller's arguments:
@@ -40,7 +40,7 @@ var unaryStates = sync.Pool{New: func() any {
 }}
 
 // getUnaryState returns a state whose options are opts, then the layer mark
-// (call.Mark), then, with facts, grpc.Header, grpc.Peer and grpc.OnFinish
+// (loop.Mark), then, with facts, grpc.Header, grpc.Peer and grpc.OnFinish
 // of its facts, and grpc.Trailer too with trailer (pushback).
 func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
@@ -52,7 +52,7 @@ func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	if n > 0 {
 		copy(s.opts, opts)
 	}
-	s.opts[n] = call.Mark
+	s.opts[n] = loop.Mark
 	if facts {
 		s.facts.Reset()
 		s.opts = append(s.opts, s.readHeader, s.readPeer, s.readFinish)

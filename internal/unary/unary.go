@@ -3,7 +3,7 @@
 // (internal/hedge), or attempts retried as its Policy says, each with the
 // call options by which grpc-go tells what became of it, pooled so that a
 // call that succeeds allocates nothing (state.go). Its retries are decided,
-// paid for and ended by internal/call. It is the top of the engine's
+// paid for and ended by internal/loop. It is the top of the engine's
 // layers, below interceptor's Unary.
 package unary
 
@@ -13,26 +13,27 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
-	"github.com/platformkit/grpcbackoff/internal/call"
+	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/hedge"
+	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Invoke is the unary interceptor of engine e: the one way through a unary
-// call. Its plan first; a call an earlier Retrier on the connection took
-// passes through; then its opening (shared with streams), then one of a
-// hedged call, a single attempt, or attempts retried as the plan's Policy
-// says.
-func Invoke(e *call.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	var p call.Plan
-	e.Plan(&p, method, opts)
+// call. Its plan first, on its ClientConn; a call an earlier Retrier on the
+// connection took passes through; then its opening (shared with streams),
+// then one of a hedged call, a single attempt, or attempts retried as the
+// plan's Policy says, through the retry loop (internal/loop).
+func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var p loop.Plan
+	conn := e.Plan(&p, cc, method, opts)
 	switch {
 	case p.Through:
 		return invoker(ctx, method, req, reply, cc, opts...)
 	case p.OnFinish && (p.Policy != nil || p.Hedge != nil):
 		return finishing(e, ctx, method, req, reply, cc, invoker, opts)
 	}
-	conn, err := e.Open(ctx, &p, cc, req, opts)
+	o, err := e.Open(ctx, &p, conn, req)
 	if err != nil {
 		return err
 	}
@@ -44,10 +45,10 @@ func Invoke(e *call.Engine, ctx context.Context, method string, req, reply any, 
 		}
 	}
 	// Field by field: a composite literal would be built aside and copied.
-	var u call.Unary
+	var u loop.Unary
 	u.Method, u.Req, u.Reply, u.CC, u.Invoker, u.Opts, u.Origin = method, req, reply, cc, invoker, opts, origin
 	if p.Hedge != nil {
-		if h := hedge.New(e, ctx, &p, conn, &u); h != nil {
+		if h := hedge.New(e, ctx, &p, o, &u); h != nil {
 			return h.Run()
 		}
 	}
@@ -55,34 +56,29 @@ func Invoke(e *call.Engine, ctx context.Context, method string, req, reply any, 
 		return invokeOnce(ctx, conn, &u)
 	}
 	var f attempt.Failure
-	if err := attemptUnary(e, ctx, ctx, &p, conn, &u, &f); err != nil {
-		return retry(e, ctx, &p, conn, &u, &f)
+	if err := attemptUnary(e, ctx, ctx, &p, conn, nil, &u, &f); err != nil {
+		return retry(e, ctx, &p, o, &u, &f)
 	}
-	if p.Taken {
-		e.Remember(&p, &u, nil, 0) // a success: the client's call is over
-	}
-	if e.Observer != nil {
-		e.EndFirst(ctx, &p, cc)
-	}
+	e.EndFirst(ctx, origin, &p, cc, o, req)
 	return nil
 }
 
 // finishing carries out a unary call whose options carry grpc.OnFinish and
 // which may make more than one attempt: the call without its OnFinish
 // options, which run once, with the call's final error.
-func finishing(e *call.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
-	fs, rest := call.SplitOnFinish(opts)
+func finishing(e *loop.Engine, ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	fs, rest := loop.SplitOnFinish(opts)
 	err := Invoke(e, ctx, method, req, reply, cc, invoker, rest...)
-	call.Finish(fs, err)
+	loop.Finish(fs, err)
 	return err
 }
 
 // invokeOnce makes the single attempt of a call that is not retried.
-func invokeOnce(ctx context.Context, conn *targets.Conn, u *call.Unary) error {
+func invokeOnce(ctx context.Context, conn *targets.Conn, u *loop.Unary) error {
 	s := getUnaryState(u.Opts, false, false)
 	err := u.Invoker(ctx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	s.release()
-	conn.Record(ctx, err)
+	loop.Record(ctx, conn, err, gate.Outcome{}) // its success is not the budget's: nothing retries the call
 	return err
 }
 
@@ -90,40 +86,27 @@ func invokeOnce(ctx context.Context, conn *targets.Conn, u *call.Unary) error {
 // decides, pays for, waits for and makes its retries (retries), and ends the
 // call. The trailer of an attempt is not held through the wait that follows
 // it.
-func retry(e *call.Engine, ctx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
-	c := e.NewCall(p, u.CC, conn, u.Opts)
+func retry(e *loop.Engine, ctx context.Context, p *loop.Plan, o loop.Opened, u *loop.Unary, f *attempt.Failure) error {
+	c := e.NewCall(p, u.CC, o, u.Opts)
 	c.Req = u.Req
 	c.Attempts = 1
 	err := retries(ctx, &c, u, f)
 	c.End(ctx, err)
-	if c.Plan.Client.Google {
-		e.Remember(&c.Plan, u, err, c.Attempts)
-	}
+	c.EndUnary(u.Origin, err)
 	return err
 }
 
-func retries(ctx context.Context, c *call.Call, u *call.Unary, f *attempt.Failure) error {
+// retries is the loop of a unary call's retries (loop.Call.Next), after
+// the attempt that failed as f, until one succeeds or the loop ends the
+// call.
+func retries(ctx context.Context, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	for {
-		d, final := c.Decide(ctx, *f)
-		if final != nil {
+		if final := c.Next(ctx, f); final != nil {
 			return final
-		}
-		if why := c.Book(ctx, *f, d); why != 0 {
-			return c.Fail(f.Err, why)
-		}
-		if c.Conn.Deferred() == nil {
-			f.Trailer = nil // read: not held through the wait (PayDue tells observers its hint)
-		}
-		if final := c.Wait(ctx, d, f.Err); final != nil {
-			return final
-		}
-		if why := c.PayDue(ctx, *f, d); why != 0 {
-			return c.Fail(f.Err, why)
 		}
 		*f = attempt.Failure{}
-		err := attemptUnary(c.Engine(), ctx, c.RetryContext(ctx), &c.Plan, c.Conn, u, f)
-		c.Attempts++
-		if err == nil {
+		actx := c.NextAttempt(ctx)
+		if err := attemptUnary(c.Engine(), ctx, actx, &c.Plan, c.Conn, c, u, f); err == nil {
 			return nil
 		}
 	}
@@ -135,14 +118,14 @@ func retries(ctx context.Context, c *call.Call, u *call.Unary, f *attempt.Failur
 // failed, f tells how. An attempt cut after its headers arrived (seen by
 // the stats handler as they came, or by grpc.Header once it ended) is
 // committed: it is not resent.
-func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
+func attemptUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn *targets.Conn, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	t := p.Policy.AttemptTimeout
 	if t <= 0 {
-		return invokeUnary(e, ctx, actx, conn, u, f)
+		return invokeUnary(e, ctx, actx, conn, c, u, f)
 	}
 	actx, at := attempt.StartTimer(actx, t)
 	defer at.Stop()
-	err := invokeUnary(e, ctx, attempt.WithListener(actx, at), conn, u, f)
+	err := invokeUnary(e, ctx, attempt.WithListener(actx, at), conn, c, u, f)
 	if at.Cut(ctx, err) {
 		f.Err, f.Cut, f.Committed = attempt.CutError(t), true, f.Committed || at.Answered()
 		return f.Err
@@ -150,18 +133,20 @@ func attemptUnary(e *call.Engine, ctx, actx context.Context, p *call.Plan, conn 
 	return err
 }
 
-// invokeUnary sends one attempt of u on actx and returns its error; if it
-// failed, f tells how, from what grpc-go wrote into the attempt's call
-// options (internal/attempt).
-func invokeUnary(e *call.Engine, ctx, actx context.Context, conn *targets.Conn, u *call.Unary, f *attempt.Failure) error {
+// invokeUnary sends one attempt of u on actx, the attempt c sends (nil: the
+// call's first), and returns its error; if it failed, f tells how, from
+// what grpc-go wrote into the attempt's call options (internal/attempt).
+func invokeUnary(e *loop.Engine, ctx, actx context.Context, conn *targets.Conn, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	s := getUnaryState(u.Opts, true, !e.NoPushback)
 	err := u.Invoker(actx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
-	conn.Record(ctx, err)
+	var res *gate.Reservation
+	if c != nil {
+		res = c.Reservation()
+	}
+	loop.Record(ctx, conn, err, gate.Outcome{Won: true, Stripe: int32(s.stripe), Reservation: res})
 	if err != nil {
 		f.Err = err
 		s.facts.Read(f, !e.NoPushback)
-	} else {
-		conn.SucceededOn(s.stripe) // a success feeds the budget's reserve
 	}
 	s.release()
 	return err

@@ -38,7 +38,7 @@ type client struct {
 // process is the state shared by the clients of one process.
 type process struct {
 	budget   *budget.Budget
-	adaptive *adaptive.State
+	adaptive *adaptive.Limiter
 	// With a fleet budget (Strategy.LeasePeriod): the process's lease, and
 	// the calls started and succeeded since its last renewal.
 	lease              *lease.Local

@@ -241,7 +241,9 @@ func (s Strategy) Retrier(scale float64, onRetry func(interceptor.Retry)) (*inte
 	p.Max = scaled(p.Max, scale)
 	p.Jitter = scaled(p.Jitter, scale)
 	p.AttemptTimeout = scaled(p.AttemptTimeout, scale)
-	opts := []interceptor.Option{interceptor.WithoutThrottle()}
+	// Work changes nothing the model counts twice: stated, as a write
+	// nobody marked is not resent after a failure that may have applied.
+	opts := []interceptor.Option{interceptor.WithoutThrottle(), interceptor.WithSafety(Method, interceptor.Idempotent)}
 	if onRetry != nil {
 		opts = append(opts, interceptor.WithOnRetry(onRetry))
 	}

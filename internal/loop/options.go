@@ -1,4 +1,4 @@
-package call
+package loop
 
 import (
 	"google.golang.org/grpc"

@@ -1,0 +1,186 @@
+package safety
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/platformkit/grpcbackoff/internal/settings"
+)
+
+// safetytest.proto, registered at run time: a Request with a string
+// request_id, one with a request_id that is a number, and a service whose
+// methods say nothing but by their names.
+var testFile = func() protoreflect.FileDescriptor {
+	opt := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
+	field := func(name string, t descriptorpb.FieldDescriptorProto_Type) *descriptorpb.FieldDescriptorProto {
+		return &descriptorpb.FieldDescriptorProto{Name: proto.String(name), Number: proto.Int32(1), Type: t.Enum(), Label: opt}
+	}
+	method := func(name string) *descriptorpb.MethodDescriptorProto {
+		return &descriptorpb.MethodDescriptorProto{Name: proto.String(name), InputType: proto.String(".safetytest.Request"), OutputType: proto.String(".safetytest.Request")}
+	}
+	fdp := &descriptorpb.FileDescriptorProto{
+		Name:    proto.String("grpcbackoff/internal/safety/safetytest.proto"),
+		Package: proto.String("safetytest"),
+		Syntax:  proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{
+			{Name: proto.String("Request"), Field: []*descriptorpb.FieldDescriptorProto{field("request_id", descriptorpb.FieldDescriptorProto_TYPE_STRING)}},
+			{Name: proto.String("Numbered"), Field: []*descriptorpb.FieldDescriptorProto{field("request_id", descriptorpb.FieldDescriptorProto_TYPE_INT64)}},
+		},
+		Service: []*descriptorpb.ServiceDescriptorProto{{
+			Name:   proto.String("Shop"),
+			Method: []*descriptorpb.MethodDescriptorProto{method("CreateOrder"), method("GetOrder"), method("Checkout")},
+		}},
+	}
+	fd, err := protodesc.NewFile(fdp, protoregistry.GlobalFiles)
+	if err != nil {
+		panic(err)
+	}
+	if err := protoregistry.GlobalFiles.RegisterFile(fd); err != nil {
+		panic(err)
+	}
+	return fd
+}()
+
+func TestNamed(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		read   bool
+	}{
+		{"/a.B/Get", true},
+		{"/a.B/GetOrder", true},
+		{"/a.B/ListOrders", true},
+		{"/a.B/BatchGetOrders", true},
+		{"/a.B/SearchOrders", true},
+		{"/a.B/GetIamPolicy", true},
+		{"/a.B/Getaway", false},     // Get is not a word of its own
+		{"/a.B/Listen", false},      // nor List
+		{"/a.B/Batch", false},       // Batch alone
+		{"/a.B/BatchCreate", false}, // AIP-233: a write
+		{"/a.B/GetOrCreateCart", false},
+		{"/a.B/GetAndResetCounter", false},
+		{"/a.B/ListAndClaimTasks", false},
+		{"/a.B/CreateOrder", false}, // AIP-133
+		{"/a.B/UpdateOrder", false}, // AIP-134: not established by a name alone
+		{"/a.B/DeleteOrder", false}, // AIP-135: the same
+		{"/a.B/CancelOrder", false},
+		{"/a.B/Check", false}, // grpc.health.v1's Check reads, but its name is no standard one
+		{"/a.B/", false},
+		{"", false},
+	} {
+		rule, ok := Named(tc.method)
+		if ok != tc.read || ok && !strings.HasPrefix(rule, "a standard read by its name (") {
+			t.Errorf("Named(%q) = %q, %v; want read %v", tc.method, rule, ok, tc.read)
+		}
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		method  string
+		level   Level
+		assumed bool
+		source  string
+	}{
+		{"/safetytest.Shop/CreateOrder", NotIdempotent, true, "treated as a write, resent only when its request carries a request_id (AIP-155): neither idempotency_level nor google.api.http, and its name is no standard read"},
+		{"/safetytest.Shop/GetOrder", Idempotent, false, "a standard read by its name (Get, AIP-131); neither idempotency_level nor google.api.http"},
+		{"/safetytest.Shop/Checkout", NotIdempotent, true, "treated as a write"},
+		{"/safetytest.Shop/Missing", NotIdempotent, true, "treated as a write, resent only when its request carries a request_id (AIP-155): no method Missing in service safetytest.Shop"},
+		{"/nowhere.Svc/ListThings", Idempotent, false, "a standard read by its name (List, AIP-132); no descriptor registered for nowhere.Svc"},
+		{"/nowhere.Svc/Place", NotIdempotent, true, "treated as a write"},
+		// A Google API's method without a binding: the words of its name.
+		{"/google.example.v1.Things/StreamingPull", Idempotent, false, "StreamingPull reads (Pull), by the words of a Google API's method (AIP-136)"},
+		{"/google.example.v1.Things/WriteThing", NotIdempotent, true, "treated as a write"},
+	} {
+		k := Describe(tc.method)
+		if k.Level != tc.level || k.Assumed != tc.assumed || !strings.HasPrefix(k.Source, tc.source) || k.ByRequest != (k.Level == NotIdempotent) {
+			t.Errorf("Describe(%q) = %+v; want level %v, assumed %v, source %q…", tc.method, k, tc.level, tc.assumed, tc.source)
+		}
+	}
+}
+
+func TestCatalogOrder(t *testing.T) {
+	var tbl settings.Table
+	tbl.Entry("/safetytest.Shop/Checkout").SetHedge(&settings.Hedging{})
+	svcConfig := tbl.Entry("/nowhere.Svc/")
+	svcConfig.SetPolicy(&settings.Policy{})
+	svcConfig.Config = true
+	b := &Catalog{Settings: &tbl}
+	b.State("/safetytest.Shop/GetOrder", NotIdempotent)
+	b.State("/safetytest.Shop/Missing", Unknown)
+	for _, tc := range []struct {
+		method    string
+		level     Level
+		assumed   bool
+		byRequest bool
+		source    string
+	}{
+		{"/safetytest.Shop/GetOrder", NotIdempotent, false, false, "WithSafety(/safetytest.Shop/GetOrder)"},
+		{"/safetytest.Shop/Missing", NotIdempotent, true, true, "treated as a write, resent only when its request carries a request_id (AIP-155): WithSafety(/safetytest.Shop/Missing) states SafetyUnknown"},
+		{"/safetytest.Shop/Checkout", Idempotent, false, false, "hedged by an entry of its own"},
+		{"/safetytest.Shop/CreateOrder", NotIdempotent, true, true, "treated as a write"},
+		{"/nowhere.Svc/Place", Idempotent, false, false, "a service config's retryPolicy for its service"},
+		{"/nowhere.Svc/GetPlace", Idempotent, false, false, "a standard read by its name"},
+	} {
+		k := b.Of(tc.method)
+		if k.Level != tc.level || k.Assumed != tc.assumed || k.ByRequest != tc.byRequest || !strings.HasPrefix(k.Source, tc.source) {
+			t.Errorf("Of(%q) = %+v; want level %v, assumed %v, byRequest %v, source %q…", tc.method, k, tc.level, tc.assumed, tc.byRequest, tc.source)
+		}
+	}
+	// A service is not to be hedged whole when a method of it is known not
+	// to be idempotent; one only treated as a write does not count.
+	if b.NotIdempotent("/safetytest.Shop/") != true {
+		t.Errorf("NotIdempotent(/safetytest.Shop/) = false; want true: GetOrder is stated NotIdempotent")
+	}
+	if (&Catalog{}).NotIdempotent("/safetytest.Shop/") {
+		t.Errorf("NotIdempotent(/safetytest.Shop/) with nothing stated = true; want false: CreateOrder and Checkout are only treated as writes")
+	}
+	if !(&Catalog{}).NotIdempotent("/safetytest.Shop/Checkout") {
+		t.Errorf("NotIdempotent(/safetytest.Shop/Checkout) = false; want true: a method treated as a write is not hedged")
+	}
+}
+
+func TestResendable(t *testing.T) {
+	request := func(id string) proto.Message {
+		m := dynamicpb.NewMessage(testFile.Messages().ByName("Request"))
+		if id != "" {
+			m.Set(m.Descriptor().Fields().ByName("request_id"), protoreflect.ValueOfString(id))
+		}
+		return m
+	}
+	numbered := dynamicpb.NewMessage(testFile.Messages().ByName("Numbered"))
+	numbered.Set(numbered.Descriptor().Fields().ByName("request_id"), protoreflect.ValueOfInt64(7))
+	write := Knowledge{Level: NotIdempotent, ByRequest: true}
+	stated := Knowledge{Level: NotIdempotent}
+	for _, tc := range []struct {
+		name string
+		k    Knowledge
+		req  any
+		want bool
+	}{
+		{"a read", Knowledge{Level: Idempotent}, nil, true},
+		{"a write with a request_id", write, request("r-1"), true},
+		{"a write with an empty request_id", write, request(""), false},
+		{"a write whose request has no request_id", write, &emptypb.Empty{}, false},
+		{"a write whose request_id is a number", write, numbered, false},
+		{"a write of a stream (no request)", write, nil, false},
+		{"a write whose request is no proto.Message", write, "r-1", false},
+		{"a typed nil request", write, (*emptypb.Empty)(nil), false},
+		{"a stated write with a request_id", stated, request("r-1"), false},
+	} {
+		if got := Resendable(tc.k, tc.req); got != tc.want {
+			t.Errorf("%s: Resendable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	req := request("r-1")
+	if n := testing.AllocsPerRun(100, func() { Resendable(write, req) }); n != 0 {
+		t.Errorf("Resendable allocates %v times; want 0", n)
+	}
+}
