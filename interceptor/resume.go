@@ -75,7 +75,7 @@ func WithResume[Req, Resp proto.Message, Token any](name string, record func(tok
 		if err != nil {
 			return err
 		}
-		r.resume.Set(name, rule, methods)
+		r.e.Resume.Set(name, rule, methods)
 		return nil
 	}
 }

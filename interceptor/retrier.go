@@ -1,9 +1,6 @@
 package interceptor
 
-import (
-	"github.com/platformkit/grpcbackoff/internal/loop"
-	"github.com/platformkit/grpcbackoff/internal/resume"
-)
+import "github.com/platformkit/grpcbackoff/internal/loop"
 
 // PreviousAttemptsKey is the metadata key that tells the server, on a retried
 // attempt, how many attempts came before it (as grpc-go's built-in retry does).
@@ -26,8 +23,6 @@ type Retrier struct {
 	e      loop.Engine // what every call through r shares; its options set it (internal/loop)
 	hedged bool        // some entry hedges: DialOptions watches response headers
 	timed  bool        // some Policy has an AttemptTimeout: so does it
-
-	resume resume.Table // WithResume's rules (internal/resume)
 }
 
 // An Option changes how New builds a Retrier.

@@ -5,7 +5,7 @@
 // receives, and the request of each resume. It knows nothing of the stream
 // machine, which decides when a stream resumes and calls it
 // (internal/stream); in the engine's layers it sits beside internal/safety,
-// below internal/call.
+// below internal/loop, whose Plan carries a call's Rule.
 package resume
 
 import (
