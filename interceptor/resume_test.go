@@ -382,31 +382,46 @@ func TestResumeNoRetry(t *testing.T) {
 	})
 }
 
-// TestResumeSafety: a resume sends the method again. A call stated
-// NotIdempotent is not resumed after a failure that may have been
-// applied (UNAVAILABLE, which grpc-go also gives a reset stream), and is
-// after a RESOURCE_EXHAUSTED of the server's own.
+// TestResumeSafety: a resume sends the method again, after the server
+// answered and acted on it (its records came). A call stated NotIdempotent
+// is not resumed, whatever the code, even a RESOURCE_EXHAUSTED of the
+// server's own, which before an answer says nothing was applied: the
+// caller gets the failure as the server sent it, after the records. Before
+// its first answer it is retried as any call stated so: after the server's
+// own trailers-only RESOURCE_EXHAUSTED, and not after its UNAVAILABLE.
 func TestResumeSafety(t *testing.T) {
 	for _, tc := range []struct {
-		code    codes.Code
-		resumed bool
-	}{{codes.Unavailable, false}, {codes.ResourceExhausted, true}} {
-		t.Run(tc.code.String(), func(t *testing.T) {
+		name   string
+		fault  logtail.Fault
+		opens  int
+		failed bool // the caller gets the fault's error after its records
+	}{
+		{"UNAVAILABLE after 300 records", logtail.Fail(300, codes.Unavailable), 1, true},
+		{"RESOURCE_EXHAUSTED after 300 records", logtail.Fail(300, codes.ResourceExhausted), 1, true},
+		{"RESOURCE_EXHAUSTED after the headers", logtail.Fault{Header: true, Err: status.Error(codes.ResourceExhausted, "logtail: failed after 0 records")}, 1, true},
+		{"RESOURCE_EXHAUSTED, trailers only", logtail.Fail(0, codes.ResourceExhausted), 2, false},
+		{"UNAVAILABLE, trailers only", logtail.Fail(0, codes.Unavailable), 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := logtail.NewServer(t, paced(1000, logtail.Faults(logtail.Fail(300, tc.code))))
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), (&nextOffset{}).option(tailMethod))...)
+				srv := logtail.NewServer(t, paced(1000, logtail.Faults(tc.fault)))
+				rule := &nextOffset{}
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), rule.option(tailMethod))...)
 				r := runTail(t.Context(), c, &logtail.TailRequest{}, tailHow{}, interceptor.CallNotIdempotent())
-				if !tc.resumed {
-					checkRecords(t, r, 0, 300)
-					if st := status.Convert(r.Err); st.Code() != tc.code || st.Message() != "logtail: failed after 300 records" {
-						t.Errorf("err = %v, want the server's %v unchanged", r.Err, tc.code)
+				if n := len(srv.Opens()); n != tc.opens || rule.reopens.Load() != 0 {
+					t.Errorf("%d opens, reopen called %d times; want %d and none", n, rule.reopens.Load(), tc.opens)
+				}
+				if !tc.failed {
+					if r.Err != nil {
+						t.Fatalf("the stream ended with %v, want it retried", r.Err)
 					}
+					checkRecords(t, r, 0, 1000)
 					return
 				}
-				if r.Err != nil {
-					t.Fatalf("the stream ended with %v, want it resumed", r.Err)
+				checkRecords(t, r, 0, int64(tc.fault.After))
+				if st, want := status.Convert(r.Err), status.Convert(tc.fault.Err); st.Code() != want.Code() || st.Message() != want.Message() {
+					t.Errorf("err = %v, want the server's %v unchanged", r.Err, tc.fault.Err)
 				}
-				checkRecords(t, r, 0, 1000)
 			})
 		})
 	}
@@ -728,7 +743,7 @@ func TestResumeOtherMethodsUnchanged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := logtail.NewServer(t, paced(1000, logtail.Faults(logtail.Fail(300, codes.Unavailable))))
 		rule := &nextOffset{}
-		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), rule.option(tailMethod))...)
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), rule.option(tailMethod), testService)...)
 		r := runTail(t.Context(), c, &logtail.TailRequest{}, tailHow{Scan: true})
 		checkRecords(t, r, 0, 300)
 		if st := status.Convert(r.Err); st.Code() != codes.Unavailable || st.Message() != "logtail: failed after 300 records" {
@@ -748,7 +763,7 @@ func TestResumeOtherMethodsUnchanged(t *testing.T) {
 					}
 					return []bufconntest.Step{failWith(codes.Unavailable), failWith(codes.Unavailable), bufconntest.Succeed(3)}[min(n, 2)]
 				})
-				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), (&nextOffset{}).option(tailMethod))...)
+				c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(), (&nextOffset{}).option(tailMethod), testService)...)
 				msgs := callerMessages(k)
 				r := runCall(callerContext(t), c, k, msgs, howToRun{})
 				if r.Err != nil || !slices.Equal(r.Got, expectedResponses(k, msgs, 3)) {
