@@ -1,5 +1,3 @@
-//go:build resume
-
 package interceptor_test
 
 import (

@@ -1,10 +1,7 @@
-//go:build resume
-
-// The resume rules of issue 43. The stream machine carries them out from
-// the issue's second phase, on the engine's one retry loop; until then this
-// file, and the tests of the same tag, build only with -tags resume.
-
 package interceptor
+
+// The resume rules of server streams (issue 43): the option; the stream
+// machine carries them out (internal/stream's resume.go), on the retry loop.
 
 import (
 	"fmt"
@@ -39,11 +36,16 @@ import (
 //
 // A resume is a retry: the Policy (codes, backoff, AttemptTimeout), the
 // retry budget, the deadline rule, pushback and RetryInfo, NoRetry,
-// CallPolicy and CallMaxAttempts, the method's Safety, the observers and
-// Explain treat it as one, and the reopened stream carries
-// PreviousAttemptsKey. After an open that delivered a message, the backoff
-// and MaxAttempts start again: MaxAttempts bounds the opens in a row that
-// deliver none, while End.Attempts and the error's Attempts count all.
+// CallPolicy and CallMaxAttempts, the observers and Explain treat it as
+// one, and the reopened stream carries PreviousAttemptsKey. After an open
+// that delivered a message, the backoff and MaxAttempts start again:
+// MaxAttempts bounds the opens in a row that deliver none, while
+// End.Attempts and the error's Attempts count all. A resume sends the
+// method again after the server acted on it, so a call stated
+// CallNotIdempotent is not resumed; and a failure whose code a Google
+// Cloud client retries by itself for the method (Bigtable's ReadRows
+// resumes after its last row) goes back to the client unchanged, as any
+// call's (ReasonClientRetries): a rule never doubles the client's own.
 //
 // The stream's face: Header returns the headers of the open the stream
 // committed to (what the caller saw first) and never waits through a
@@ -51,17 +53,20 @@ import (
 // stop resuming: it returns a context of the library's, with the caller's
 // values and the peer of the open the stream committed to, done when the
 // stream ends (or the caller's context is). CloseSend returns at once, in
-// a resume's wait too, and a cancellation during the wait ends the stream
-// at once. The stream keeps its request (by reference: grpc-go's SendMsg
+// a resume's wait too, and the stream goes on (every open sends the
+// request and the half-close); a cancellation, or the ClientConn's
+// closing, during the wait ends it at once. The stream keeps its request (by reference: grpc-go's SendMsg
 // forbids changing it) and its token, never its messages.
 //
 // New needs the method's descriptor (registered once its generated package
 // is linked in, as Req's is), and refuses, with an error naming the rule,
 // a rule for a method that is not a server stream (unary, client streams
-// and bidi keep Stream's rules), of other types, or known not to be
-// idempotent (see Safety). A call whose request is not a Req (another Go
-// type of the message) gets INTERNAL from SendMsg, nothing sent; one whose
-// responses are not Resp is not resumed.
+// and bidi keep Stream's rules), of other types, or treated as a write
+// (see Safety): one known not to be idempotent, and one nothing marks,
+// which its .proto should mark (option idempotency_level =
+// NO_SIDE_EFFECTS), or WithSafety state Idempotent. A call whose request
+// is not a Req (another Go type of the message) gets INTERNAL from
+// SendMsg, nothing sent; one whose responses are not Resp is not resumed.
 func WithResume[Req, Resp proto.Message, Token any](name string, record func(tok Token, resp Resp) Token, reopen func(req Req, tok Token) (Req, error)) Option {
 	return func(r *Retrier) error {
 		if err := checkMethodName(name); err != nil {
@@ -78,4 +83,14 @@ func WithResume[Req, Resp proto.Message, Token any](name string, record func(tok
 		r.e.Resume.Set(name, rule, methods)
 		return nil
 	}
+}
+
+// resumeUnsafe reports whether method is treated as a write, which a resume
+// must not send again, and whether that is known rather than assumed
+// (nothing marks it: see Safety).
+func (r *Retrier) resumeUnsafe(method string) (unsafe, known bool) {
+	if !r.e.Unsafe(method) {
+		return false, false
+	}
+	return true, !r.e.Safety.Of(method).Assumed
 }

@@ -1,5 +1,3 @@
-//go:build resume
-
 package interceptor_test
 
 // The helpers of the resume tests (issue 43; resume_test.go and

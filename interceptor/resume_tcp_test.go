@@ -1,5 +1,3 @@
-//go:build resume
-
 package interceptor_test
 
 // Issue 43 over loopback TCP: a real server restart, several, and a GOAWAY

@@ -1,12 +1,8 @@
-//go:build resume
-
 package interceptor_test
 
 // Issue 43: resumable server streams, through the public API, on
 // internal/logtail's log-tailing service over bufconn in a synctest bubble
-// (resume_tcp_test.go has the real restarts). Until the stream machine
-// carries the rules out, these tests build with -tags resume only, and
-// those of a resume fail.
+// (resume_tcp_test.go has the real restarts).
 
 import (
 	"context"
@@ -28,6 +24,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -733,6 +730,22 @@ func TestResumeRefusedByNew(t *testing.T) {
 	if _, err := interceptor.New(bufconntest.Exact(), rule.option(logService)); err != nil {
 		t.Errorf("New refused a rule for the service: %v", err)
 	}
+	// A server stream nothing marks is treated as a write (issue 42): its
+	// rule is refused, saying how to mark it, until the method is stated
+	// safe to send again.
+	const unmarked = "/grpc.testing.TestService/StreamingOutputCall"
+	streaming := interceptor.WithResume(unmarked, func(n int, _ *testgrpc.StreamingOutputCallResponse) int { return n + 1 },
+		func(r *testgrpc.StreamingOutputCallRequest, _ int) (*testgrpc.StreamingOutputCallRequest, error) {
+			return r, nil
+		})
+	if _, err := interceptor.New(bufconntest.Exact(), streaming); err == nil ||
+		!strings.Contains(err.Error(), `WithResume("`+unmarked+`"): `+unmarked+` is treated as a write, nothing marking it safe to send again`) ||
+		!strings.Contains(err.Error(), "option idempotency_level = NO_SIDE_EFFECTS") {
+		t.Errorf("New of a rule for an unmarked method: %v, want it refused, saying how to mark the method", err)
+	}
+	if _, err := interceptor.New(bufconntest.Exact(), streaming, testService); err != nil {
+		t.Errorf("New refused a rule for a method stated idempotent: %v", err)
+	}
 }
 
 // TestResumeOtherMethodsUnchanged: a Retrier with a rule for Tail treats
@@ -1079,7 +1092,7 @@ func TestResumeHeap(t *testing.T) {
 // rule against one without (the same Retrier's Policy): the rule's record
 // runs on every message, and must add no allocation.
 //
-//	go test -tags resume -run '^$' -bench BenchmarkResumeRecv -benchmem ./interceptor/
+//	go test -run '^$' -bench BenchmarkResumeRecv -benchmem ./interceptor/
 func BenchmarkResumeRecv(b *testing.B) {
 	for _, rule := range []bool{false, true} {
 		b.Run(fmt.Sprintf("rule=%v", rule), func(b *testing.B) {

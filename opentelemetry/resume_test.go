@@ -1,10 +1,7 @@
-//go:build resume
-
 package opentelemetry_test
 
 // Issue 43: a resumed server stream is recorded as a call that retried
 // (gRFC A96): its resumes are its retries, its waits its retry delay.
-// Built with -tags resume until the stream machine resumes.
 
 import (
 	"io"

@@ -178,7 +178,7 @@ func TestTable(t *testing.T) {
 	own, service := next(tail, &reopens), next(svc, &reopens)
 	tb.Set(tail, own, []string{tail})
 	tb.Set(svc, service, []string{tail, scan})
-	if err := tb.Check(func(string) bool { return false }); err != nil {
+	if err := tb.Check(func(string) (bool, bool) { return false, false }); err != nil {
 		t.Fatal(err)
 	}
 	if tb.Of(tail) != own || tb.Of(scan) != service || tb.Of("/grpcbackoff.logtail.v1.LogTail/Sync") != nil {
@@ -187,8 +187,13 @@ func TestTable(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { tb.Of(tail) }); n != 0 {
 		t.Errorf("Of allocates %v times, want 0", n)
 	}
-	err := tb.Check(func(m string) bool { return m == scan })
+	err := tb.Check(func(m string) (bool, bool) { return m == scan, true })
 	if err == nil || !strings.Contains(err.Error(), `WithResume("`+svc+`"): `+scan+` is known not to be idempotent`) || strings.Contains(err.Error(), `WithResume("`+tail+`")`) {
 		t.Errorf("Check with Scan not idempotent = %v, want the service's rule refused for Scan alone", err)
+	}
+	err = tb.Check(func(m string) (bool, bool) { return m == scan, false })
+	if err == nil || !strings.Contains(err.Error(), `WithResume("`+svc+`"): `+scan+` is treated as a write, nothing marking it safe to send again`) ||
+		!strings.Contains(err.Error(), "idempotency_level = NO_SIDE_EFFECTS") {
+		t.Errorf("Check with Scan unmarked = %v, want the service's rule refused for Scan, saying how to mark it", err)
 	}
 }

@@ -93,9 +93,11 @@ func kind(md protoreflect.MethodDescriptor) string {
 
 // Check resolves the rules by method, a method's own rule winning over its
 // service's, and returns an error naming each rule that covers a method
-// unsafe reports not idempotent: a resume sends it again (see
-// interceptor.Safety). New calls it once every option has been applied.
-func (t *Table) Check(unsafe func(method string) bool) error {
+// not safe to send again, as unsafe reports it: a resume sends it again
+// (see interceptor.Safety). unsafe says whether the method is treated as a
+// write, and whether that is known (not merely assumed, nothing marking
+// it). New calls it once every option has been applied.
+func (t *Table) Check(unsafe func(method string) (unsafe, known bool)) error {
 	if len(t.given) == 0 {
 		return nil
 	}
@@ -107,12 +109,16 @@ func (t *Table) Check(unsafe func(method string) bool) error {
 			if _, own := t.given[m]; own && m != name {
 				continue // the method's own rule wins over its service's
 			}
-			if unsafe(m) {
+			switch bad, known := unsafe(m); {
+			case bad && known:
 				errs = append(errs, fmt.Errorf("interceptor: WithResume(%q): %s is known not to be idempotent, and a resume sends it again: "+
 					"if resuming it is safe, say so with WithSafety(%q, Idempotent)", name, m, m))
-				continue
+			case bad:
+				errs = append(errs, fmt.Errorf("interceptor: WithResume(%q): %s is treated as a write, nothing marking it safe to send again, and a resume sends it again: "+
+					"if resuming it is safe, mark it in its .proto (option idempotency_level = NO_SIDE_EFFECTS, or IDEMPOTENT), or say so with WithSafety(%q, Idempotent)", name, m, m))
+			default:
+				t.methods[m] = g.r
 			}
-			t.methods[m] = g.r
 		}
 	}
 	return errors.Join(errs...)
