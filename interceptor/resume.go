@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/platformkit/grpcbackoff/internal/cloudclients"
 	"github.com/platformkit/grpcbackoff/internal/resume"
 )
 
@@ -42,10 +43,12 @@ import (
 // MaxAttempts bounds the opens in a row that deliver none, while
 // End.Attempts and the error's Attempts count all. A resume sends the
 // method again after the server acted on it, so a call stated
-// CallNotIdempotent is not resumed; and a failure whose code a Google
-// Cloud client retries by itself for the method (Bigtable's ReadRows
-// resumes after its last row) goes back to the client unchanged, as any
-// call's (ReasonClientRetries): a rule never doubles the client's own.
+// CallNotIdempotent is not resumed. A failure whose code a Google Cloud
+// client retries by itself goes back to it unchanged, as any call's
+// (ReasonClientRetries), and New refuses a rule for a method whose client
+// resumes its streams itself (Bigtable's ReadRows, Spanner's
+// ExecuteStreamingSql, Storage's ReadObject): a rule never resumes a
+// stream under the client's own resumption.
 //
 // The stream's face: Header returns the headers of the open the stream
 // committed to (what the caller saw first) and never waits through a
@@ -80,9 +83,33 @@ func WithResume[Req, Resp proto.Message, Token any](name string, record func(tok
 		if err != nil {
 			return err
 		}
+		if err := resumedByClient(name, methods); err != nil {
+			return err
+		}
 		r.e.Resume.Set(name, rule, methods)
 		return nil
 	}
+}
+
+// resumedByClient returns an error naming the rule given for name if a
+// Google Cloud client retries the streams of one of methods by itself past
+// their opening (Bigtable's ReadRows, Spanner's ExecuteStreamingSql,
+// Storage's ReadObject: cloudclients' hand-written loops): the rule would
+// resume them under the client, whose own state of the stream (a row half
+// received, the rows it holds until the next resume token) a resume it
+// does not know of breaks. A client that retries only a stream's opening
+// (a generated client's) leaves the open stream to the Retrier: no error.
+func resumedByClient(name string, methods []string) error {
+	for _, m := range methods {
+		for _, rl := range cloudclients.Explain(m, true) {
+			if rl.Google && rl.Codes|rl.Hinted != 0 && !rl.Opening {
+				return fmt.Errorf("interceptor: WithResume(%q): a Google Cloud client retries the streams of %s by itself past their opening (%s): "+
+					"a rule would resume them under it, which its own resumption does not expect; call the method through that client, which resumes it",
+					name, m, rl.Source)
+			}
+		}
+	}
+	return nil
 }
 
 // resumeUnsafe reports whether method is treated as a write, which a resume

@@ -288,6 +288,67 @@ func TestResumeBudget(t *testing.T) {
 	})
 }
 
+// dueBudget is a DeferredBudget (as the fleetbudget module's are): it
+// is told of a resume when it is decided (Want), pays for it when it is due
+// (Allow, refusing past allow), and counts the opens' successes.
+type dueBudget struct {
+	refusingBudget
+	wants     []time.Time // the due times Want was told
+	allows    []time.Time // when Allow was asked
+	succeeded atomic.Int32
+}
+
+func (b *dueBudget) Want(_, due time.Time, _ bool) bool { b.wants = append(b.wants, due); return true }
+func (b *dueBudget) Allow(now time.Time) bool {
+	b.allows = append(b.allows, now)
+	return b.refusingBudget.Allow(now)
+}
+func (b *dueBudget) Succeeded() { b.succeeded.Add(1) }
+
+// TestResumeDeferredBudget: a budget that pays when the retry is due
+// (DeferredBudget) is told of each resume as it is decided, and pays for it
+// after its wait: the resume at 2 s (1 s after the failure) is paid then;
+// the retry of its open, which fails at once, refused at its due time, 4 s
+// (the run's second wait, 2 s), ends the stream there (ReasonThrottled).
+// The budget heard of a success for the open that delivered.
+func TestResumeDeferredBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := logtail.NewServer(t, paced(1000, logtail.Faults(logtail.Fail(100, codes.Unavailable), logtail.Fail(0, codes.Unavailable))))
+		b := &dueBudget{refusingBudget: refusingBudget{allow: 1}}
+		rec := &recorder{}
+		c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), (&nextOffset{}).option(tailMethod), interceptor.WithObserver(rec),
+			interceptor.WithSharedBudget(func(string, grpcbackoff.Throttle) interceptor.SharedBudget { return b }))...)
+		start := time.Now()
+		r := runTail(t.Context(), c, &logtail.TailRequest{}, tailHow{})
+		checkRecords(t, r, 0, 100)
+		checkFinal(t, r.Err, codes.Unavailable, 2, grpcbackoff.ReasonThrottled)
+		if got, want := openStarts(srv.Opens(), start), bufconntest.Seconds(0, 2); !slices.Equal(got, want) {
+			t.Errorf("opens at %v, want %v", got, want)
+		}
+		since := func(ts []time.Time) (out []time.Duration) {
+			for _, at := range ts {
+				out = append(out, at.Sub(start))
+			}
+			return out
+		}
+		if got, want := since(b.wants), bufconntest.Seconds(2, 4); !slices.Equal(got, want) {
+			t.Errorf("Want told of resumes due at %v, want %v", got, want)
+		}
+		if got, want := since(b.allows), bufconntest.Seconds(2, 4); !slices.Equal(got, want) {
+			t.Errorf("Allow asked at %v, want %v: each resume paid when due", got, want)
+		}
+		if got := r.End.Sub(start); got != 4*time.Second {
+			t.Errorf("the stream ended after %v, want 4s: at the refusal", got)
+		}
+		if n := b.succeeded.Load(); n != 1 {
+			t.Errorf("the budget heard of %d successes, want 1: the open that delivered", n)
+		}
+		if len(rec.retries) != 2 || rec.retries[0].Throttled || !rec.retries[1].Throttled {
+			t.Errorf("OnRetry told %+v, want a resume, then a refused retry", rec.retries)
+		}
+	})
+}
+
 // TestResumeDeadline: no wait that cannot end before the caller's
 // deadline: a stream whose resume would start at or past it ends at the
 // failure, with the records delivered and ReasonDeadline.
