@@ -1149,41 +1149,11 @@ func TestResumeHeap(t *testing.T) {
 	}
 }
 
-// BenchmarkResumeRecv: a receive from a long server stream with a resume
-// rule against one without (the same Retrier's Policy): the rule's record
-// runs on every message, and must add no allocation.
-//
-//	go test -run '^$' -bench BenchmarkResumeRecv -benchmem ./interceptor/
-func BenchmarkResumeRecv(b *testing.B) {
-	for _, rule := range []bool{false, true} {
-		b.Run(fmt.Sprintf("rule=%v", rule), func(b *testing.B) {
-			srv := logtail.NewServer(b, logtail.Options{Records: 1 << 30, Size: 1 << 10})
-			opts := []interceptor.Option{interceptor.WithoutThrottle()}
-			if rule {
-				opts = append(opts, (&nextOffset{}).option(scanMethod))
-			}
-			c := srv.Client(b, interceptor.DialOptions(bufconntest.Exact(), opts...)...)
-			ctx, cancel := context.WithCancel(b.Context())
-			defer cancel()
-			s, err := c.Scan(ctx, &logtail.TailRequest{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			m := new(logtail.Record)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := s.RecvMsg(m); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // TestResumeRecvAllocs: the rule's record costs a receive no allocation:
 // receiving from a stream with a rule allocates, in the whole process
 // (client and server), as much as from one without
-// (BenchmarkResumeRecv has the figures).
+// (bench's BenchmarkResumeRecv and BenchmarkIsolatedResumeRecv have the
+// figures).
 func TestResumeRecvAllocs(t *testing.T) {
 	rule := &nextOffset{}
 	perMessage := func(withRule bool) float64 {
