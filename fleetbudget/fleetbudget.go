@@ -176,10 +176,11 @@ func build(o Options) (*Fleet, error) {
 	if f.size == 0 {
 		f.size = 1000
 	}
-	if f.period == 0 && f.size > 0 {
+	if f.period == 0 {
 		// About one script call per process per period: 1 s up to 2 000
 		// processes, then 1 s per 2 000, so that Redis's load stays
-		// under about 2 700 calls a second per budget.
+		// under about 2 700 calls a second per budget. (A FleetSize
+		// below 1 is an error of its own: the default period is 1 s.)
 		f.period = min(max(time.Second, time.Duration(f.size)*time.Second/2000), time.Minute)
 	}
 	if f.log == nil {

@@ -350,11 +350,21 @@ func TestNewErrors(t *testing.T) {
 		{Options{URL: "redis://a:1", Names: map[string]string{"t": ""}}, `Names["t"]`},
 		{Options{URL: "redis://a:1", Prefix: "a{b"}, "Prefix"},
 		{Options{URL: "redis://a:1", LeasePeriod: time.Millisecond}, "LeasePeriod"},
-		{Options{URL: "redis://a:1", FleetSize: -1}, "FleetSize"},
+		{Options{URL: "redis://a:1", FleetSize: -1}, "FleetSize (-1) must be at least 1"},
+		{Options{URL: "redis://a:1", FleetSize: -1, LeasePeriod: time.Hour}, "LeasePeriod (1h0m0s)"},
+		{Options{URL: "redis://a:1", FleetSize: -1, LeasePeriod: time.Hour}, "FleetSize (-1)"},
 	} {
 		f, err := New(tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error with %q", tc.o, err, tc.want)
+		}
+		// An error names the fields that are wrong, and no other: a field
+		// left at its default is not one (issue 42: FleetSize -1 also
+		// blamed "LeasePeriod (0s)").
+		for field, set := range map[string]bool{"LeasePeriod": tc.o.LeasePeriod != 0, "FleetSize": tc.o.FleetSize != 0} {
+			if err != nil && strings.Contains(err.Error(), field) && !set {
+				t.Errorf("New(%+v) = %v: names %s, which is not set", tc.o, err, field)
+			}
 		}
 		if f != nil {
 			f.Close()
