@@ -145,12 +145,23 @@ local function at(j)
   return s
 end
 
--- Earn (Account.Earn): the successes spread over their span.
+-- Earn (Account.Earn): the successes spread over their span; the floor
+-- granted from two intervals before the span's start on stays paid.
 if succeeded > 0 then
-  since = 0
-  if window > 0 then
+  if window == 0 then
+    since = 0
+  else
     local k = idiv(now - born, w)
+    local j0 = idiv(math.max(now - math.max(span, 0) - 2 * interval, born) - born, w)
     local from = math.min(math.max(now - math.max(span, 0), born), now)
+    if j0 > k - 10 then
+      local fl = 0
+      for j = j0, k do
+        local t = j % 10
+        if ti[t] == j then fl = fl + tf[t] end
+      end
+      since = math.min(since, fl)
+    end
     local sp = now - from
     if sp <= 0 then
       local s = at(k); te[s] = te[s] + succeeded

@@ -126,12 +126,19 @@ func (a *Account) Draw(n int64) { a.pool -= n }
 // Earn counts n successes that happened at unknown times over [from, now],
 // spread evenly over that span, in the tenths of the Window they fell in
 // (those before the Window are no longer counted). A success makes the
-// floor whole again.
-func (a *Account) Earn(now int64, p Params, n, from int64) {
+// floor whole again, but for what it paid from the tenth of held on, which
+// may have been spent after the last of these successes and so stays paid
+// (all it paid since the last success if that tenth is before the Window,
+// its payments forgotten). A process's own budget, which counts its
+// successes before it pays, passes a held after now: the floor is whole. A
+// fleet's Ledger learns of successes at renewals, after other processes
+// spent the floor it granted them: it passes the earliest time a lease it
+// granted may still have been spent after from.
+func (a *Account) Earn(now int64, p Params, n, from, held int64) {
 	if n <= 0 {
 		return
 	}
-	a.since = 0
+	a.since = min(a.since, a.floorFrom(now, p, held))
 	if p.Window == 0 {
 		return
 	}
@@ -157,6 +164,26 @@ func (a *Account) Earn(now int64, p Params, n, from int64) {
 			a.at(j).Earned += c
 		}
 	}
+}
+
+// floorFrom returns what the floor paid from the tenth of held to now's
+// (0 if held is after now), or since if that tenth is before the Window:
+// its payments are forgotten, but for since.
+func (a *Account) floorFrom(now int64, p Params, held int64) int64 {
+	if p.Window == 0 || held > now {
+		return 0
+	}
+	k, j := a.Tenth(now, p), (max(held, a.born)-a.born)/width(p)
+	if j <= k-tenths {
+		return a.since
+	}
+	var fl int64
+	for ; j <= k; j++ {
+		if t := &a.tenth[mod(j)]; t.Index == j {
+			fl += t.Floor
+		}
+	}
+	return fl
 }
 
 // Tenth returns the tenth of the Window that holds now.

@@ -7,6 +7,7 @@
 package budget
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,7 +236,7 @@ func (b *Budget) update(now time.Time) int64 {
 		total += b.succeeded[i].n.Load()
 	}
 	if succeeded := total - b.counted; succeeded > 0 {
-		b.acc.Earn(n, b.p, succeeded, max(from, b.seen))
+		b.acc.Earn(n, b.p, succeeded, max(from, b.seen), math.MaxInt64)
 	}
 	b.counted, b.seen = total, n
 	return n

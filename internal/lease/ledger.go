@@ -27,6 +27,7 @@
 package lease
 
 import (
+	"math"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
@@ -136,7 +137,11 @@ func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 	size, pending, parked := l.count1(now, p, !r.Leave)
 	bp := p.Params
 	l.acc.Add(now, bp, clamp(r.Started, maxCount), clamp(r.Return.LongRun, maxAsk))
-	l.acc.Earn(now, bp, clamp(r.Succeeded, maxCount), now-max(r.Span, 0))
+	// Successes reported now may have come before other processes spent
+	// the floor: what was granted in the lease period before the earliest
+	// of them stays paid (two intervals: a lease is valid a period).
+	from := now - max(r.Span, 0)
+	l.acc.Earn(now, bp, clamp(r.Succeeded, maxCount), from, from-2*p.Interval)
 	g := Grant{Born: l.acc.Born(), Now: now, Size: size, Parked: parked}
 	retries, askReserve, askLongRun := clamp(r.AskRetries, maxAsk), clamp(r.AskReserve, maxAsk), clamp(r.AskLongRun, maxAsk)
 	var shareReserve, shareLongRun int64 // the process's share of the floors
@@ -282,7 +287,7 @@ func (l *Ledger) Charge(now int64, p Params, reserve bool) {
 func (l *Ledger) Count(now int64, p Params, started, succeeded, span int64) {
 	now = l.start(now, p)
 	l.acc.Credit(now, p.Params, started)
-	l.acc.Earn(now, p.Params, succeeded, now-max(span, 0))
+	l.acc.Earn(now, p.Params, succeeded, now-max(span, 0), math.MaxInt64)
 }
 
 // Available returns the tokens the budget holds at time now: its reserve

@@ -99,7 +99,7 @@ func (l *Local) count(n int64, p Params, started, succeeded, span int64) {
 	before := l.share.Pool()
 	l.share.Add(n, p.Params, started, 0)
 	l.share.Draw(max(l.share.Pool()-max(before+p.Ratio*started, p.Burst), 0))
-	l.share.Earn(n, p.Params, succeeded, n-span)
+	l.share.Earn(n, p.Params, succeeded, n-span, n-span)
 }
 
 // take is the share's budget.Account.Take at n. (Its pool is credited
