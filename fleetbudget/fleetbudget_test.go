@@ -503,10 +503,11 @@ func TestCloseGivesBackTheLease(t *testing.T) {
 		successor := newProcess(t, Options{URL: "redis://" + addr, Prefix: prefix})
 		b := successor.f.Budget("t", th)
 		successor.f.tick(context.Background(), now)
-		// Its stock: the floors divided by the 2 processes that renewed.
+		// Its stock: alone in the fleet (the old process left), the floors;
+		// else nothing (the old process holds them).
 		want := 0
 		if closes {
-			want = th.MinReserve/2 + th.Burst/2
+			want = th.MinReserve + th.Burst
 		}
 		if n := count(b, now, false); n != want {
 			t.Errorf("the old process closes %v: the successor paid %d retries from its first lease, want %d", closes, n, want)

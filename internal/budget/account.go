@@ -115,7 +115,11 @@ func (a *Account) Add(now int64, p Params, started, returned int64) {
 }
 
 // Cap caps the long-run pool at Burst.
-func (a *Account) Cap(p Params) { a.pool = min(a.pool, p.Burst) }
+func (a *Account) Cap(p Params) { a.CapAt(p.Burst) }
+
+// CapAt caps the long-run pool at n (a fleet's Ledger: Burst less what the
+// processes' stocks save of it).
+func (a *Account) CapAt(n int64) { a.pool = min(a.pool, n) }
 
 // Pool returns the long-run pool (µtokens), which may be negative (owed).
 func (a *Account) Pool() int64 { return a.pool }

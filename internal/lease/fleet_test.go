@@ -321,3 +321,141 @@ func TestFleetStorm(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetPausedLongRun: a paused backend after an idle spell: its
+// attempts time out, and their retries are paid from the long-run pool
+// alone. The fleet saves one Burst in all, its processes' shares of it and
+// the pool together: its retries stay within Burst + Ratio·started +
+// PerSecond·T and one renewal's slack. (Before issue 42: 1, 3 or 10
+// processes paid 24 where the bound is 15 and the slack under 1: the pool
+// refilled to Burst beside the shares of it the processes held.)
+func TestFleetPausedLongRun(t *testing.T) {
+	for _, procs := range []int{1, 3, 10} {
+		m := fleetModel{th: grpcbackoff.DefaultThrottle(), procs: procs, outageAt: 30 * time.Second, outage: 10 * time.Second, end: 45 * time.Second,
+			rtt: time.Millisecond, timeouts: true, rate: func(_ int, at time.Duration) float64 {
+				if at < 30*time.Second {
+					return 0
+				}
+				return 10 / float64(procs)
+			}}
+		r := m.run()
+		t.Logf("%d processes: %v", procs, r)
+		if r.over() > 0 {
+			t.Errorf("%d processes, idle, then paused: %v: over the bound and its slack by %.1f", procs, r, r.over())
+		}
+	}
+}
+
+// TestFleetStartingInOutage: 10 processes making 100 calls/s, and 30
+// starting one after another in the outage, 200 ms apart, each making 2
+// calls/s, its first call as it starts (which makes its budget and sends its
+// first renewal), each assuming a fleet of 10 (FleetSize, mis-set) or of
+// 1000 (the default) until the Ledger tells it: the bound wins, and the
+// new processes are paid from the fleet's budget, not from as many shares
+// (a process pays from its share only when no renewal answered by the time
+// its retry is due).
+func TestFleetStartingInOutage(t *testing.T) {
+	for _, size := range []int{10, 1000} {
+		for _, rtt := range []time.Duration{time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond} {
+			m := fleetModel{th: window5(), procs: 40, outageAt: 8 * time.Second, outage: 10 * time.Second, end: 20 * time.Second, rtt: rtt,
+				callFirst: true, fleetSize: size,
+				rate: func(p int, _ time.Duration) float64 {
+					if p < 10 {
+						return 10
+					}
+					return 2
+				},
+				start: func(p int) time.Duration {
+					if p < 10 {
+						return 0
+					}
+					return 8*time.Second + time.Duration(p-10)*200*time.Millisecond
+				}}
+			r := m.run()
+			t.Logf("FleetSize %d, renewals answered in %v: %v", size, rtt, r)
+			if r.over() > 0 {
+				t.Errorf("FleetSize %d, renewals answered in %v: %v: over the bound and its slack by %.1f", size, rtt, r, r.over())
+			}
+			if r.maxSize != 40 {
+				t.Errorf("FleetSize %d: the processes saw a fleet of up to %d, want 40", size, r.maxSize)
+			}
+		}
+	}
+}
+
+// TestFleetKilled: of 10 processes in a storm, one is killed (SIGKILL)
+// half a second into the outage, holding its lease: it costs the fleet at
+// most that lease (its stock: a tenth of the floors and the earnings of its
+// own successes, 21 tokens), never more.
+func TestFleetKilled(t *testing.T) {
+	for seed := range uint64(3) {
+		m := fleetModel{th: window5(), procs: 10, rate: steady(10), outageAt: 8 * time.Second, outage: 10 * time.Second, end: 20 * time.Second,
+			rtt: time.Millisecond, seed: seed, killAt: map[int]time.Duration{0: 8*time.Second + 500*time.Millisecond}}
+		r := m.run()
+		t.Logf("seed %d: %v", seed, r)
+		if r.over() > 21 {
+			t.Errorf("seed %d: %v: over the bound and its slack by %.1f, want a lease at most", seed, r, r.over())
+		}
+	}
+}
+
+// TestFleetLedgerDown: the Ledger cannot be reached for 4 s, 2 s into a
+// storm of 10 processes: each falls back to its share, the floors divided
+// by the 10 processes it saw (not by the renewals counted), and what it pays
+// from it is charged to the fleet's budget when it joins again, as far as
+// that holds it: the storm stays within the bound.
+func TestFleetLedgerDown(t *testing.T) {
+	for _, rtt := range []time.Duration{time.Millisecond, 50 * time.Millisecond} {
+		down := func(at time.Duration) bool { return at >= 10*time.Second && at < 14*time.Second }
+		m := fleetModel{th: window5(), procs: 10, rate: steady(10), outageAt: 8 * time.Second, outage: 10 * time.Second, end: 20 * time.Second,
+			rtt: rtt, down: down}
+		r := m.run()
+		t.Logf("renewals answered in %v: %v", rtt, r)
+		if r.over() > 0 || r.maxSize != 10 {
+			t.Errorf("renewals answered in %v: %v: over the bound and its slack by %.1f, size up to %d; want neither over, a fleet of 10", rtt, r, r.over(), r.maxSize)
+		}
+	}
+}
+
+// TestFleetSizeEarlyRenewals: a Policy whose backoff (300 to 500 ms) is
+// shorter than a renewal interval makes a process renew early for its
+// retries (at most once an interval): the fleet's size stays its 10
+// processes (issue 42: a count of renewals made it 64 and 120), and the
+// storm within the bound.
+func TestFleetSizeEarlyRenewals(t *testing.T) {
+	m := fleetModel{th: window5(), procs: 10, rate: steady(10), outageAt: 8 * time.Second, outage: 10 * time.Second, end: 20 * time.Second,
+		rtt: time.Millisecond, backoff: func(_ int, rng *rand.Rand) time.Duration {
+			return 300*time.Millisecond + time.Duration(rng.Int64N(int64(200*time.Millisecond)))
+		}}
+	r := m.run()
+	t.Log(r)
+	if r.maxSize != 10 || r.over() > 0 {
+		t.Errorf("%v: size up to %d, over the bound by %.1f; want 10, not over", r, r.maxSize, r.over())
+	}
+}
+
+// TestFleetTampered: a huge pool written into the Ledger 3 s into a storm
+// is repaired at the next renewal: the pool at most Burst less the shares of
+// it held, one Burst more than the bound at most; garbage (every count and
+// the birth not integers, as the Redis script reads them: 0) makes the
+// budget again as old as the processes remember, and the storm stays within
+// the bound.
+func TestFleetTampered(t *testing.T) {
+	tampers := map[string]func(*lease.Ledger){
+		"pool": func(l *lease.Ledger) {
+			s := l.State()
+			s.Pool = 1 << 50
+			l.Load(s)
+		},
+		"garbage": func(l *lease.Ledger) { l.Load(lease.State{}) },
+	}
+	for name, tamper := range tampers {
+		m := fleetModel{th: window5(), procs: 10, rate: steady(10), outageAt: 8 * time.Second, outage: 10 * time.Second, end: 20 * time.Second,
+			rtt: time.Millisecond, at: map[time.Duration]func(*lease.Ledger){11 * time.Second: tamper}}
+		r := m.run()
+		t.Logf("%s: %v", name, r)
+		if r.over() > float64(m.th.Burst) {
+			t.Errorf("%s: %v: over the bound and its slack by %.1f, want a Burst at most", name, r, r.over())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -107,22 +108,35 @@ func TestLedgerReserve(t *testing.T) {
 	}
 }
 
-// TestLedgerSize: the fleet's size is the renewals in an interval.
+// TestLedgerSize: the fleet's size is the processes that renewed in the
+// last two intervals, each counted once however often it renews (issue 42:
+// the renewals were counted, and the early ones a storm triggers made a
+// fleet of 10 one of 64 and of 120); a process that leaves is not counted,
+// nor one that stopped renewing two intervals ago.
 func TestLedgerSize(t *testing.T) {
 	p := fleetParams()
 	var l Ledger
 	var g Grant
-	for i := range int64(30) { // 30 renewals in 750 ms
-		g = l.Renew(t0+i*25_000, p, Request{})
+	for i := range int64(30) { // 10 processes, each renewing 3 times in 750 ms
+		g = l.Renew(t0+i*25_000, p, Request{ID: fmt.Sprint(i % 10)})
 	}
-	if g.Size != 30 {
-		t.Errorf("30 renewals in one interval: size %d", g.Size)
+	if g.Size != 10 {
+		t.Errorf("10 processes renewing 30 times in one interval: size %d, want 10", g.Size)
 	}
-	if g = l.Renew(t0+800_000, p, Request{}); g.Size != 30 {
-		t.Errorf("first renewal of the next interval: size %d, want the last whole interval's 30", g.Size)
+	if g = l.Renew(t0+800_000, p, Request{ID: "0"}); g.Size != 10 {
+		t.Errorf("first renewal of the next interval: size %d, want the 10 of the last interval", g.Size)
 	}
-	if g = l.Renew(t0+3*sec, p, Request{}); g.Size != 1 {
-		t.Errorf("after two silent intervals: size %d, want 1", g.Size)
+	if g = l.Renew(t0+810_000, p, Request{ID: "1", Leave: true}); g.Size != 9 {
+		t.Errorf("a process that leaves: size %d, want 9", g.Size)
+	}
+	if g = l.Renew(t0+1_400_000, p, Request{ID: "0"}); g.Size != 9 {
+		t.Errorf("within two intervals of their last renewal: size %d, want 9", g.Size)
+	}
+	if g = l.Renew(t0+2_300_000, p, Request{ID: "0"}); g.Size != 1 {
+		t.Errorf("after two intervals without the others: size %d, want 1", g.Size)
+	}
+	if g = l.Renew(t0+5*sec, p, Request{ID: "2", Leave: true}); g.Size != 1 {
+		t.Errorf("alone: size %d, want 1", g.Size)
 	}
 }
 
