@@ -188,7 +188,7 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 		}
 	}
 	for i := range s.clients {
-		s.think(int32(i), 0)
+		s.think(int32(i), int64(sc.Quiet))
 	}
 	s.q.push(event{at: int64(sc.PauseAt), kind: evPause})
 	s.q.push(event{at: int64(sc.PauseAt + sc.Pause), kind: evResume})
