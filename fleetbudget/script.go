@@ -275,7 +275,7 @@ local st = whole(math.min(asklong, math.max(pl - pr - pending, 0)))
 refused = refused + math.min(asklong - st, shlong)
 stocked = stocked + st
 local gl = pr + st
-local gs = math.min(st, shlong)
+local gs = math.min(math.max(st - askl, 0), shlong)
 co[c] = math.min(co[c] + gs, burst)
 local out = co[c]
 if ci[1 - c] == i - 1 then out = out + co[1 - c] end

@@ -225,7 +225,9 @@ func (l *Ledger) Renew(now int64, p Params, r Request) Grant {
 	stocked += stock
 	g.LongRun = paid + stock
 	l.acc.Draw(g.LongRun)
-	g.Shared = min(stock, shareLongRun)
+	// The share is what the stock holds beyond the retries asked for
+	// (served first): the tokens the process saves.
+	g.Shared = min(max(stock-clamp(r.AskLongRun, maxAsk), 0), shareLongRun)
 	c.shared = min(c.shared+g.Shared, p.Burst)
 	l.acc.CapAt(max(p.Burst-l.shared(now, p), 0))
 	g.Pool = l.acc.Pool()
