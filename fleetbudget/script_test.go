@@ -301,7 +301,7 @@ func TestScriptUsesServerTime(t *testing.T) {
 	}
 }
 
-// BenchmarkScript renews one budget, as a fleet of processes does, and
+// BenchmarkScript renews one budget, as a fleet of 100 processes does, and
 // reports what a renewal costs Redis: usec_per_call of EVALSHA in INFO
 // commandstats (the server's own time for the script, not the round trip).
 // Against a real server: REDIS_ADDR=127.0.0.1:6379 go test -run '^$'
@@ -319,14 +319,15 @@ func BenchmarkScript(b *testing.B) {
 	}
 	p := lease.ParamsOf(grpcbackoff.DefaultThrottle(), 750*time.Millisecond, 1)
 	key := fmt.Sprintf("fbbench:%d:{x}", time.Now().UnixNano())
-	defer c.Del(ctx, key)
+	defer c.Del(ctx, keysOf(key)...)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var last lease.Grant
 	b.ResetTimer()
 	for range b.N {
 		r := lease.Request{Started: rng.Int64N(200), Succeeded: rng.Int64N(200), Span: 750_000, Stock: true, Born: last.Born,
-			AskRetries: rng.Int64N(3) * lease.Token, AskReserve: rng.Int64N(40) * lease.Token,
-			Return: lease.Return{Tenth: last.Tenth, Earned: last.Earned, Floor: last.Floor, LongRun: last.LongRun}}
+			AskRetries: rng.Int64N(3) * lease.Token, AskReserve: rng.Int64N(40) * lease.Token, ID: fmt.Sprint(rng.IntN(100)),
+			Return: lease.Return{Tenth: last.Tenth, Earned: last.Earned, Floor: last.Floor, LongRun: last.LongRun,
+				Interval: last.Now / p.Interval, Shared: last.Shared}}
 		reply, err := renew.Run(ctx, c, keysOf(key), renewArgs(p, r, 60_000, 0)...).Result()
 		if err != nil {
 			b.Fatal(err)
