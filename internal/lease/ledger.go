@@ -29,7 +29,6 @@
 package lease
 
 import (
-	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -457,13 +456,12 @@ func (l *Ledger) SetMember(id string, t int64) { l.procs.set(id, t) }
 func (l *Ledger) ClearMembers() { l.procs = members{} }
 
 // members is the processes that renewed, by ID, with the time each last
-// did, and those times in the order they came (to forget the oldest first;
-// a time in it that is not its process's last is skipped).
+// did, and those times in order (to forget the oldest, and those after
+// now, first; a time in it that is not its process's last is skipped).
 type members struct {
 	last  map[string]int64
-	order []member
-	head  int   // order[head:] are the times not yet forgotten
-	top   int64 // the latest time in order
+	order []member // order[head:] are sorted by time
+	head  int
 }
 
 type member struct {
@@ -476,9 +474,7 @@ type member struct {
 // that leaves), and returns the processes left, at least 1.
 func (m *members) renew(now, window int64, id string, add bool) int64 {
 	for m.head < len(m.order) && m.order[m.head].at <= now-window {
-		if o := m.order[m.head]; m.last[o.id] == o.at {
-			delete(m.last, o.id)
-		}
+		m.forget(m.order[m.head])
 		m.head++
 	}
 	if m.head > len(m.order)/2 && m.head > 64 { // reuse the slice
@@ -499,36 +495,27 @@ func (m *members) set(id string, t int64) {
 		m.last = map[string]int64{}
 	}
 	m.last[id] = t
-	if t < m.top {
-		m.rebuild()
-		return
+	// Where t goes: at the end but for a clock that went back.
+	i := len(m.order)
+	for i > m.head && m.order[i-1].at > t {
+		i--
 	}
-	m.order, m.top = append(m.order, member{id, t}), t
+	m.order = slices.Insert(m.order, i, member{id, t})
 }
 
 // repair forgets the processes whose last renewal is after now (the
 // server's clock went back, or a hostile write).
 func (m *members) repair(now int64) {
-	if m.top <= now {
-		return
+	for len(m.order) > m.head && m.order[len(m.order)-1].at > now {
+		m.forget(m.order[len(m.order)-1])
+		m.order = m.order[:len(m.order)-1]
 	}
-	for id, t := range m.last {
-		if t > now {
-			delete(m.last, id)
-		}
-	}
-	m.rebuild()
 }
 
-// rebuild orders the last renewals again.
-func (m *members) rebuild() {
-	m.order, m.head, m.top = m.order[:0], 0, 0
-	for id, t := range m.last {
-		m.order = append(m.order, member{id, t})
-	}
-	slices.SortFunc(m.order, func(a, b member) int { return cmp.Compare(a.at, b.at) })
-	if len(m.order) > 0 {
-		m.top = m.order[len(m.order)-1].at
+// forget forgets o's process if o is its last renewal.
+func (m *members) forget(o member) {
+	if t, ok := m.last[o.id]; ok && t == o.at {
+		delete(m.last, o.id)
 	}
 }
 
