@@ -29,6 +29,8 @@ type fleetModel struct {
 	callFirst bool                                          // a process's first call comes as it starts (it makes the budget), with its first renewal
 	timeouts  bool                                          // the outage is a paused backend: attempts time out after 2 s, their retries paid from the long-run pool
 	backoff   func(retry int, rng *rand.Rand) time.Duration // default: the recipe's
+	flaky     float64                                       // the share of attempts that fail in the outage (0: all)
+	refund    bool                                          // a retry that succeeds is refunded (Local.Refund)
 	period    time.Duration                                 // the lease period (default 1 s)
 	rate      func(p int, at time.Duration) float64
 	outageAt  time.Duration
@@ -44,6 +46,7 @@ type fleetModel struct {
 
 type fleetResult struct {
 	retries, started, before int
+	failed                   int // retries in the outage that failed
 	bound, slack             float64
 	refused                  int
 	maxSize                  int64 // the largest fleet size a process saw
@@ -165,9 +168,12 @@ func (m fleetModel) run() fleetResult {
 	}
 	attempt := func(p, n int, now int64) {
 		pr := ps[p]
-		if failing(now) {
+		if failing(now) && n > 0 {
+			res.retries++
+		}
+		if failing(now) && (m.flaky == 0 || rng.Float64() < m.flaky) {
 			if n > 0 {
-				res.retries++
+				res.failed++
 			}
 			if m.timeouts {
 				push(modelEvent{at: now + 2_000_000, kind: evFail, p: p, n: n})
@@ -177,6 +183,9 @@ func (m fleetModel) run() fleetResult {
 			return
 		}
 		pr.succeeded++
+		if n > 0 && m.refund {
+			pr.l.Refund(at(now), m.timeouts, lease.Token)
+		}
 		if now >= from-us(m.th.Window) && now < from {
 			res.before++
 		}
@@ -460,6 +469,30 @@ func TestFleetTampered(t *testing.T) {
 					t.Errorf("%s at %v, seed %d: %v: over the bound and its slack by %.1f, want a Burst at most", name, when, seed, r, r.over())
 				}
 			}
+		}
+	}
+}
+
+// TestFleetRefund: a retry that succeeds costs nothing (Local.Refund): 10
+// processes, 100 calls/s in all, a flaky server (20% or 40% of attempts
+// failing in a 10 s spell) or a total outage. The retries that fail stay
+// within one Throttle's bound and one renewal's slack, refunds or not; in
+// the total outage, where no retry succeeds, refunds change nothing.
+func TestFleetRefund(t *testing.T) {
+	for _, flaky := range []float64{0.2, 0.4, 1} {
+		var paid [2]int
+		for i, refund := range []bool{false, true} {
+			m := fleetModel{th: window5(), procs: 10, rate: steady(10), outageAt: 8 * time.Second, outage: 10 * time.Second, end: 20 * time.Second,
+				rtt: time.Millisecond, flaky: flaky, refund: refund}
+			r := m.run()
+			paid[i] = r.retries
+			t.Logf("%.0f%% failing, refunds %v: %d retries, %d failed; bound %.0f + %.1f", 100*flaky, refund, r.retries, r.failed, r.bound, r.slack)
+			if float64(r.failed) > r.bound+r.slack {
+				t.Errorf("%.0f%% failing, refunds %v: %d retries failed, bound %.0f + %.1f", 100*flaky, refund, r.failed, r.bound, r.slack)
+			}
+		}
+		if flaky == 1 && paid[0] != paid[1] {
+			t.Errorf("a total outage: %d retries without refunds, %d with: want the same", paid[0], paid[1])
 		}
 	}
 }

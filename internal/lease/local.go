@@ -270,6 +270,61 @@ func (l *Local) Want(now, due time.Time, longRun bool) (renewNow bool) {
 	return true
 }
 
+// WantCost is Want for a retry that costs cost µtokens (budget.Cost of its
+// failure's code: RESOURCE_EXHAUSTED's is 2 tokens): its tokens are told
+// of, asked for and paid as so many retries due together, and AllowCost
+// pays all of them or none.
+func (l *Local) WantCost(now, due time.Time, longRun bool, cost int64) (renewNow bool) {
+	for range tokens(cost) {
+		renewNow = l.Want(now, due, longRun) || renewNow
+	}
+	return renewNow
+}
+
+// AllowCost is Allow, or AllowLongRun with longRun, for a retry that costs
+// cost µtokens (WantCost): it pays all of it, or none (what it paid of it
+// goes back, as Refund gives it).
+func (l *Local) AllowCost(now time.Time, longRun bool, cost int64) bool {
+	for i := range tokens(cost) {
+		if !l.pay(micros(now), !longRun) {
+			l.Refund(now, longRun, i*Token)
+			return false
+		}
+	}
+	return true
+}
+
+// Refund gives back, at now, the cost (µtokens) of a retry paid (Allow,
+// AllowLongRun, AllowCost) that the server then served: a retry that
+// succeeds costs nothing (budget.Account.Refund). What the process owes
+// for retries paid from its share is owed less; the rest goes into its
+// lease as long-run tokens, which it spends or gives back to the fleet's
+// pool at its next renewal (the Ledger takes them back up to Burst, as a
+// return: the reserve's tenth that paid for the retry keeps it paid until
+// the Window forgets it, so that no token comes back twice); and its share,
+// charged for every retry it paid, gets it back into its long-run pool.
+func (l *Local) Refund(now time.Time, longRun bool, cost int64) {
+	if cost <= 0 {
+		return
+	}
+	n := micros(now)
+	l.expire(n)
+	t := tokens(cost)
+	k := kind(longRun)
+	owed := min(l.owed[k], t)
+	l.owed[k] -= owed
+	if rest := t - owed; rest > 0 && l.joined {
+		l.lease.LongRun += rest * Token
+	}
+	p := l.shareParams().Params
+	n = l.share.Now(n)
+	l.share.Add(n, p, 0, 0)
+	l.share.Refund(n, p, budget.Receipt{LongRun: t * Token})
+}
+
+// tokens returns cost's whole tokens, at least one.
+func tokens(cost int64) int64 { return max(cost/Token, 1) }
+
 // Allow pays for a retry at now if the lease (or the share, without a
 // valid lease) can: from the reserve first, then from the long-run tokens.
 func (l *Local) Allow(now time.Time) bool { return l.pay(micros(now), true) }
