@@ -627,6 +627,35 @@ func (b *budget) AllowLongRun(now time.Time) bool {
 	return b.local.AllowLongRun(now)
 }
 
+// WantCost, AllowCost and Refund are Want and Allow for a retry of a cost
+// (budget.Cost of its failure's code, in µtokens: 2 tokens for
+// RESOURCE_EXHAUSTED), and the refund of a retry that the server served:
+// the arithmetic of issue 44, for the retry loop to call through an
+// optional interface once it has one (the interceptors call Want and
+// Allow today, one token a retry, and refund nothing).
+func (b *budget) WantCost(now, due time.Time, longRun bool, cost int64) bool {
+	b.mu.Lock()
+	renewNow := b.local.WantCost(now, due, longRun, cost)
+	b.mu.Unlock()
+	if renewNow {
+		b.early.Store(true)
+		b.wake()
+	}
+	return true
+}
+
+func (b *budget) AllowCost(now time.Time, longRun bool, cost int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.local.AllowCost(now, longRun, cost)
+}
+
+func (b *budget) Refund(now time.Time, longRun bool, cost int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.local.Refund(now, longRun, cost)
+}
+
 func (b *budget) State(now time.Time) interceptor.SharedBudgetState {
 	b.mu.Lock()
 	s := b.local.State(now)

@@ -514,3 +514,21 @@ func TestCloseGivesBackTheLease(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetCostAndRefund: a fleet budget pays a retry of a cost whole and
+// takes back the cost of a retry the server served (the arithmetic the
+// retry loop is to call: see budget.Cost).
+func TestBudgetCostAndRefund(t *testing.T) {
+	addr, _ := server(t)
+	p := newProcess(t, Options{URL: "redis://" + addr, Prefix: testPrefix(t)})
+	b := p.f.Budget("t", longRun(3)).(*budget)
+	now := time.Now()
+	p.f.tick(context.Background(), now) // alone: its lease holds the Burst of 3
+	if !b.AllowCost(now, true, 2*lease.Token) || b.AllowCost(now, true, 2*lease.Token) {
+		t.Fatal("a Burst of 3 paid not one retry of 2 tokens, or two")
+	}
+	b.Refund(now, true, 2*lease.Token)
+	if s := b.State(now); s.Retries != 3 {
+		t.Errorf("after the refund: %+v, want the 3 tokens back", s)
+	}
+}
