@@ -31,7 +31,10 @@ func resumeOptions(name string) []interceptor.Option {
 	}
 	return []interceptor.Option{interceptor.WithResume(logtail.LogTail_Scan_FullMethodName,
 		func(_ int64, r *logtail.Record) int64 { return r.GetOffset() + 1 },
-		func(req *logtail.TailRequest, next int64) (*logtail.TailRequest, error) { req.Offset = next; return req, nil })}
+		func(req *logtail.TailRequest, next int64) (*logtail.TailRequest, error) {
+			req.Offset = next
+			return req, nil
+		})}
 }
 
 // BenchmarkResumeRecv: a receive of a 1 KiB record from logtail's Scan over
