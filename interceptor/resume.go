@@ -39,9 +39,11 @@ import (
 // retry budget, the deadline rule, pushback and RetryInfo, NoRetry,
 // CallPolicy and CallMaxAttempts, the observers and Explain treat it as
 // one, and the reopened stream carries PreviousAttemptsKey. After an open
-// that delivered a message, the backoff and MaxAttempts start again:
-// MaxAttempts bounds the opens in a row that deliver none, while
-// End.Attempts and the error's Attempts count all. A resume sends the
+// that delivered a message, the backoff and MaxAttempts start again, as
+// gax-java's resumable streams do (a tail lives for hours, and each
+// restart it goes through is an incident of its own): MaxAttempts bounds
+// the opens in a row that deliver none, while End.Attempts and the error's
+// Attempts count all, and the budget pays for every resume. A resume sends the
 // method again after the server acted on it, so a call stated
 // CallNotIdempotent is not resumed. A failure whose code a Google Cloud
 // client retries by itself goes back to it unchanged, as any call's
