@@ -118,7 +118,7 @@ func (s *Stream) reopen(a *streamAttempt, cs grpc.ClientStream, f attempt.Failur
 		}
 		s.mu.Lock()
 		a.trailer = f.Trailer
-		f.Status = f.Status && !a.answered // after an answer, the status tells nothing of what was applied
+		f.Status = f.Status && !a.answered // a server that answered acted on the call, whatever its status
 		resuming := s.resuming
 		s.resuming = false
 		s.mu.Unlock()
