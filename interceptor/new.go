@@ -39,6 +39,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	r.e.Settings.All(func(_ string, e *settings.Entry) {
 		r.timed = r.timed || e.Policy != nil && e.Policy.AttemptTimeout > 0
 	})
+	errs = append(errs, r.e.Resume.Check(r.resumeUnsafe))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
