@@ -66,10 +66,11 @@ import (
 // New needs the method's descriptor (registered once its generated package
 // is linked in, as Req's is), and refuses, with an error naming the rule,
 // a rule for a method that is not a server stream (unary, client streams
-// and bidi keep Stream's rules), of other types, or treated as a write
-// (see Safety): one known not to be idempotent, and one nothing marks,
-// which its .proto should mark (option idempotency_level =
-// NO_SIDE_EFFECTS), or WithSafety state Idempotent. A call whose request
+// and bidi keep Stream's rules), of other types, or known not to be
+// idempotent (see Safety: a resume sends it again). A method nothing else
+// marks is taken as safe to open again by its rule, which opens it again
+// by design (Explain says so); its .proto should still say it (option
+// idempotency_level = NO_SIDE_EFFECTS), for every client. A call whose request
 // is not a Req (another Go type of the message) gets INTERNAL from
 // SendMsg, nothing sent; one whose responses are not Resp is not resumed.
 func WithResume[Req, Resp proto.Message, Token any](name string, record func(tok Token, resp Resp) Token, reopen func(req Req, tok Token) (Req, error)) Option {

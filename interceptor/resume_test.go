@@ -791,18 +791,22 @@ func TestResumeRefusedByNew(t *testing.T) {
 	if _, err := interceptor.New(bufconntest.Exact(), rule.option(logService)); err != nil {
 		t.Errorf("New refused a rule for the service: %v", err)
 	}
-	// A server stream nothing marks is treated as a write (issue 42): its
-	// rule is refused, saying how to mark it, until the method is stated
-	// safe to send again.
+	// A server stream nothing else marks is taken as safe to open again by
+	// its rule, which opens it again by design, and Explain says so; one
+	// known not to be idempotent is refused, naming the rule.
 	const unmarked = "/grpc.testing.TestService/StreamingOutputCall"
 	streaming := interceptor.WithResume(unmarked, func(n int, _ *testgrpc.StreamingOutputCallResponse) int { return n + 1 },
 		func(r *testgrpc.StreamingOutputCallRequest, _ int) (*testgrpc.StreamingOutputCallRequest, error) {
 			return r, nil
 		})
-	if _, err := interceptor.New(bufconntest.Exact(), streaming); err == nil ||
-		!strings.Contains(err.Error(), `WithResume("`+unmarked+`"): `+unmarked+` is treated as a write, nothing marking it safe to send again`) ||
-		!strings.Contains(err.Error(), "option idempotency_level = NO_SIDE_EFFECTS") {
-		t.Errorf("New of a rule for an unmarked method: %v, want it refused, saying how to mark the method", err)
+	if r, err := interceptor.New(bufconntest.Exact(), streaming); err != nil {
+		t.Errorf("New of a rule for an unmarked method: %v, want it taken as safe to open again", err)
+	} else if d := r.Explain(unmarked); d.Safety != interceptor.Idempotent || !strings.HasPrefix(d.Source, "resumed by a rule (WithResume)") {
+		t.Errorf("Explain(%s): Safety %v from %q, want Idempotent from its resume rule", unmarked, d.Safety, d.Source)
+	}
+	if _, err := interceptor.New(bufconntest.Exact(), streaming, interceptor.WithSafety(unmarked, interceptor.NotIdempotent)); err == nil ||
+		!strings.Contains(err.Error(), `WithResume("`+unmarked+`"): `+unmarked+` is known not to be idempotent`) {
+		t.Errorf("New of a rule for a method stated not idempotent: %v, want it refused, naming the rule", err)
 	}
 	if _, err := interceptor.New(bufconntest.Exact(), streaming, testService); err != nil {
 		t.Errorf("New refused a rule for a method stated idempotent: %v", err)

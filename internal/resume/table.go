@@ -35,6 +35,19 @@ func (t *Table) Set(name string, r Rule, methods []string) {
 	t.given[name] = given{r, methods}
 }
 
+// Covers reports whether a rule given for a method, or for its service,
+// covers method: the Retrier's safety catalog takes such a method as
+// safe to open again where nothing else knows it (a rule opens it again by
+// design). It reads the rules as given, before Check.
+func (t *Table) Covers(method string) bool {
+	for _, g := range t.given {
+		if slices.Contains(g.methods, method) {
+			return true
+		}
+	}
+	return false
+}
+
 // Methods returns the methods a rule r given for name covers, from their
 // descriptors in files: the method itself, which must be a server stream
 // (not a client stream, nor bidi, nor unary) of r's request and response
