@@ -59,10 +59,9 @@ func TestFleetBudgetBound(t *testing.T) {
 // once; with a budget per process the retries after the restart keep it down
 // to the end of the run; with the fleet's budget it recovers. With the
 // server's guard, grpc-go's built-in retry and the recipe without a budget
-// both let it recover: the guard counts the failures it lets through as
-// retries to come and lets through a bucket's share at a time, so no burst
-// of retries arrives with the restart. (The recipe's takes 1 s or 6 s in
-// this small fleet, 11 and 4 of 15 runs: within 1 s in fleetsim -budgets.)
+// both let it recover: the guard paces the retries at its share's rate, so
+// no burst of retries arrives with the restart. (The recipe's takes up to
+// 9 s in this small fleet: within 1 s in fleetsim -budgets.)
 func TestStormKeepsServerDown(t *testing.T) {
 	b := DefaultBudgets()
 	b.Base.Clients, b.Base.Backlog = 10_000, 1000
@@ -93,10 +92,10 @@ func TestStormKeepsServerDown(t *testing.T) {
 // answered UNAVAILABLE: with the server's guard and no budget, the retries
 // that reach the server, this library's recipe's and grpc-go's built-in
 // retry's, stay within GuardBound, grow from 10 to 1000 processes by at
-// most what counting each process apart allows (its one retry more in each
-// window the outage touches: 4 · 990), and are at most a third of the same
-// clients' without the guard; every call the guard refuses fails. In a pause the server answers
-// nothing, and the guard refuses nothing.
+// most 4 · 990 (counting each process apart lets none through more), and
+// are at most a third of the same clients' without the guard; every call
+// the guard refuses fails. In a pause the server answers nothing, and the
+// guard refuses nothing.
 func TestGuardBound(t *testing.T) {
 	b := DefaultBudgets()
 	b.Base.Clients, b.Base.Backlog, b.Base.Duration = 20_000, 2000, 80*time.Second
