@@ -9,8 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
@@ -88,5 +90,68 @@ func TestMetricsTellServerFromBudget(t *testing.T) {
 		check(t, got, opentelemetry.MetricBudgetRefused, nil, map[string]string{
 			"grpc.method=grpc.testing.TestService/UnaryCall grpc.target=passthrough:///bufconn grpcbackoff.attempt_type=retry": "1",
 		})
+	})
+}
+
+// TestGuardRecorder: a guarded server in an outage, its failures paced and
+// refused, counted per method, code and criticality, with the waits; a
+// method an unknown-service handler serves is "other".
+func TestGuardRecorder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := newReader()
+		gr, err := opentelemetry.NewGuardRecorder(opentelemetry.Options{MeterProvider: mp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var marks []guard.Mark
+		g, err := guard.New(guard.Options{MinRetries: 1, Logger: slog.New(slog.DiscardHandler), OnMark: func(ctx context.Context, m guard.Mark) {
+			marks = append(marks, m)
+			gr.OnMark(ctx, m)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := bufconntest.NewServer(t, bufconntest.Steps(bufconntest.Fail(status.Error(codes.Unavailable, "down"))), g.ServerOptions()...)
+		conn := srv.Conn(t)
+		for i := range 40 {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			ctx = metadata.AppendToOutgoingContext(ctx, grpcbackoff.CriticalityKey, "critical")
+			m := "/grpc.testing.TestService/UnaryCall"
+			if i%2 == 1 {
+				m = "/other.Service/Call"
+			}
+			conn.Invoke(ctx, m, &testgrpc.SimpleRequest{}, &testgrpc.SimpleResponse{})
+			cancel()
+			time.Sleep(20 * time.Millisecond)
+		}
+		want := map[string]map[string]int{opentelemetry.MetricGuardPaced: {}, opentelemetry.MetricGuardRefused: {}}
+		var waits int
+		for _, m := range marks {
+			label := "grpc.method=other"
+			if m.Registered {
+				label = "grpc.method=grpc.testing.TestService/UnaryCall"
+			}
+			label += " grpc.status=UNAVAILABLE grpcbackoff.criticality=CRITICAL"
+			if m.Refused {
+				want[opentelemetry.MetricGuardRefused][label]++
+			} else {
+				want[opentelemetry.MetricGuardPaced][label]++
+				waits++
+			}
+		}
+		if len(want[opentelemetry.MetricGuardPaced]) != 2 || len(want[opentelemetry.MetricGuardRefused]) != 2 {
+			t.Fatalf("marks %v: want both methods paced and refused", want)
+		}
+		got := collect(t, reader)
+		for name, w := range want {
+			ws := map[string]string{}
+			for k, v := range w {
+				ws[k] = fmt.Sprint(v)
+			}
+			check(t, got, name, nil, ws)
+		}
+		if n := got[opentelemetry.MetricGuardWait].Data.(metricdata.Histogram[float64]).DataPoints; len(n) != 2 || n[0].Count+n[1].Count != uint64(waits) {
+			t.Errorf("%s: %d series, want 2 holding the %d waits", opentelemetry.MetricGuardWait, len(n), waits)
+		}
 	})
 }
