@@ -201,7 +201,7 @@ func (g *Guard) end(ctx context.Context, a *attempt, err error) metadata.MD {
 	if dl, ok := ctx.Deadline(); ok {
 		deadline = max(dl.Sub(g.start), 1)
 	}
-	v, ch := g.core.Failed(&a.m.counts, a.cl, now, deadline, a.rank, shed)
+	v, ch := g.core.Failed(&a.m.counts, a.cl, now, deadline, a.prev, a.rank, shed)
 	g.changed(ctx, a.m, ch, now)
 	var pushback string
 	switch {

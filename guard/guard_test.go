@@ -93,9 +93,10 @@ func within(t *testing.T, g *guard.Guard, addr string, prev int, err error, d ti
 // TestPacesThenRefuses: an outage begins at a method of 10 attempts a
 // second. Its failures take slots of its schedule, about a second apart
 // (Share of its attempts): the first carries nothing, the next ones their
-// waits, each its own. Once the method has MinRetries of harm, a failure
-// whose slot is past its deadline, or more than a Window away, carries −1
-// (before, it is let through). A success, another code, a failure whose
+// waits, each its own (the calls have no deadline here, so the slots asked
+// for are the first free ones). Once the method has MinRetries of harm, a
+// failure whose slot is past half the time to its deadline, or more than a
+// Window away, carries −1 (before, it is let through). A success, another code, a failure whose
 // status says when to retry carry nothing.
 func TestPacesThenRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -104,11 +105,14 @@ func TestPacesThenRefuses(t *testing.T) {
 		var waits []int
 		var refusedAt []int
 		for i := range 16 {
-			d := 30 * time.Second
+			addr := fmt.Sprintf("10.0.0.%d:5000", i%10+1)
+			var pb []string
 			if i == 11 {
-				d = 3 * time.Second // its slot, about 10 s away, is past it
+				// Its slot, about 10 s away, is past half its 12 s.
+				pb = within(t, g, addr, 0, errUnavailable, 12*time.Second)
+			} else {
+				pb = attempt(t, g, addr, 0, errUnavailable)
 			}
-			pb := within(t, g, fmt.Sprintf("10.0.0.%d:5000", i%10+1), 0, errUnavailable, d)
 			switch {
 			case pb == nil:
 				waits = append(waits, 0)
@@ -202,17 +206,17 @@ func TestWindowSlidesByTenths(t *testing.T) {
 // TestMinRetries checks that a quiet method's failing calls keep their
 // retries, however large their share, until the method's harm (retries
 // arrived, and failures let through whose retries have not come) reaches
-// MinRetries: until then a failure whose slot is past its 2 s deadline is
-// let through, from then on it is refused. With MinRetries 1, the first
-// two retries' slots, about a second apart, fit the deadline; with 10, the
-// 9th retry sees 9 retries and 2 expected (the last failures of the first
-// two calls).
+// MinRetries: until then a failure whose slot does not fit (past half the
+// time to its 2 s deadline) is let through, from then on it is refused.
+// With MinRetries 1, the first retry's slot, about a second away, fits;
+// with 10, the 9th retry sees 9 retries and 2 expected (the last failures
+// of the first two calls).
 func TestMinRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, tc := range []struct {
 			min       int
 			wantFirst int // the first retry refused
-		}{{0, 9}, {5, 5}, {1, 3}} {
+		}{{0, 9}, {5, 5}, {1, 2}} {
 			g := newGuard(t, guard.Options{MinRetries: tc.min})
 			warm(t, g)
 			first := 0

@@ -122,7 +122,7 @@ func TestGuardRecorder(t *testing.T) {
 			}
 			conn.Invoke(ctx, m, &testgrpc.SimpleRequest{}, &testgrpc.SimpleResponse{})
 			cancel()
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond)
 		}
 		want := map[string]map[string]int{opentelemetry.MetricGuardPaced: {}, opentelemetry.MetricGuardRefused: {}}
 		var waits int

@@ -155,7 +155,7 @@ func (d drive) run() driveResult {
 		}
 		var v Verdict
 		if d.core != nil {
-			v, _ = d.core.Failed(&m, cl, now, c.deadline, c.rank, shed)
+			v, _ = d.core.Failed(&m, cl, now, c.deadline, int64(c.attempt-1), c.rank, shed)
 		}
 		if !v.Refused && !v.Paced {
 			res.unpacedPerTenth[int64(now/(100*time.Millisecond))]++

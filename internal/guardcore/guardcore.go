@@ -83,7 +83,7 @@ type Method struct {
 	ranks                 [Ranks]Counts
 	saves                 [Ranks]Window // calls served by a retry, refunded and not (Served)
 	refusals              [Ranks]Window // failures refused
-	pace                  [Ranks]schedule
+	pace                  paces
 	paced, refused, freed atomic.Int64
 	over                  atomic.Bool  // as last seen (Change)
 	checked               atomic.Int64 // the epoch Count last looked at over, plus one
@@ -175,24 +175,28 @@ type Verdict struct {
 }
 
 // Failed decides a retriable failure of an attempt of m of rank r, by the
-// pair whose cells Count returned as cl, at time now, whose call's deadline
-// is at deadline (0: none); shed says the handler answered it
-// RESOURCE_EXHAUSTED, its own measure of overload.
+// pair whose cells Count returned as cl, at time now, after prev attempts
+// of its call, whose deadline is at deadline (0: none); shed says the
+// handler answered it RESOURCE_EXHAUSTED, its own measure of overload.
 //
-// Each rank of m is paced apart, by its own counts: each failure takes the
-// next free slot of the rank's schedule, which hands out one slot per 1/R s, R =
-// Share/(1−Share)·(the rank's first tries in the window)/Window (the rate
-// that holds harm at Share), at least MinRetries per Window, each slot
-// weighted by the share of the rank's arrived retries that do harm: a slot
-// free at once lets the failure through, one later paces it (Verdict.Wait).
-// A slot past the deadline, or more than a Window away, does not fit: the
-// failure is then refused, unless the rank is quiet (its harm under
-// MinRetries), whose failures are only paced. A noisy pair (its harm at
-// least ClientMinRetries and more than 4 times its fair part of the
-// method's, in every cell: a client that ignores pushback, or only retries)
-// is refused without taking a slot, so that it cannot crowd the others out
-// of the schedule.
-func (c *Core) Failed(m *Method, cl Client, now, deadline time.Duration, r Rank, shed bool) (Verdict, Change) {
+// Each rank of m is paced apart, by its own counts: each failure takes a
+// slot of the rank's schedule, whose slots come Core.spacing apart (Share
+// of the rank's attempts per Window, each slot weighted by the harm it
+// weighs). It takes the earliest free one from now or, for a call with a
+// deadline, once retries have arrived, from half its time left shared
+// among the attempts it may have left (as many as 5 allow), weighted the
+// same: a slot free at once lets the failure through, a later one paces
+// it (Verdict.Wait). A slot past half the time to the deadline (a retry
+// must come with as much time left as it waited), or more than a Window
+// away, does not fit: the failure is then refused, unless the rank is
+// quiet (its harm under MinRetries, or its counts begun in this bucket:
+// nothing seen yet to judge by), whose failures are only paced. A noisy
+// pair (its harm at least ClientMinRetries and more than 4 times its fair
+// part of the method's, in every cell: a client that ignores pushback, or
+// only retries) is refused without taking a slot, so that it cannot crowd
+// the others out of the schedule, unless the rank's harm is under
+// MinRetries.
+func (c *Core) Failed(m *Method, cl Client, now, deadline time.Duration, prev int64, r Rank, shed bool) (Verdict, Change) {
 	e := c.epoch(now)
 	k := &m.ranks[r]
 	if shed {
@@ -210,12 +214,23 @@ func (c *Core) Failed(m *Method, cl Client, now, deadline time.Duration, r Rank,
 		c.refuse(m, e, r)
 		return Verdict{Refused: true}, ch
 	}
-	limit := int64(c.width * buckets)
+	window := c.width * buckets
+	limit, from := window, int64(now)
 	if deadline > 0 {
-		limit = min(limit, int64(deadline-now)-1)
+		left := int64(deadline - now)
+		limit = min(limit, left/2)
+		// Spread the call's retries over its time: a failure of a call
+		// with time to wait asks for a slot no sooner than half its time
+		// left shared among the attempts it may have left (grpc-go caps a
+		// call at 5), weighted as the slots are.
+		if t.retries > 0 { // not before a retry arrived: only from what is seen
+			from += int64(float64(left/(2*(max(4-prev, 1)+1))) * c.weight(t))
+		}
 	}
-	wait, ok := m.pace[r].slot(int64(now), c.spacing(t, now), limit)
-	if !ok && !quiet {
+	wait, ok := m.pace.of(r).slot(int64(now), min(from, int64(now)+limit), c.spacing(t, now), limit)
+	// A rank whose counts begun in this bucket is quiet too: nothing seen
+	// yet to judge by.
+	if !ok && !quiet && t.since < e {
 		c.refuse(m, e, r)
 		return Verdict{Refused: true}, ch
 	}
@@ -339,16 +354,22 @@ func (c *Core) change(m *Method, ts [Ranks]tally) Change {
 // spacing returns the time between two slots of the pace of a rank that
 // holds t at time now, in nanoseconds: a slot for each retry Share allows
 // (Share of the rank's attempts that arrived, counted since its oldest
-// bucket in the window, over that time, at least a millisecond), each weighted by the share of the calls that
-// retried and ended that ended failed (tally.failing), so that the calls
-// whose retries serve them cost little. In an outage, where every call that
-// retries fails, that is Share/(1−Share) of the first tries.
+// bucket in the window, over that time, at least a millisecond), each
+// weighted by the harm it weighs (Core.weight), so that the calls whose
+// retries serve them cost little. In an outage, where no
+// retry is served, that is Share/(1−Share) of the first tries.
 func (c *Core) spacing(t tally, now time.Duration) int64 {
 	window := c.width * buckets
 	elapsed := float64(min(max(int64(now)-t.since*c.width, int64(time.Millisecond)), window))
 	allowed := max(float64(t.first+t.retries)*c.share*float64(window)/elapsed, float64(c.minRetries), 1)
-	return int64(float64(window) / allowed * t.failing()) // 0 for a Share of 1: never paced apart
+	return int64(float64(window) / allowed * c.weight(t)) // 0 for a Share of 1: never paced apart
 }
+
+// weight returns the harm a slot of a rank that holds t weighs: the share
+// of the calls that retried and ended that ended failed (tally.failing),
+// or, if less, the share of the arrived retries not refunded (tally.doing:
+// it learns sooner, before calls end).
+func (c *Core) weight(t tally) float64 { return min(t.failing(), t.doing()) }
 
 // Totals are what State returns of a method.
 type Totals struct {

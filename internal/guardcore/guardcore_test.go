@@ -54,20 +54,33 @@ func TestTally(t *testing.T) {
 	}
 }
 
-// TestSchedule: slots come one spacing apart from the first free one; a
-// slot past the limit is not taken.
+// TestSchedule: slots come a spacing apart from the earliest free time; a
+// slot asked for later leaves the earlier times free; a slot past the limit
+// is not taken; a smaller spacing fits new slots between the old ones.
 func TestSchedule(t *testing.T) {
 	var s schedule
-	for i, want := range []int64{0, 10, 20} {
-		if w, ok := s.slot(100, 10, 25); !ok || w != want {
+	for i, want := range []int64{0, 30, 60} {
+		if w, ok := s.slot(1000, 1000, 30, 200); !ok || w != want {
 			t.Errorf("slot %d: %d, %v; want %d, true", i, w, ok, want)
 		}
 	}
-	if w, ok := s.slot(100, 10, 25); ok {
-		t.Errorf("a fourth slot 30 away with a limit of 25: %d, taken", w)
+	if w, ok := s.slot(1000, 1200, 30, 300); !ok || w != 200 {
+		t.Errorf("a slot from 1200: %d, %v; want 200", w, ok)
 	}
-	if w, ok := s.slot(200, 10, 25); !ok || w != 0 {
-		t.Errorf("later, the schedule free: %d, %v; want 0, true", w, ok)
+	if w, ok := s.slot(1000, 1000, 30, 300); !ok || w != 90 {
+		t.Errorf("from now again: %d, %v; want 90, before the one at 1200", w, ok)
+	}
+	if w, ok := s.slot(1000, 1000, 30, 100); ok {
+		t.Errorf("a fourth slot from now with a limit of 100: %d, taken", w)
+	}
+	if w, ok := s.slot(1000, 1000, 10, 100); !ok || w != 10 {
+		t.Errorf("a spacing of 10: %d, %v; want 10, between 1000 and 1030", w, ok)
+	}
+	if w, ok := s.slot(5000, 5000, 0, 10); !ok || w != 0 {
+		t.Errorf("no spacing: %d, %v; want 0, true", w, ok)
+	}
+	if w, ok := s.slot(5000, 5000, 30, 10); !ok || w != 0 || len(s.at) != 1 {
+		t.Errorf("later: %d, %v, %d times kept; want 0, true, 1: the past ones dropped", w, ok, len(s.at))
 	}
 }
 
@@ -167,7 +180,7 @@ func TestNoisyPairRefused(t *testing.T) {
 	var refused int
 	for i := range 30 {
 		cl, _ := c.Count(&m, noisy, now, true, RankDefault)
-		if v, _ := c.Failed(&m, cl, now, 0, RankDefault, false); v.Refused {
+		if v, _ := c.Failed(&m, cl, now, 0, 0, RankDefault, false); v.Refused {
 			refused++
 		} else if i >= 10 {
 			t.Errorf("noisy retry %d let through: %+v", i, v)
@@ -176,9 +189,8 @@ func TestNoisyPairRefused(t *testing.T) {
 	if refused < 19 {
 		t.Errorf("%d of the noisy pair's 30 failures refused, want 20", refused)
 	}
-	next := m.pace[RankDefault].next.Load()
 	cl, _ := c.Count(&m, 3<<32|3, now, false, RankDefault)
-	if v, _ := c.Failed(&m, cl, now, 0, RankDefault, false); v.Refused || v.Wait > time.Duration(next-int64(now))+time.Second {
+	if v, _ := c.Failed(&m, cl, now, 0, 0, RankDefault, false); v.Refused || v.Wait > time.Second {
 		t.Errorf("an honest pair's failure beside the noisy one: %+v, want a wait of about a slot", v)
 	}
 }
@@ -210,7 +222,7 @@ func TestServedRefunds(t *testing.T) {
 	for i := range 40 {
 		cl, _ := c.Count(&o, key, 0, i%2 == 1, RankDefault)
 		if i%2 == 0 {
-			c.Failed(&o, cl, 0, 0, RankDefault, true)
+			c.Failed(&o, cl, 0, 0, 0, RankDefault, true)
 		}
 	}
 	cl, _ = c.Count(&o, key, 0, true, RankDefault)
@@ -220,7 +232,7 @@ func TestServedRefunds(t *testing.T) {
 	if s := c.State(&o, 0); s.Refunded != 1 {
 		t.Errorf("overloaded: %d refunded, want 1: the critical retry's", s.Refunded)
 	}
-	if v, _ := c.Failed(&o, cl, 0, 0, RankSheddable, false); !v.Refused {
+	if v, _ := c.Failed(&o, cl, 0, 0, 0, RankSheddable, false); !v.Refused {
 		t.Errorf("overloaded: a sheddable failure got %+v, want refused: the server would shed its retry", v)
 	}
 }
@@ -246,7 +258,7 @@ func TestOverAndBack(t *testing.T) {
 		note(ch)
 		switch {
 		case i >= 1000 && i < 1500:
-			_, ch = c.Failed(&m, cl, at(i), 0, RankDefault, false)
+			_, ch = c.Failed(&m, cl, at(i), 0, 0, RankDefault, false)
 			note(ch)
 		case i >= 1500 && i%2 == 0:
 			c.Served(&m, cl, at(i), 1, RankDefault)
