@@ -42,10 +42,11 @@ type Options struct {
 	// share: below it failures are only paced, so that the failing call of
 	// a quiet method keeps its retries. Default 10; at least 1 when set.
 	MinRetries int
-	// ClientMinRetries is the fewest retries doing harm, of a client of a
-	// method in Window, for which the guard refuses that client's failures
-	// without a slot when they are more than its first tries. Default 10;
-	// at least 1 when set.
+	// ClientMinRetries is how many retries doing harm, in Window, a client
+	// of a method may make past 4 times its fair part of the method's (the
+	// part its first tries are of the method's) before the guard refuses
+	// its failures without a slot: a client that ignores pushback. Default
+	// 10; at least 1 when set.
 	ClientMinRetries int
 	// Codes are retriable codes whose failures the guard paces and refuses,
 	// beside UNAVAILABLE and RESOURCE_EXHAUSTED, which it always does

@@ -26,9 +26,12 @@ func (c *Core) client(key uint64) Client {
 }
 
 // noisy reports whether the pair whose cells are cl is noisy in epoch e,
-// beside the method whose ranks hold ts: in every cell, its harm at least
-// ClientMinRetries and more than noisy times its fair part of the method's
-// harm, the part its first tries are of the method's. A client whose
+// beside the method whose ranks hold ts: in every cell, its harm more than
+// ClientMinRetries past noisyFactor times its fair part of the method's
+// harm (the part its first tries are of the method's), its expected
+// retries weighted as the method's are. (ClientMinRetries past, not only
+// more than: a pair of few calls, whose few retries under way are many
+// times its fair part by chance, is not noisy.) A client whose
 // retries come as the guard paces them gets about its fair part; one that
 // ignores pushback, or only retries, gets far more.
 func (c *Core) noisy(cl Client, e int64, ts [Ranks]tally) bool {
@@ -38,8 +41,11 @@ func (c *Core) noisy(cl Client, e int64, ts [Ranks]tally) bool {
 	}
 	for _, cell := range cl {
 		t := cell.tally(e)
-		h := t.harm()
-		if h < float64(c.clientMin) || h*float64(all.first) <= noisyFactor*all.harm()*float64(t.first) {
+		// The cell's expected retries weigh as the method's do: its own
+		// few arrived retries say little.
+		h := float64(t.unserved()) + all.doing()*float64(t.pending)
+		fair := all.harm() * float64(t.first) / max(float64(all.first), 1)
+		if h <= noisyFactor*fair+float64(c.clientMin) {
 			return false
 		}
 	}

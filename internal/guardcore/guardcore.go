@@ -191,9 +191,9 @@ type Verdict struct {
 // away, does not fit: the failure is then refused, unless the rank is
 // quiet (its harm under MinRetries, or its counts begun in this bucket:
 // nothing seen yet to judge by), whose failures are only paced. A noisy
-// pair (its harm at least ClientMinRetries and more than 4 times its fair
-// part of the method's, in every cell: a client that ignores pushback, or
-// only retries) is refused without taking a slot, so that it cannot crowd
+// pair (its harm more than ClientMinRetries past 4 times its fair part of
+// the method's, in every cell: a client that ignores pushback, or only
+// retries) is refused without taking a slot, so that it cannot crowd
 // the others out of the schedule, unless the rank's harm is under
 // MinRetries.
 func (c *Core) Failed(m *Method, cl Client, now, deadline time.Duration, prev int64, r Rank, shed bool) (Verdict, Change) {

@@ -67,14 +67,15 @@ func StormOutage() OutageKind {
 // DefaultBudgets returns 100 000 clients (10 000 calls/s) in 10 to 10 000
 // processes, the outage from 20 s to 50 s, 110 s in all, answered
 // UNAVAILABLE, a pause (keeping at most 10 000 requests waiting, so that the
-// server can recover) or a storm, with a budget per process, the fleet's,
-// the server's guard alone and beside budgets per process, and grpc-go's
-// built-in retry without and with the guard.
+// server can recover), a storm or a flaky server (20% of attempts failing),
+// with a budget per process, the fleet's, the server's guard alone and
+// beside budgets per process, and grpc-go's built-in retry without and with
+// the guard.
 func DefaultBudgets() Budgets {
 	sc := DefaultFleet()
 	sc.PauseAt, sc.Pause, sc.Duration, sc.Backlog = 20*time.Second, 30*time.Second, 110*time.Second, 10_000
 	return Budgets{Base: sc, Processes: []int{10, 100, 1000, 10_000},
-		Outages:    []OutageKind{UnavailableOutage(), PausedOutage(), StormOutage()},
+		Outages:    []OutageKind{UnavailableOutage(), PausedOutage(), StormOutage(), FlakyOutage(0.2)},
 		Strategies: []Strategy{RecipeBudget(), RecipeFleet(), RecipeGuard(), RecipeBudgetGuard(), GRPCRetry(), GRPCRetryGuard()}, Parallel: 2}
 }
 

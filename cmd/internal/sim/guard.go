@@ -13,6 +13,19 @@ import (
 // server starts, a connection per process, at RankDefault (the simulated
 // clients say no criticality).
 
+// FlakyOutage is a flaky but healthy server (far below its capacity, as
+// DefaultFleet's): during the outage the share failing of the attempts
+// (0.2 for 0 or less) is answered UNAVAILABLE at once, at random, and the
+// others are served. A retry then is served as often as a first try: a
+// retry guard that counts retries refuses calls their retries would have
+// saved.
+func FlakyOutage(failing float64) OutageKind {
+	if failing <= 0 {
+		failing = 0.2
+	}
+	return OutageKind{Name: "flaky", Of: func(sc Fleet) Fleet { sc.Unavailable, sc.Failing = true, failing; return sc }}
+}
+
 // guardFailed decides the UNAVAILABLE the server answers at once to client
 // id's attempt, now, and returns the hint the client reads: the pushback
 // wait of a failure paced, Stop for one refused, nothing without a guard.
@@ -27,7 +40,7 @@ func (s *sim) guardFailed(id int32, now int64) grpcbackoff.Hint {
 		deadline = time.Duration(s.deadline(&s.clients[id]))
 	}
 	cl := s.guard.Client(s.proc(id).key)
-	v, _ := s.guard.Failed(&s.method, cl, time.Duration(now), deadline, guardcore.RankDefault, false)
+	v, _ := s.guard.Failed(&s.method, cl, time.Duration(now), deadline, int64(s.clients[id].attempts)-1, guardcore.RankDefault, false)
 	return grpcbackoff.Hint{Delay: v.Wait, Stop: v.Refused}
 }
 
