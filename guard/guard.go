@@ -159,18 +159,24 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 // attempt is what the guard knows of an attempt between its start and its
 // end.
 type attempt struct {
-	m    *method
-	cl   guardcore.Client
-	prev int64 // grpc-previous-rpc-attempts
-	tier string
-	rank guardcore.Rank
+	m      *method
+	cl     guardcore.Client
+	prev   int64 // grpc-previous-rpc-attempts
+	tier   string
+	rank   guardcore.Rank
+	ranked bool // tier and rank read from the request
 }
 
-// begin counts the attempt of fullMethod whose context is ctx.
+// begin counts the attempt of fullMethod whose context is ctx. The
+// criticality of a first try is read only at a method that has seen one
+// (a failure and a retry always read it): the success path of a method
+// whose calls say none reads no more metadata than it needs.
 func (g *Guard) begin(ctx context.Context, fullMethod string, registered bool) attempt {
 	now := time.Since(g.start) // the monotonic clock alone
-	a := attempt{m: g.methods.get(fullMethod, registered, now), prev: previousAttempts(ctx)}
-	a.tier, a.rank = criticality(ctx)
+	a := attempt{m: g.methods.get(fullMethod, registered, now), prev: previousAttempts(ctx), rank: guardcore.RankDefault}
+	if a.prev >= 1 || a.m.ranked.Load() {
+		a.rank = g.read(ctx, &a)
+	}
 	var ch guardcore.Change
 	a.cl, ch = g.core.Count(&a.m.counts, g.clientKey(ctx, a.m.id), now, a.prev >= 1, a.rank)
 	g.changed(ctx, a.m, ch, now)
@@ -191,6 +197,9 @@ func (g *Guard) end(ctx context.Context, a *attempt, err error) metadata.MD {
 			g.served(ctx, a)
 		}
 		return nil
+	}
+	if !a.ranked {
+		a.rank = g.read(ctx, a)
 	}
 	now := time.Since(g.start)
 	shed := code == codes.ResourceExhausted
@@ -217,6 +226,17 @@ func (g *Guard) end(ctx context.Context, a *attempt, err error) metadata.MD {
 		g.onMark(ctx, Mark{Method: a.m.name, Registered: a.m.registered, Code: code, Criticality: a.tier, Wait: v.Wait, Refused: v.Refused})
 	}
 	return metadata.Pairs(grpcbackoff.PushbackKey, pushback)
+}
+
+// read reads the criticality of the attempt a, whose context is ctx, and
+// notes at its method that one was said.
+func (g *Guard) read(ctx context.Context, a *attempt) guardcore.Rank {
+	a.tier, a.rank = criticality(ctx)
+	a.ranked = true
+	if a.tier != "" && !a.m.ranked.Load() {
+		a.m.ranked.Store(true)
+	}
+	return a.rank
 }
 
 // served counts the attempt a, whose context is ctx, as served if it is a

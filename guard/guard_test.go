@@ -375,16 +375,18 @@ func TestStateOfUnknownMethod(t *testing.T) {
 // TestFirstTryAllocatesNothing checks the success path: a first try
 // allocates nothing in the guard, a retry only the copy of its
 // grpc-previous-rpc-attempts values that grpc-go's metadata package makes,
-// and a call that says its criticality one more, the copy of that.
+// and a call that says its criticality one more, the copy of that, once a
+// retry of its method said one (before, a first try's is not read).
 func TestFirstTryAllocatesNothing(t *testing.T) {
 	g := newGuard(t, guard.Options{})
 	info := &grpc.UnaryServerInfo{FullMethod: method}
 	handler := func(context.Context, any) (any, error) { return info, nil }
+	critical := []string{grpcbackoff.CriticalityKey, "CRITICAL"}
 	for _, tc := range []struct {
 		prev int
 		kv   []string
 		want float64
-	}{{0, nil, 0}, {1, nil, 1}, {0, []string{grpcbackoff.CriticalityKey, "CRITICAL"}, 1}} {
+	}{{0, nil, 0}, {1, nil, 1}, {0, critical, 0}, {1, critical, 2}, {0, critical, 1}, {0, nil, 0}} {
 		ctx := attemptContext("10.0.0.1:5000", tc.prev, &transportStream{}, tc.kv...)
 		if got := testing.AllocsPerRun(1000, func() { g.Unary(ctx, nil, info, handler) }); got != tc.want {
 			t.Errorf("an attempt after %d others, metadata %q: %v allocations, want %v", tc.prev, tc.kv, got, tc.want)

@@ -3,6 +3,7 @@ package guard
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/platformkit/grpcbackoff/internal/guardcore"
@@ -19,7 +20,8 @@ const (
 type method struct {
 	name       string
 	registered bool
-	id         uint64 // mixed into its clients' keys
+	id         uint64      // mixed into its clients' keys
+	ranked     atomic.Bool // a request of it said its criticality
 	counts     guardcore.Method
 }
 

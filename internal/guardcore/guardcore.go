@@ -283,23 +283,43 @@ func (c *Core) Served(m *Method, cl Client, now time.Duration, prev int64, r Ran
 	}
 	e := c.epoch(now)
 	k := &m.ranks[r]
-	t := k.tally(e)
-	if r < RankCritical && c.overloaded(c.tallies(m, e)) {
+	if r < RankCritical && c.shedding(m, e) {
 		m.saves[r].add(e, true)
 		return
 	}
-	n := min(prev, t.unserved())
-	for _, cell := range cl {
-		n = min(n, cell.tally(e).unserved())
-	}
-	if n <= 0 {
-		return
+	n := int64(1) // the retry itself, counted when it arrived
+	if prev > 1 {
+		n = min(prev, k.unserved(e))
+		for _, cell := range cl {
+			n = min(n, cell.unserved(e))
+		}
+		if n <= 0 {
+			return
+		}
 	}
 	k.r.addN(e, false, n)
 	m.saves[r].add(e, false)
 	cl[0].r.addN(e, false, n)
 	cl[1].r.addN(e, false, n)
 	m.freed.Add(n)
+}
+
+// unserved returns k's retries in epoch e's window not refunded.
+func (k *Counts) unserved(e int64) int64 {
+	_, retries := k.w.sum(e)
+	refunds, _ := k.r.sum(e)
+	return max(retries-refunds, 0)
+}
+
+// shedding is overloaded for m in epoch e, reading only what it needs.
+func (c *Core) shedding(m *Method, e int64) bool {
+	var t tally
+	for i := range m.ranks {
+		first, retries := m.ranks[i].w.sum(e)
+		_, shed := m.ranks[i].r.sum(e)
+		t.first, t.retries, t.shed = t.first+first, t.retries+retries, t.shed+shed
+	}
+	return t.overloaded(c.share, c.minRetries)
 }
 
 // tallies returns the tally of each of m's ranks in epoch e.
