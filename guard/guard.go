@@ -167,14 +167,15 @@ type attempt struct {
 	ranked bool // tier and rank read from the request
 }
 
-// begin counts the attempt of fullMethod whose context is ctx. The
-// criticality of a first try is read only at a method that has seen one
-// (a failure and a retry always read it): the success path of a method
-// whose calls say none reads no more metadata than it needs.
+// begin counts the attempt of fullMethod whose context is ctx. Its
+// criticality is read only at a method that has seen one (a failure always
+// reads it): the success path of a method whose calls say none reads no
+// more metadata than it needs. (Before, a retry or first try of its method
+// counts in the default rank.)
 func (g *Guard) begin(ctx context.Context, fullMethod string, registered bool) attempt {
 	now := time.Since(g.start) // the monotonic clock alone
 	a := attempt{m: g.methods.get(fullMethod, registered, now), prev: previousAttempts(ctx), rank: guardcore.RankDefault}
-	if a.prev >= 1 || a.m.ranked.Load() {
+	if a.m.ranked.Load() {
 		a.rank = g.read(ctx, &a)
 	}
 	var ch guardcore.Change

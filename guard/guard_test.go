@@ -376,7 +376,7 @@ func TestStateOfUnknownMethod(t *testing.T) {
 // allocates nothing in the guard, a retry only the copy of its
 // grpc-previous-rpc-attempts values that grpc-go's metadata package makes,
 // and a call that says its criticality one more, the copy of that, once a
-// retry of its method said one (before, a first try's is not read).
+// failure of its method said one (before, it is not read).
 func TestFirstTryAllocatesNothing(t *testing.T) {
 	g := newGuard(t, guard.Options{})
 	info := &grpc.UnaryServerInfo{FullMethod: method}
@@ -386,10 +386,22 @@ func TestFirstTryAllocatesNothing(t *testing.T) {
 		prev int
 		kv   []string
 		want float64
-	}{{0, nil, 0}, {1, nil, 1}, {0, critical, 0}, {1, critical, 2}, {0, critical, 1}, {0, nil, 0}} {
+	}{{0, nil, 0}, {1, nil, 1}, {0, critical, 0}, {1, critical, 1}} {
 		ctx := attemptContext("10.0.0.1:5000", tc.prev, &transportStream{}, tc.kv...)
 		if got := testing.AllocsPerRun(1000, func() { g.Unary(ctx, nil, info, handler) }); got != tc.want {
 			t.Errorf("an attempt after %d others, metadata %q: %v allocations, want %v", tc.prev, tc.kv, got, tc.want)
+		}
+	}
+	// A failure says the method's calls say their criticality: from then
+	// on it is read.
+	attempt(t, g, "10.0.0.1:5000", 0, errUnavailable, critical...)
+	for _, tc := range []struct {
+		prev int
+		want float64
+	}{{0, 1}, {1, 2}} {
+		ctx := attemptContext("10.0.0.1:5000", tc.prev, &transportStream{}, critical...)
+		if got := testing.AllocsPerRun(1000, func() { g.Unary(ctx, nil, info, handler) }); got != tc.want {
+			t.Errorf("after a failure, an attempt after %d others, metadata %q: %v allocations, want %v", tc.prev, critical, got, tc.want)
 		}
 	}
 }

@@ -86,6 +86,7 @@ type Method struct {
 	pace                  paces
 	paced, refused, freed atomic.Int64
 	over                  atomic.Bool  // as last seen (Change)
+	shed                  atomic.Int64 // shedding's answer, and the epoch it is of: (epoch+1)<<1 | answer
 	checked               atomic.Int64 // the epoch Count last looked at over, plus one
 }
 
@@ -311,15 +312,26 @@ func (k *Counts) unserved(e int64) int64 {
 	return max(retries-refunds, 0)
 }
 
-// shedding is overloaded for m in epoch e, reading only what it needs.
+// shedding is overloaded for m in epoch e, reading only what it needs, at
+// most once a bucket (a served retry asks it: a failure's answer shed in
+// this bucket is seen from the next).
 func (c *Core) shedding(m *Method, e int64) bool {
+	if v := m.shed.Load(); v>>1 == e+1 {
+		return v&1 == 1
+	}
 	var t tally
 	for i := range m.ranks {
 		first, retries := m.ranks[i].w.sum(e)
 		_, shed := m.ranks[i].r.sum(e)
 		t.first, t.retries, t.shed = t.first+first, t.retries+retries, t.shed+shed
 	}
-	return t.overloaded(c.share, c.minRetries)
+	on := t.overloaded(c.share, c.minRetries)
+	v := (e + 1) << 1
+	if on {
+		v |= 1
+	}
+	m.shed.Store(v)
+	return on
 }
 
 // tallies returns the tally of each of m's ranks in epoch e.
