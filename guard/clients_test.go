@@ -46,8 +46,9 @@ func callID(ctx context.Context, id string) context.Context {
 
 // marks records what the guard told OnMark, by call and attempt.
 type marks struct {
-	mu sync.Mutex
-	m  map[string]guard.Mark // "id/n": attempt n (from 0) of call id
+	mu  sync.Mutex
+	m   map[string]guard.Mark // "id/n": attempt n (from 0) of call id
+	all []guard.Mark
 }
 
 func (ms *marks) onMark(ctx context.Context, m guard.Mark) {
@@ -62,6 +63,7 @@ func (ms *marks) onMark(ctx context.Context, m guard.Mark) {
 		ms.m = map[string]guard.Mark{}
 	}
 	ms.m[fmt.Sprintf("%s/%d", strings.Join(md.Get(bufconntest.StreamKey), ""), prev)] = m
+	ms.all = append(ms.all, m)
 }
 
 func (ms *marks) get(id string, n int) (guard.Mark, bool) {
@@ -336,4 +338,65 @@ func TestPatientCallsServed(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRegistrar: a service registered through Registrar is guarded as
+// through ServerOptions: grpc-go's retry waits the pushback the guard paces
+// its failures with, unary calls and streams.
+func TestRegistrar(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ms marks
+		g := newGuard(t, guard.Options{OnMark: ms.onMark})
+		lis := bufconntest.Listen()
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(g.Registrar(srv), downService{})
+		bufconntest.Serve(t, srv, lis)
+		client := testgrpc.NewTestServiceClient(bufconntest.Dial(t, lis.DialContext, grpc.WithDefaultServiceConfig(grpcRetry)))
+		for range 100 { // warm: 10 calls a second that fail once, served by their retry
+			client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{})
+			time.Sleep(100 * time.Millisecond)
+		}
+		calls(t, 12, func(ctx context.Context) error {
+			_, err := client.UnaryCall(metadata.AppendToOutgoingContext(ctx, "down", "1"), &testgrpc.SimpleRequest{})
+			return err
+		})
+		calls(t, 4, func(ctx context.Context) error {
+			return serverStream(metadata.AppendToOutgoingContext(ctx, "down", "1"), client)
+		})
+		ms.mu.Lock()
+		defer ms.mu.Unlock()
+		var paced, streams int
+		for _, m := range ms.all {
+			if !m.Refused {
+				paced++
+			}
+			if m.Method == "/grpc.testing.TestService/StreamingOutputCall" {
+				streams++
+			}
+		}
+		if paced < 3 || streams == 0 {
+			t.Errorf("%d failures paced, %d of streams marked; want some of both", paced, streams)
+		}
+		if s := g.State("/grpc.testing.TestService/UnaryCall"); s.FirstTries == 0 || s.Refunded == 0 {
+			t.Errorf("State %+v: want the warm calls counted, their retries refunded", s)
+		}
+	})
+}
+
+// downService fails a call whose metadata says "down", and the first
+// attempt of any other, with UNAVAILABLE.
+type downService struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (downService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get("down")) > 0 || len(md.Get(interceptor.PreviousAttemptsKey)) == 0 {
+		return nil, status.Error(codes.Unavailable, "down")
+	}
+	return &testgrpc.SimpleResponse{}, nil
+}
+
+func (downService) StreamingOutputCall(*testgrpc.StreamingOutputCallRequest, testgrpc.TestService_StreamingOutputCallServer) error {
+	return status.Error(codes.Unavailable, "down")
 }

@@ -63,9 +63,11 @@ func TestFloodOfMethodNames(t *testing.T) {
 
 // TestGatewayPairs: 5 000 clients of one method (a gateway's), each with
 // its own connection, and 50 of them noisy (retrying 10 times a second,
-// ignoring pushback), past the 4 096 cells of a row: every honest client
-// that fails once keeps its retry (never refused), where one table with a
-// shared count past 4 096 pairs refused most.
+// ignoring pushback), past the 4 096 cells of a row: an honest client that
+// fails once keeps its retry, where one table with a shared count past
+// 4 096 pairs refused most. It is refused only if both its cells hold a
+// noisy client, (50/4096)² ≈ 0.015% of the time: at most 5 of the 950
+// failures (0.5%) are allowed, against 0.14 expected.
 func TestGatewayPairs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGuard(t, guard.Options{})
@@ -94,8 +96,8 @@ func TestGatewayPairs(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		t.Logf("honest failures refused: %d of %d; noisy failures refused: %d of 5000", refusedHonest, honestFailures, noisyRefused)
-		if refusedHonest > 0 {
-			t.Errorf("%d of %d honest clients' single failures refused, want none", refusedHonest, honestFailures)
+		if refusedHonest > 5 {
+			t.Errorf("%d of %d honest clients' single failures refused, want at most 5", refusedHonest, honestFailures)
 		}
 		if noisyRefused < 4000 {
 			t.Errorf("%d of the noisy clients' 5000 failures refused, want most", noisyRefused)
