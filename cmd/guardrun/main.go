@@ -9,7 +9,7 @@
 // handler, failed calls, goodput, time to recover, the densest 100 ms of
 // retries while over) and, with -out, writes it and a chart there.
 //
-//	go run ./cmd/guardrun                              # the default scenarios and mixes (~9 min)
+//	go run ./cmd/guardrun                              # the default scenarios and mixes (~11 min)
 //	go run ./cmd/guardrun -out cmd/guardrun            # and write the table and the chart
 //	go run ./cmd/guardrun -scenarios overload -mixes mixed
 package main
@@ -29,11 +29,11 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// short is a run whose trigger lasts 10 s from the start: the flaky server
-// and the brownout, as the issue measured them (2 000 calls); long one of
-// 30 s whose trigger lasts 5 s from 5 s.
+// short is a run of 15 s whose trigger lasts 10 s from the start: the
+// flaky server and the brownout, as the issue measured them (2 000 calls in
+// the trigger); long one of 30 s whose trigger lasts 5 s from 5 s.
 var (
-	short = timing{warm: 0, trigger: 10 * time.Second, after: 3 * time.Second}
+	short = timing{warm: 0, trigger: 10 * time.Second, after: 5 * time.Second}
 	long  = timing{warm: 5 * time.Second, trigger: 5 * time.Second, after: 20 * time.Second}
 )
 

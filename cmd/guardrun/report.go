@@ -21,6 +21,7 @@ type summary struct {
 	// step then: 2 · Share/(1−Share) of the first tries a step, on average
 	// over those steps. Guarded runs only.
 	overSteps, densest int64
+	densestSheddable   int64 // the same of the retries of sheddable calls (brownout)
 	twiceShare         float64
 	patientOK          int64   // patient calls served
 	sheddable          float64 // failed share of the sheddable calls (brownout)
@@ -70,6 +71,7 @@ func summarize(r *result) summary {
 		if s.get(i, over) > 0 {
 			u.overSteps++
 			u.densest = max(u.densest, s.get(i, retries))
+			u.densestSheddable = max(u.densestSheddable, s.get(i, sheddableRetries))
 			firstOver += s.get(i, firstTries)
 		}
 	}
@@ -96,9 +98,12 @@ func writeTable(w io.Writer, results []*result) {
 		if r.guarded {
 			guardCol = "guard"
 			paced, refused = fmt.Sprint(r.state.Paced), fmt.Sprint(r.state.Refused)
-			if u.overSteps > 0 {
+			switch {
+			case u.overSteps > 0 && r.sc.brownout > 0:
+				densest = fmt.Sprintf("%d, sheddable %d (%.1f) in %d", u.densest, u.densestSheddable, u.twiceShare, u.overSteps)
+			case u.overSteps > 0:
 				densest = fmt.Sprintf("%d (%.1f) in %d", u.densest, u.twiceShare, u.overSteps)
-			} else {
+			default:
 				densest = "never over"
 			}
 		}

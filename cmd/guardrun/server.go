@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/guard"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
@@ -106,7 +108,11 @@ var (
 
 // work is one attempt, from its arrival at the handler to its answer.
 func (s *server) work(ctx context.Context) error {
-	s.s.add(time.Now(), isRetry(ctx), 1)
+	now, c := time.Now(), isRetry(ctx)
+	s.s.add(now, c, 1)
+	if c == retries && slices.Contains(metadata.ValueFromIncomingContext(ctx, grpcbackoff.CriticalityKey), grpcbackoff.CriticalitySheddable) {
+		s.s.add(now, sheddableRetries, 1)
+	}
 	if s.outage.Load() {
 		switch {
 		case s.flaky > 0 || s.brownout > 0:
