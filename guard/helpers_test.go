@@ -85,10 +85,3 @@ func newGuard(t *testing.T, o guard.Options) *guard.Guard {
 	}
 	return g
 }
-
-// metadataWith returns ctx with its incoming metadata's key set to v.
-func metadataWith(ctx context.Context, key, v string) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
-	md.Set(key, v)
-	return metadata.NewIncomingContext(ctx, md)
-}
