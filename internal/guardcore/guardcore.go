@@ -51,7 +51,8 @@ const (
 // A Core counts attempts and decides what failures carry for the methods
 // it is given (see Count, Failed and Served), keeping the counts of (method,
 // client) pairs in a sketch of cells (see Client). It is safe for concurrent
-// use; no call locks or allocates.
+// use. Count and Served neither lock nor allocate; Failed takes its rank's
+// schedule's lock, and makes the schedule on a method's first paced failure.
 type Core struct {
 	share      float64
 	width      int64 // of a bucket, in nanoseconds
