@@ -238,7 +238,7 @@ func (s *sim) handle(e event) {
 			if b := s.sample(e.at); b != nil {
 				b.TimedOut++
 			}
-			s.failed(e.id, e.at, true, false)
+			s.failed(e.id, e.at, true, grpcbackoff.Hint{})
 		}
 	case evDone:
 		s.accepted--
@@ -333,9 +333,9 @@ func (s *sim) send(id int32, now int64) {
 	}
 	if s.paused && s.sc.Unavailable && (s.sc.Failing == 0 || s.rng.Float64() < s.sc.Failing) {
 		// Answered at once with UNAVAILABLE, marked by the guard if it
-		// refuses.
-		cw := s.arrive(id, c.attempts > 1, now)
-		s.failed(id, now, false, cw != nil && s.guard.Refuses(&s.method, cw, time.Duration(now)))
+		// paces or refuses.
+		s.arrive(id, c.attempts > 1, now)
+		s.failed(id, now, false, s.guardFailed(id, now))
 		return
 	}
 	s.q.push(event{at: s.timeout(c, now), id: id, seq: c.seq, kind: evTimeout})
@@ -385,16 +385,14 @@ func (s *sim) accept(r ref, now int64) {
 }
 
 // arrive counts an attempt of client id, a retry or a first try, that
-// reaches the server now, and returns its connection's counts at the
-// server's guard (nil without a guard).
-func (s *sim) arrive(id int32, retry bool, now int64) *guardcore.Counts {
+// reaches the server now, at the server's guard too.
+func (s *sim) arrive(id int32, retry bool, now int64) {
 	if b := s.sample(now); b != nil && retry {
 		b.ServerRetries++
 	}
-	if s.guard == nil {
-		return nil
+	if s.guard != nil {
+		s.guard.Count(&s.method, s.proc(id).key, time.Duration(now), retry, guardcore.RankDefault)
 	}
-	return s.guard.Count(&s.method, s.proc(id).key, time.Duration(now), retry)
 }
 
 // answer delivers the server's answer to r, if its client still waits.
@@ -403,6 +401,7 @@ func (s *sim) answer(r ref, now int64) {
 	if c.state != inFlight || c.seq != r.seq {
 		return // abandoned at its timeout; the work was done anyway
 	}
+	s.guardServed(r.id, now)
 	p := s.proc(r.id)
 	if p.budget != nil {
 		p.budget.Succeeded() // feeds the reserve, as the interceptors do
@@ -419,9 +418,9 @@ func (s *sim) answer(r ref, now int64) {
 }
 
 // failed handles the failure of client id's attempt with the library's
-// decision: its timeout, or an UNAVAILABLE answered at once, with pushback
-// −1 if refused.
-func (s *sim) failed(id int32, now int64, timedOut, refused bool) {
+// decision: its timeout, or an UNAVAILABLE answered at once, with the
+// guard's pushback as hint.
+func (s *sim) failed(id int32, now int64, timedOut bool, hint grpcbackoff.Hint) {
 	c := &s.clients[id]
 	p := s.proc(id)
 	if p.adaptive != nil {
@@ -433,7 +432,7 @@ func (s *sim) failed(id int32, now int64, timedOut, refused bool) {
 		a.Deadline = s.t(s.deadline(c))
 	}
 	if !timedOut {
-		a.Code, a.Hint.Stop = codes.Unavailable, refused
+		a.Code, a.Hint = codes.Unavailable, hint
 	}
 	if s.payWhenDue(p) {
 		// Decided now, paid when due (paid): the budget is told of it.
