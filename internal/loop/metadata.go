@@ -27,10 +27,15 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // itself for a call that stated none, and for one whose caller's metadata
 // has the key already, whose value is kept (a server reads the first).
 func (p *Plan) Outgoing(ctx context.Context) context.Context {
+	if p.Critical == gate.Default {
+		return ctx // inlined: a call without the options pays a comparison
+	}
+	return p.outgoing(ctx)
+}
+
+func (p *Plan) outgoing(ctx context.Context) context.Context {
 	var v string
 	switch p.Critical {
-	case gate.Default:
-		return ctx
 	case gate.Critical:
 		v = grpcbackoff.CriticalityCriticalPlus
 	case gate.Sheddable:
