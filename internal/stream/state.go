@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/platformkit/grpcbackoff/internal/connpolicy"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 )
 
@@ -107,6 +108,8 @@ type streamAttempt struct {
 	broken    bool        // cs refused a message (it ended): a receive will tell how
 	cut       bool        // the AttemptTimeout ended cs
 	done      bool        // the stream is done with the attempt (see release)
+
+	grpcs connpolicy.Attempts // grpc-go's own attempts of it, where the plan counts them (loop.Plan.CountGRPC)
 
 	// With AttemptTimeout, before the commit: since when the caller has
 	// waited in each kind of operation on the attempt (zero: not waiting),
