@@ -104,8 +104,9 @@ func shortPolicy() grpcbackoff.Policy {
 // under DialOptions on a ClientConn whose resolver publishes a retry policy
 // (issue 45), the first that speaks deciding: the call's options
 // (CallPolicy, NoRetry; CallMaxAttempts bounds), the Retrier's options for
-// the method or its service (WithMethod, WithoutRetryFor), the
-// connection's service config, WithServiceConfig, the Retrier's Policy —
+// the method or its service (WithMethod, WithoutRetryFor, an entry of
+// WithServiceConfig without a retryPolicy), the connection's service
+// config, WithServiceConfig's retryPolicies, the Retrier's Policy —
 // each row's attempts on the wire, and the source ExplainOn names. And what
 // the connection's retryPolicy states of safety, as WithServiceConfig's
 // would: a method it names is resendable, unless WithSafety states the
@@ -148,7 +149,7 @@ func TestConnectionPolicyOrder(t *testing.T) {
 		{"WithMethod for the service over it", append(marked, interceptor.WithMethod("/grpc.testing.TestService/", two)), nil, ownMethod, codes.Internal, 2, "WithMethod", false},
 		{"WithoutRetryFor over it", append(marked, interceptor.WithoutRetryFor(ownMethod)), nil, ownMethod, codes.Internal, 1, "WithoutRetryFor", false},
 		{"the connection's over WithServiceConfig", append(marked, sc5), nil, ownMethod, codes.Internal, 4, "read at each call's first failure", false},
-		{"the connection's over WithServiceConfig's no retry", append(marked, scNone), nil, ownMethod, codes.Internal, 4, "read as each call starts", false},
+		{"WithServiceConfig's no retry over it", append(marked, scNone), nil, ownMethod, codes.Internal, 1, "a service config entry without a retryPolicy", false},
 		{"CallMaxAttempts bounds it", marked, []grpc.CallOption{interceptor.CallMaxAttempts(2)}, ownMethod, codes.Internal, 2, "", false},
 		{"CallPolicy over it", marked, []grpc.CallOption{interceptor.CallPolicy(five)}, ownMethod, codes.Internal, 5, "", false},
 		{"NoRetry over it", marked, []grpc.CallOption{interceptor.NoRetry()}, ownMethod, codes.Internal, 1, "", false},

@@ -21,9 +21,11 @@ import (
 // the connection's service config gives a method (from its resolver: DNS
 // TXT records, a manual resolver; or grpc.WithDefaultServiceConfig) is
 // carried out by the interceptors instead, as WithServiceConfig would
-// carry it out, where neither the call's options nor WithMethod,
-// WithoutRetryFor or WithHedging decide the method (see ExplainOn). An
-// xDS route's retry_policy cannot be: see XDSDialOptions. It panics if p
+// carry it out, in place of a default Policy (New's, or a retryPolicy of
+// WithServiceConfig), never of a choice (the call's options, WithMethod,
+// WithoutRetryFor, WithHedging; the order is in the package doc, and
+// ExplainOn says it for one ClientConn). An xDS route's
+// retry_policy cannot be: see XDSDialOptions. It panics if p
 // or an option is invalid.
 func DialOptions(p grpcbackoff.Policy, opts ...Option) []grpc.DialOption {
 	return mustNew(p, opts).DialOptions()

@@ -350,13 +350,7 @@ func (r *Retrier) policySource(p *loop.Plan, v connView) string {
 		if name == "" {
 			name = "its default entry"
 		}
-		src = "the connection's service config from its resolver (or grpc.WithDefaultServiceConfig), its retryPolicy for " + name
-		if p.Conn == loop.ConnRead {
-			src += ", read at each call's first failure"
-		} else {
-			src += ", read as each call starts"
-		}
-		return src
+		return "the connection's service config from its resolver (or grpc.WithDefaultServiceConfig), its retryPolicy for " + name + ", read at each call's first failure"
 	case p.Policy == nil && name == "":
 		src = "no default Policy: WithServiceConfig's default entry has no retryPolicy"
 	case p.Policy == nil:

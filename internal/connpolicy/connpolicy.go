@@ -8,11 +8,14 @@
 // attempts grpc-go made of a call (Attempts).
 //
 // In the engine's layers it sits beside internal/settings, which it
-// produces values of, and below the plan of a call (internal/loop), which
-// asks a connection's Source once per call, when the call's first attempt
-// has failed: the only time the answer matters, and the first time it is
-// sure to be there (a new channel applies its resolver's config before it
-// lets a first attempt through, not before its first call starts).
+// produces values of, and below the connection's state (internal/targets,
+// which holds a Source per ClientConn) and the plan of a call
+// (internal/loop), which asks it once per call, when the call's first
+// attempt has failed: the only time the answer matters, and the first time
+// it is sure to be there (a new channel applies its resolver's config
+// before it lets a first attempt through, not before its first call
+// starts); a plan that needs it before the first attempt (a method the
+// Retrier would hedge or not retry) asks as the call starts.
 package connpolicy
 
 import (

@@ -29,7 +29,7 @@ type Plan struct {
 	Hedges    int               // attempts of a hedged round (0: not hedged)
 	From      settings.Level    // whose entry gave the Policy or Hedge (with FromConn, of the connection's service config)
 	Conn      ConnRule          // what the ClientConn's control plane decides of the call
-	FromConn  bool              // the Policy is the connection's (its service config's, read by Conn's rule)
+	FromConn  bool              // the Policy is the connection's (its service config's, read at the first failure)
 	CountGRPC bool              // ConnGRPC on an xDS channel: each attempt counts grpc-go's attempts of it (attempt.Failure.GRPCRetried)
 	Safety    safety.Level      // stated by a call option (see Stated)
 	Stated    Stated            // which call option stated Safety, if one did
@@ -63,8 +63,8 @@ type ConnRule int8
 const (
 	// ConnNone: nothing. A call without a ClientConn; a call whose options
 	// (NoRetry, CallPolicy) or whose method's own options (WithMethod,
-	// WithoutRetryFor, WithHedging) decide; or one whose plan read the
-	// connection's policy as it was made (FromConn).
+	// WithoutRetryFor, WithHedging; WithServiceConfig's hedging, or an
+	// entry of it without a retryPolicy) decide.
 	ConnNone ConnRule = iota
 	// ConnRead: the retryPolicy the connection's service config gives the
 	// method, if it gives one, replaces the Policy (and Max, unless
@@ -95,12 +95,13 @@ const (
 //     then service, then default), then what the ClientConn's control
 //     plane decides (Conn): where grpc-go's own retry is on, it takes its
 //     control plane's failures first (ConnGRPC), whatever the rest says;
-//     elsewhere, unless the call's options or WithMethod, WithoutRetryFor
-//     or WithHedging decide the method, the retryPolicy of the
-//     connection's service config replaces WithServiceConfig's and the
-//     Policy: read at the first failure (ConnRead), or now for a method
-//     the Retrier would hedge or not retry, whose plan needs it before
-//     the first attempt (FromConn);
+//     elsewhere the retryPolicy of the connection's service config,
+//     read at the first failure (ConnRead), replaces a default Policy, the
+//     Retrier's or a retryPolicy of WithServiceConfig, never a choice made
+//     before the first attempt: the call's options, WithMethod,
+//     WithoutRetryFor, WithHedging, and WithServiceConfig's entries that
+//     hedge or retry nothing (a read as every such call starts would cost
+//     it the ClientConn's lock);
 //  4. the call's options over them: NoRetry, CallPolicy, CallMaxAttempts;
 //  5. its safety: a hedge of a method known not to be safe to send twice
 //     is dropped, and its failures follow its Policy; so is a hedge where
@@ -108,8 +109,9 @@ const (
 //  6. its attempts: MaxAttempts, and the hedges of a round.
 //
 // So the order is: the call's options, the Retrier's options for the
-// method or its service, the connection's control plane, WithServiceConfig,
-// the Retrier's Policy. It returns the ClientConn's state, nil for a call
+// method or its service (and WithServiceConfig's hedging and no retry),
+// the connection's control plane, WithServiceConfig's retryPolicies, the
+// Retrier's Policy. It returns the ClientConn's state, nil for a call
 // that passes through. It allocates nothing once cc is registered.
 func (e *Engine) Plan(p *Plan, cc *grpc.ClientConn, method string, opts []grpc.CallOption) *targets.Conn {
 	return e.plan(p, cc, nil, true, method, opts)
@@ -192,14 +194,11 @@ func (e *Engine) plan(p *Plan, cc *grpc.ClientConn, conn *targets.Conn, register
 		switch {
 		case conn.GRPCRetry.Load():
 			p.Conn, p.CountGRPC = ConnGRPC, conn.XDS
-		case noRetry || callPolicy != nil || p.From != settings.FromDefault && !config:
-			// The call's options, or the Retrier's own for the method.
-		case p.Policy != nil && p.Hedge == nil:
+		case noRetry || callPolicy != nil || p.From != settings.FromDefault && !config || p.Policy == nil || p.Hedge != nil:
+			// A choice made before the first attempt: the call's options,
+			// the Retrier's own for the method, a hedging or no retry.
+		default: // a default Policy: the New's, or a retryPolicy of WithServiceConfig
 			p.Conn = ConnRead
-		default: // hedged, or not retried: read now
-			if t, _ := e.adopt(p, conn); t > 0 {
-				p.Timeout = t
-			}
 		}
 	}
 	// 4. The call's options over them.
@@ -241,14 +240,14 @@ func (e *Engine) plan(p *Plan, cc *grpc.ClientConn, conn *targets.Conn, register
 
 // adopt reads into p the policy the service config of the ClientConn whose
 // state is conn gives p's method (connpolicy.Source.Lookup): a retryPolicy
-// replaces its Policy and its hedging, and its Max unless a call option
-// set it (FromConn; From is its entry's level). It returns the config's
-// timeout for the method (0: none), and the error of a retryPolicy the
-// Retrier cannot carry out, which leaves p as it was.
+// replaces its Policy, and its Max unless a call option set it (FromConn;
+// From is its entry's level). It returns the config's timeout for the
+// method (0: none), and the error of a retryPolicy the Retrier cannot
+// carry out, which leaves p as it was.
 func (e *Engine) adopt(p *Plan, conn *targets.Conn) (time.Duration, error) {
 	cp, err := conn.Policies.Lookup(p.Method)
 	if cp.Retry != nil {
-		p.Policy, p.Hedge, p.From, p.FromConn = cp.Retry, nil, cp.From, true
+		p.Policy, p.From, p.FromConn = cp.Retry, cp.From, true
 		if !p.callMax {
 			p.Max = cp.Retry.MaxAttempts
 		}

@@ -45,12 +45,12 @@ func connWith(t *testing.T, sc string) *grpc.ClientConn {
 
 // TestPlanConnPolicies pins the order of a call's settings (issue 45): the
 // call's options, then the Retrier's options for the method or its service
-// (WithMethod, WithoutRetryFor, WithHedging), then the connection's
-// service config — read at the first failure (ConnRead), or as the call
-// starts for a method the Retrier would hedge or not retry — then
-// WithServiceConfig, then the Policy; where grpc-go's own retry is on, it
-// takes its control plane's failures whatever the rest says (ConnGRPC),
-// and nothing is hedged. Without a ClientConn (Explain) none is read.
+// (WithMethod, WithoutRetryFor, WithHedging, and WithServiceConfig's
+// hedging or no retry), then the connection's service config, read at the
+// first failure (ConnRead), then WithServiceConfig's retryPolicies, then
+// the Policy; where grpc-go's own retry is on, it takes its control
+// plane's failures whatever the rest says (ConnGRPC), and nothing is
+// hedged. Without a ClientConn (Explain) none is read.
 func TestPlanConnPolicies(t *testing.T) {
 	retrier, code, doc := policyOf(t, 8), policyOf(t, 3), policyOf(t, 5)
 	hedging, err := settings.CompileHedging(grpcbackoff.Hedging{MaxAttempts: 2, Delay: time.Millisecond})
@@ -72,29 +72,28 @@ func TestPlanConnPolicies(t *testing.T) {
 	e.Targets.Conn(grpcOn).KeepsGRPCRetry() // as XDSDialOptions' interceptors do
 	call := []grpc.CallOption{&Option{MaxAttempts: 2}}
 	for _, tc := range []struct {
-		name     string
-		cc       *grpc.ClientConn
-		method   string
-		opts     []grpc.CallOption
-		rule     ConnRule
-		policy   *settings.Policy // nil: the connection's, when fromConn
-		fromConn bool
-		max      int
-		hedged   bool
+		name   string
+		cc     *grpc.ClientConn
+		method string
+		opts   []grpc.CallOption
+		rule   ConnRule
+		policy *settings.Policy
+		max    int
+		hedged bool
 	}{
-		{"the Policy: the connection's at the first failure", cc, "/pkg.A/Get", nil, ConnRead, retrier, false, 8, false},
-		{"WithMethod decides", cc, "/pkg.A/Code", nil, ConnNone, code, false, 3, false},
-		{"WithoutRetryFor decides", cc, "/pkg.A/Off", nil, ConnNone, nil, false, 0, false},
-		{"WithServiceConfig's: the connection's at the first failure", cc, "/pkg.B/Get", nil, ConnRead, doc, false, 5, false},
-		{"WithServiceConfig's no retry: the connection's now", cc, "/pkg.B/None", nil, ConnNone, nil, true, 4, false},
-		{"WithServiceConfig's hedging: the connection's now", cc, "/pkg.B/Hedged", nil, ConnNone, nil, true, 4, false},
-		{"NoRetry decides", cc, "/pkg.A/Get", []grpc.CallOption{&Option{NoRetry: true}}, ConnNone, nil, false, 0, false},
-		{"CallPolicy decides", cc, "/pkg.A/Get", []grpc.CallOption{&Option{Policy: code}}, ConnNone, code, false, 3, false},
-		{"CallMaxAttempts bounds the connection's", cc, "/pkg.A/Get", call, ConnRead, retrier, false, 2, false},
-		{"grpc-go's retry on: its own first", grpcOn, "/pkg.A/Get", nil, ConnGRPC, retrier, false, 8, false},
-		{"grpc-go's retry on, WithMethod too", grpcOn, "/pkg.A/Code", nil, ConnGRPC, code, false, 3, false},
-		{"grpc-go's retry on: not hedged", grpcOn, "/pkg.B/Hedged", nil, ConnGRPC, doc, false, 5, false},
-		{"no ClientConn", nil, "/pkg.A/Get", nil, ConnNone, retrier, false, 8, false},
+		{"the Policy: the connection's at the first failure", cc, "/pkg.A/Get", nil, ConnRead, retrier, 8, false},
+		{"WithMethod decides", cc, "/pkg.A/Code", nil, ConnNone, code, 3, false},
+		{"WithoutRetryFor decides", cc, "/pkg.A/Off", nil, ConnNone, nil, 0, false},
+		{"WithServiceConfig's: the connection's at the first failure", cc, "/pkg.B/Get", nil, ConnRead, doc, 5, false},
+		{"WithServiceConfig's no retry decides", cc, "/pkg.B/None", nil, ConnNone, nil, 0, false},
+		{"WithServiceConfig's hedging decides", cc, "/pkg.B/Hedged", nil, ConnNone, doc, 2, true},
+		{"NoRetry decides", cc, "/pkg.A/Get", []grpc.CallOption{&Option{NoRetry: true}}, ConnNone, nil, 0, false},
+		{"CallPolicy decides", cc, "/pkg.A/Get", []grpc.CallOption{&Option{Policy: code}}, ConnNone, code, 3, false},
+		{"CallMaxAttempts bounds the connection's", cc, "/pkg.A/Get", call, ConnRead, retrier, 2, false},
+		{"grpc-go's retry on: its own first", grpcOn, "/pkg.A/Get", nil, ConnGRPC, retrier, 8, false},
+		{"grpc-go's retry on, WithMethod too", grpcOn, "/pkg.A/Code", nil, ConnGRPC, code, 3, false},
+		{"grpc-go's retry on: not hedged", grpcOn, "/pkg.B/Hedged", nil, ConnGRPC, doc, 5, false},
+		{"no ClientConn", nil, "/pkg.A/Get", nil, ConnNone, retrier, 8, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Plan
@@ -103,16 +102,9 @@ func TestPlanConnPolicies(t *testing.T) {
 			} else {
 				e.PlanOf(&p, tc.method, tc.opts)
 			}
-			want := tc.policy
-			if tc.fromConn {
-				want = p.Policy // checked below: the connection's
-			}
-			if p.Conn != tc.rule || p.Policy != want || p.FromConn != tc.fromConn || p.Max != tc.max || (p.Hedge != nil) != tc.hedged {
-				t.Errorf("Plan: Conn %v, Policy %p, FromConn %v, Max %d, hedged %v; want %v, %p, %v, %d, %v",
-					p.Conn, p.Policy, p.FromConn, p.Max, p.Hedge != nil, tc.rule, tc.policy, tc.fromConn, tc.max, tc.hedged)
-			}
-			if tc.fromConn && (p.Policy == nil || p.Policy.MaxAttempts != 4 || p.From != settings.FromService) {
-				t.Errorf("Plan: Policy %v from %v; want the connection's service entry (4 attempts)", p.Policy, p.From)
+			if p.Conn != tc.rule || p.Policy != tc.policy || p.FromConn || p.Max != tc.max || (p.Hedge != nil) != tc.hedged {
+				t.Errorf("Plan: Conn %v, Policy %p, FromConn %v, Max %d, hedged %v; want %v, %p, false, %d, %v",
+					p.Conn, p.Policy, p.FromConn, p.Max, p.Hedge != nil, tc.rule, tc.policy, tc.max, tc.hedged)
 			}
 			if p.Conn != ConnRead {
 				return
@@ -126,7 +118,7 @@ func TestPlanConnPolicies(t *testing.T) {
 			if len(tc.opts) > 0 {
 				wantMax = tc.max
 			}
-			if !q.FromConn || q.Policy.MaxAttempts != 4 || q.Max != wantMax {
+			if !q.FromConn || q.Policy.MaxAttempts != 4 || q.From != settings.FromService || q.Max != wantMax {
 				t.Errorf("at the first failure: FromConn %v, Policy %v, Max %d; want the connection's 4 attempts, Max %d", q.FromConn, q.Policy, q.Max, wantMax)
 			}
 		})
@@ -134,8 +126,7 @@ func TestPlanConnPolicies(t *testing.T) {
 }
 
 // TestPlanAllocatesNothing: planning a call on a registered ClientConn
-// whose service config gives its method a policy allocates nothing, read
-// or not.
+// whose service config gives its method a policy allocates nothing.
 func TestPlanAllocatesNothing(t *testing.T) {
 	e := &Engine{Unsafe: func(string) bool { return false }}
 	e.Settings.Base.SetPolicy(policyOf(t, 8))
