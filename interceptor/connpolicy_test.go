@@ -64,12 +64,12 @@ func failing(id string, n int) bufconntest.Step {
 var policyCalls atomic.Int64
 
 // callFailing makes a call of method on cc that srv fails fails times with
-// code, and returns its error and the attempts srv saw.
-func callFailing(ctx context.Context, srv *bufconntest.Server, cc *grpc.ClientConn, method string, code codes.Code, fails int, opts ...grpc.CallOption) (error, int) {
+// code, and returns the attempts srv saw and its error.
+func callFailing(ctx context.Context, srv *bufconntest.Server, cc *grpc.ClientConn, method string, code codes.Code, fails int, opts ...grpc.CallOption) (int, error) {
 	id := fmt.Sprintf("%d/%d/%d", code, fails, policyCalls.Add(1))
 	ctx = metadata.AppendToOutgoingContext(ctx, bufconntest.StreamKey, id)
 	err := cc.Invoke(ctx, method, new(emptypb.Empty), new(emptypb.Empty), opts...)
-	return err, len(srv.Attempts(id))
+	return len(srv.Attempts(id)), err
 }
 
 // resolvedConn returns a ClientConn to srv whose manual resolver hands it
@@ -169,10 +169,10 @@ func TestConnectionPolicyOrder(t *testing.T) {
 				srv := bufconntest.NewServer(t, failing)
 				cc, _ := resolvedConn(t, srv, ownersConfig, r.DialOptions()...)
 				ctx := context.Background()
-				if err, _ := callFailing(ctx, srv, cc, tc.method, codes.OK, 0); err != nil { // the ClientConn resolves
+				if _, err := callFailing(ctx, srv, cc, tc.method, codes.OK, 0); err != nil { // the ClientConn resolves
 					t.Fatal(err)
 				}
-				if _, n := callFailing(ctx, srv, cc, tc.method, tc.code, 100, tc.call...); n != tc.attempts {
+				if n, _ := callFailing(ctx, srv, cc, tc.method, tc.code, 100, tc.call...); n != tc.attempts {
 					t.Errorf("%v always: %d attempts, want %d", tc.code, n, tc.attempts)
 				}
 				d := r.ExplainOn(cc, tc.method)
@@ -212,7 +212,7 @@ func TestConnectionPolicyTimeout(t *testing.T) {
 				srv := bufconntest.NewServer(t, failing)
 				cc, _ := resolvedConn(t, srv, doc, c.opts...)
 				start := time.Now()
-				err, n := callFailing(context.Background(), srv, cc, ownMethod, codes.Internal, 100)
+				n, err := callFailing(context.Background(), srv, cc, ownMethod, codes.Internal, 100)
 				if took := time.Since(start); status.Code(err) != c.code || n != 3 || took < c.took[0] || took > c.took[1] {
 					t.Errorf("%v after %d attempts in %v; want %v after 3 in %v to %v", err, n, took, c.code, c.took[0], c.took[1])
 				}
