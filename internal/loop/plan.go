@@ -240,14 +240,21 @@ func (e *Engine) plan(p *Plan, cc *grpc.ClientConn, conn *targets.Conn, register
 
 // adopt reads into p the policy the service config of the ClientConn whose
 // state is conn gives p's method (connpolicy.Source.Lookup): a retryPolicy
-// replaces its Policy, and its Max unless a call option set it (FromConn;
-// From is its entry's level). It returns the config's timeout for the
-// method (0: none), and the error of a retryPolicy the Retrier cannot
-// carry out, which leaves p as it was.
+// replaces its Policy, but for its AttemptTimeout, which a retryPolicy has
+// no word for (the Retrier's cut of a hung attempt stays), and its Max
+// unless a call option set it (FromConn; From is its entry's level). It
+// returns the config's timeout for the method (0: none), and the error of
+// a retryPolicy the Retrier cannot carry out, which leaves p as it was.
 func (e *Engine) adopt(p *Plan, conn *targets.Conn) (time.Duration, error) {
 	cp, err := conn.Policies.Lookup(p.Method)
 	if cp.Retry != nil {
-		p.Policy, p.From, p.FromConn = cp.Retry, cp.From, true
+		pol := cp.Retry
+		if p.Policy != nil && p.Policy.AttemptTimeout > 0 {
+			c := *pol // shared: copied, with the Retrier's AttemptTimeout
+			c.AttemptTimeout = p.Policy.AttemptTimeout
+			pol = &c
+		}
+		p.Policy, p.From, p.FromConn = pol, cp.From, true
 		if !p.callMax {
 			p.Max = cp.Retry.MaxAttempts
 		}

@@ -125,6 +125,27 @@ func TestPlanConnPolicies(t *testing.T) {
 	}
 }
 
+// TestPlanKeepsAttemptTimeout: the connection's retryPolicy, which has no
+// per-attempt timeout, replaces the Policy but for its AttemptTimeout: a
+// hung attempt is still cut, the unary path's and the stream's alike.
+func TestPlanKeepsAttemptTimeout(t *testing.T) {
+	cut := policyOf(t, 8)
+	cut.AttemptTimeout = time.Second
+	e := &Engine{Unsafe: func(string) bool { return false }}
+	e.Settings.Base.SetPolicy(cut)
+	cc := connWith(t, ownersConfig)
+	var p Plan
+	if _, err := e.PlanOn(&p, e.Targets.Conn(cc), "/pkg.A/Get", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !p.FromConn || p.Policy.MaxAttempts != 4 || p.Policy.AttemptTimeout != time.Second {
+		t.Errorf("at the first failure: FromConn %v, Policy %+v; want the connection's 4 attempts, each cut after 1s", p.FromConn, p.Policy)
+	}
+	if shared, _ := e.Targets.Conn(cc).Policies.Lookup("/pkg.A/Get"); shared.Retry.AttemptTimeout != 0 {
+		t.Errorf("the connection's compiled policy was changed in place: AttemptTimeout %v", shared.Retry.AttemptTimeout)
+	}
+}
+
 // TestPlanAllocatesNothing: planning a call on a registered ClientConn
 // whose service config gives its method a policy allocates nothing.
 func TestPlanAllocatesNothing(t *testing.T) {
