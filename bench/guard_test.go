@@ -10,6 +10,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/platformkit/grpcbackoff/guard"
 	"github.com/platformkit/grpcbackoff/interceptor"
@@ -26,7 +27,9 @@ import (
 // (stopped when b ends): mech=bare, a second unguarded server; mech=noop, one
 // with interceptors that only call the handler, which is what any server
 // interceptor costs in grpc-go (its generated code allocates the call's
-// info and handler); mech=guard, one with the guard.
+// info and handler); mech=guard, one with the guard's interceptors;
+// mech=guard-registrar, one whose service is registered through
+// Guard.Registrar, with no interceptor.
 func guardServers(b *testing.B) []guardMech {
 	g, err := guard.New(guard.Options{})
 	if err != nil {
@@ -44,8 +47,12 @@ func guardServers(b *testing.B) []guardMech {
 	for _, m := range []struct {
 		name string
 		opts []grpc.ServerOption
-	}{{bare, nil}, {"noop", noop}, {"guard", g.ServerOptions()}} {
+	}{{bare, nil}, {"noop", noop}, {"guard", g.ServerOptions()}, {"guard-registrar", nil}} {
 		s := startServer(m.opts...)
+		if m.name == "guard-registrar" {
+			s.close()
+			s = startRegistered(g)
+		}
 		cc := s.dial()
 		b.Cleanup(func() {
 			cc.Close()
@@ -54,6 +61,21 @@ func guardServers(b *testing.B) []guardMech {
 		ms = append(ms, guardMech{m.name, testgrpc.NewTestServiceClient(cc)})
 	}
 	return ms
+}
+
+// startRegistered is startServer with no server option, its TestService
+// registered through g.Registrar.
+func startRegistered(g *guard.Guard) *server {
+	s := &server{
+		lis:  bufconn.Listen(1 << 20),
+		srv:  grpc.NewServer(),
+		resp: &testgrpc.SimpleResponse{Payload: newPayload(payloadSize)},
+		out:  &testgrpc.StreamingOutputCallResponse{Payload: newPayload(payloadSize)},
+		in:   &testgrpc.StreamingInputCallResponse{AggregatedPayloadSize: payloadSize},
+	}
+	testgrpc.RegisterTestServiceServer(g.Registrar(s.srv), s)
+	go s.srv.Serve(s.lis)
+	return s
 }
 
 // guardMech is a server paired with srv, and a client of it.

@@ -176,10 +176,11 @@ func build(o Options) (*Fleet, error) {
 	if f.size == 0 {
 		f.size = 1000
 	}
-	if f.period == 0 && f.size > 0 {
+	if f.period == 0 {
 		// About one script call per process per period: 1 s up to 2 000
 		// processes, then 1 s per 2 000, so that Redis's load stays
-		// under about 2 700 calls a second per budget.
+		// under about 2 700 calls a second per budget. (A FleetSize
+		// below 1 is an error of its own: the default period is 1 s.)
 		f.period = min(max(time.Second, time.Duration(f.size)*time.Second/2000), time.Minute)
 	}
 	if f.log == nil {
@@ -624,6 +625,35 @@ func (b *budget) AllowLongRun(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.local.AllowLongRun(now)
+}
+
+// WantCost, AllowCost and Refund are Want and Allow for a retry of a cost
+// (budget.Cost of its failure's code, in µtokens: 2 tokens for
+// RESOURCE_EXHAUSTED), and the refund of a retry that the server served:
+// the arithmetic of issue 44, for the retry loop to call through an
+// optional interface once it has one (the interceptors call Want and
+// Allow today, one token a retry, and refund nothing).
+func (b *budget) WantCost(now, due time.Time, longRun bool, cost int64) bool {
+	b.mu.Lock()
+	renewNow := b.local.WantCost(now, due, longRun, cost)
+	b.mu.Unlock()
+	if renewNow {
+		b.early.Store(true)
+		b.wake()
+	}
+	return true
+}
+
+func (b *budget) AllowCost(now time.Time, longRun bool, cost int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.local.AllowCost(now, longRun, cost)
+}
+
+func (b *budget) Refund(now time.Time, longRun bool, cost int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.local.Refund(now, longRun, cost)
 }
 
 func (b *budget) State(now time.Time) interceptor.SharedBudgetState {

@@ -350,11 +350,21 @@ func TestNewErrors(t *testing.T) {
 		{Options{URL: "redis://a:1", Names: map[string]string{"t": ""}}, `Names["t"]`},
 		{Options{URL: "redis://a:1", Prefix: "a{b"}, "Prefix"},
 		{Options{URL: "redis://a:1", LeasePeriod: time.Millisecond}, "LeasePeriod"},
-		{Options{URL: "redis://a:1", FleetSize: -1}, "FleetSize"},
+		{Options{URL: "redis://a:1", FleetSize: -1}, "FleetSize (-1) must be at least 1"},
+		{Options{URL: "redis://a:1", FleetSize: -1, LeasePeriod: time.Hour}, "LeasePeriod (1h0m0s)"},
+		{Options{URL: "redis://a:1", FleetSize: -1, LeasePeriod: time.Hour}, "FleetSize (-1)"},
 	} {
 		f, err := New(tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error with %q", tc.o, err, tc.want)
+		}
+		// An error names the fields that are wrong, and no other: a field
+		// left at its default is not one (issue 42: FleetSize -1 also
+		// blamed "LeasePeriod (0s)").
+		for field, set := range map[string]bool{"LeasePeriod": tc.o.LeasePeriod != 0, "FleetSize": tc.o.FleetSize != 0} {
+			if err != nil && strings.Contains(err.Error(), field) && !set {
+				t.Errorf("New(%+v) = %v: names %s, which is not set", tc.o, err, field)
+			}
 		}
 		if f != nil {
 			f.Close()
@@ -493,13 +503,32 @@ func TestCloseGivesBackTheLease(t *testing.T) {
 		successor := newProcess(t, Options{URL: "redis://" + addr, Prefix: prefix})
 		b := successor.f.Budget("t", th)
 		successor.f.tick(context.Background(), now)
-		// Its stock: the floors divided by the 2 processes that renewed.
+		// Its stock: alone in the fleet (the old process left), the floors;
+		// else nothing (the old process holds them).
 		want := 0
 		if closes {
-			want = th.MinReserve/2 + th.Burst/2
+			want = th.MinReserve + th.Burst
 		}
 		if n := count(b, now, false); n != want {
 			t.Errorf("the old process closes %v: the successor paid %d retries from its first lease, want %d", closes, n, want)
 		}
+	}
+}
+
+// TestBudgetCostAndRefund: a fleet budget pays a retry of a cost whole and
+// takes back the cost of a retry the server served (the arithmetic the
+// retry loop is to call: see budget.Cost).
+func TestBudgetCostAndRefund(t *testing.T) {
+	addr, _ := server(t)
+	p := newProcess(t, Options{URL: "redis://" + addr, Prefix: testPrefix(t)})
+	b := p.f.Budget("t", longRun(3)).(*budget)
+	now := time.Now()
+	p.f.tick(context.Background(), now) // alone: its lease holds the Burst of 3
+	if !b.AllowCost(now, true, 2*lease.Token) || b.AllowCost(now, true, 2*lease.Token) {
+		t.Fatal("a Burst of 3 paid not one retry of 2 tokens, or two")
+	}
+	b.Refund(now, true, 2*lease.Token)
+	if s := b.State(now); s.Retries != 3 {
+		t.Errorf("after the refund: %+v, want the 3 tokens back", s)
 	}
 }

@@ -149,7 +149,7 @@ func TestBudgetErrorIsItsOwn(t *testing.T) {
 	ctx := context.Background()
 	prefix := testPrefix(t)
 	user := fmt.Sprintf("fbtest-%d", time.Now().UnixNano())
-	if err := c.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~"+prefix+"{good}", "+@all").Err(); err != nil {
+	if err := c.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~"+prefix+"{good}*", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Do(ctx, "ACL", "DELUSER", user) })

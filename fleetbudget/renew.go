@@ -155,7 +155,7 @@ func (f *Fleet) renew(ctx context.Context, due []*budget, params []lease.Params,
 		cmds := make([]*redis.Cmd, len(ix))
 		_, err := f.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for j, i := range ix {
-				keys, args := []string{due[i].key}, renewArgs(params[i], reqs[i], due[i].ttl, 0)
+				keys, args := keysOf(due[i].key), renewArgs(params[i], reqs[i], due[i].ttl, 0)
 				if send {
 					cmds[j] = renew.Eval(ctx, pipe, keys, args...)
 				} else {

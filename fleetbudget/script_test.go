@@ -3,6 +3,7 @@ package fleetbudget
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -63,15 +64,22 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 		}
 		r := lease.Request{Started: rng.Int64N(50), Succeeded: rng.Int64N(50), Span: rng.Int64N(400_000),
 			AskRetries: rng.Int64N(10) * lease.Token, AskReserve: rng.Int64N(20 * lease.Token), AskLongRun: rng.Int64N(5 * lease.Token),
-			Stock: rng.IntN(2) == 0, Leave: rng.IntN(10) == 0}
+			Stock: rng.IntN(2) == 0, Leave: rng.IntN(10) == 0, ID: fmt.Sprint(rng.IntN(12))}
 		if rng.IntN(3) == 0 {
-			r.Return = lease.Return{Tenth: last.Tenth, Earned: rng.Int64N(last.Earned + 1), Floor: rng.Int64N(last.Floor + 1), LongRun: rng.Int64N(last.LongRun + 1)}
+			r.Return = lease.Return{Tenth: last.Tenth, Earned: rng.Int64N(last.Earned + 1), Floor: rng.Int64N(last.Floor + 1), LongRun: rng.Int64N(last.LongRun + 1),
+				Interval: last.Now / p.Interval, Shared: last.Shared}
+		}
+		if rng.IntN(4) == 0 {
+			r.Owed, r.OwedLongRun = rng.Int64N(30*lease.Token), rng.Int64N(5*lease.Token)
+		}
+		if rng.IntN(2) == 0 {
+			r.Held = last.Held
 		}
 		if i == 1000 || i == 2500 { // the key is lost: made again as old as it was
 			if err := c.Del(ctx, key).Err(); err != nil {
 				t.Fatal(err)
 			}
-			l = lease.Ledger{}
+			l = remade(l) // the sorted set of the processes is kept
 			r.Born = last.Born
 		}
 		if i%700 == 350 { // the key is not a hash: made again, as a lost one
@@ -87,8 +95,28 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l = lease.Ledger{}
+			l = remade(l) // the sorted set of the processes is kept
 			r.Born = last.Born
+		}
+		if i > 0 && rng.IntN(40) == 0 { // the processes: one renewing at any time, or not a sorted set
+			hostile++
+			id, at := "h"+fmt.Sprint(rng.IntN(3)), now+rng.Int64N(4*p.Interval)-2*p.Interval
+			if rng.IntN(4) == 0 {
+				at = now + 1 + rng.Int64N(1e12) // the future
+			}
+			var err error
+			if rng.IntN(10) == 0 {
+				if err = c.Del(ctx, keysOf(key)[1]).Err(); err == nil {
+					err = c.Set(ctx, keysOf(key)[1], "x", 0).Err()
+				}
+				l.ClearMembers()
+			} else {
+				err = c.ZAdd(ctx, keysOf(key)[1], redis.Z{Score: float64(at), Member: id}).Err()
+				l.SetMember(id, at)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 		if i > 0 && rng.IntN(20) == 0 {
 			hostile++
@@ -104,7 +132,7 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 			l.Load(s)
 		}
 		want := l.Renew(now, p, r)
-		reply, err := renew.Run(ctx, c, []string{key}, renewArgs(p, r, 60_000, now)...).Result()
+		reply, err := renew.Run(ctx, c, keysOf(key), renewArgs(p, r, 60_000, now)...).Result()
 		if err != nil {
 			t.Fatalf("renewal %d: %v", i, err)
 		}
@@ -115,9 +143,12 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 		if got != want {
 			t.Fatalf("renewal %d of %+v: the script granted %+v, the Ledger %+v", i, r, got, want)
 		}
-		if i%250 == 0 { // the hash is the Ledger's state, field for field
+		if i%250 == 0 { // the hash is the Ledger's state, field for field, and the sorted set its processes
 			if got, want := hashState(t, c, key), l.State(); got != want {
 				t.Fatalf("renewal %d: the hash holds %+v, the Ledger %+v", i, got, want)
+			}
+			if got, want := members(t, c, key), l.Members(); !maps.Equal(got, want) {
+				t.Fatalf("renewal %d: the sorted set holds %v, the Ledger %v", i, got, want)
 			}
 		}
 		last = got
@@ -139,7 +170,7 @@ func scriptIsLedger(t *testing.T, c redis.UniversalClient) {
 
 // fields names the hash's fields in the order of lease.State.
 var fields = func() []string {
-	f := []string{"b", "l", "p", "s", "c0", "n0", "d0", "g0", "c1", "n1", "d1", "g1"}
+	f := []string{"b", "l", "p", "s", "c0", "d0", "g0", "o0", "c1", "d1", "g1", "o1"}
 	for j := range 10 {
 		f = append(f, fmt.Sprintf("i%d", j), fmt.Sprintf("e%d", j), fmt.Sprintf("a%d", j), fmt.Sprintf("f%d", j))
 	}
@@ -159,8 +190,8 @@ func field(s *lease.State, name string) *int64 {
 		return &s.Since
 	case "c0", "c1":
 		return &s.Counts[name[1]-'0'].Index
-	case "n0", "n1":
-		return &s.Counts[name[1]-'0'].N
+	case "o0", "o1":
+		return &s.Counts[name[1]-'0'].Shared
 	case "d0", "d1":
 		return &s.Counts[name[1]-'0'].Refused
 	case "g0", "g1":
@@ -219,6 +250,30 @@ func hashState(t *testing.T, c redis.UniversalClient, key string) lease.State {
 	return s
 }
 
+// remade returns a Ledger made again, with l's processes: its hash lost,
+// not its sorted set.
+func remade(l lease.Ledger) lease.Ledger {
+	var n lease.Ledger
+	for id, at := range l.Members() {
+		n.SetMember(id, at)
+	}
+	return n
+}
+
+// members reads the sorted set of key's processes.
+func members(t *testing.T, c redis.UniversalClient, key string) map[string]int64 {
+	t.Helper()
+	zs, err := c.ZRangeWithScores(context.Background(), keysOf(key)[1], 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for _, z := range zs {
+		m[z.Member.(string)] = int64(z.Score)
+	}
+	return m
+}
+
 // TestScriptUsesServerTime: with no time given the script reads the
 // server's clock.
 func TestScriptUsesServerTime(t *testing.T) {
@@ -229,7 +284,7 @@ func TestScriptUsesServerTime(t *testing.T) {
 	}
 	p := lease.ParamsOf(grpcbackoff.DefaultThrottle(), time.Second, 1)
 	r := lease.Request{AskLongRun: 3 * lease.Token}
-	reply, err := renew.Run(context.Background(), c, []string{testPrefix(t) + "{x}"}, renewArgs(p, r, 60_000, 0)...).Result()
+	reply, err := renew.Run(context.Background(), c, keysOf(testPrefix(t)+"{x}"), renewArgs(p, r, 60_000, 0)...).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +301,7 @@ func TestScriptUsesServerTime(t *testing.T) {
 	}
 }
 
-// BenchmarkScript renews one budget, as a fleet of processes does, and
+// BenchmarkScript renews one budget, as a fleet of 100 processes does, and
 // reports what a renewal costs Redis: usec_per_call of EVALSHA in INFO
 // commandstats (the server's own time for the script, not the round trip).
 // Against a real server: REDIS_ADDR=127.0.0.1:6379 go test -run '^$'
@@ -264,15 +319,16 @@ func BenchmarkScript(b *testing.B) {
 	}
 	p := lease.ParamsOf(grpcbackoff.DefaultThrottle(), 750*time.Millisecond, 1)
 	key := fmt.Sprintf("fbbench:%d:{x}", time.Now().UnixNano())
-	defer c.Del(ctx, key)
+	defer c.Del(ctx, keysOf(key)...)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var last lease.Grant
 	b.ResetTimer()
 	for range b.N {
 		r := lease.Request{Started: rng.Int64N(200), Succeeded: rng.Int64N(200), Span: 750_000, Stock: true, Born: last.Born,
-			AskRetries: rng.Int64N(3) * lease.Token, AskReserve: rng.Int64N(40) * lease.Token,
-			Return: lease.Return{Tenth: last.Tenth, Earned: last.Earned, Floor: last.Floor, LongRun: last.LongRun}}
-		reply, err := renew.Run(ctx, c, []string{key}, renewArgs(p, r, 60_000, 0)...).Result()
+			AskRetries: rng.Int64N(3) * lease.Token, AskReserve: rng.Int64N(40) * lease.Token, ID: fmt.Sprint(rng.IntN(100)),
+			Return: lease.Return{Tenth: last.Tenth, Earned: last.Earned, Floor: last.Floor, LongRun: last.LongRun,
+				Interval: last.Now / p.Interval, Shared: last.Shared}}
+		reply, err := renew.Run(ctx, c, keysOf(key), renewArgs(p, r, 60_000, 0)...).Result()
 		if err != nil {
 			b.Fatal(err)
 		}

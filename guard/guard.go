@@ -1,68 +1,3 @@
-// Package guard is a retry guard for gRPC servers: interceptors that count,
-// per method, the attempts that are first tries and those that are retries,
-// and, while retries are more than a share of a method's traffic, ask the
-// clients that make them not to retry their failures.
-//
-//	g, err := guard.New(guard.Options{})
-//	srv := grpc.NewServer(append(g.ServerOptions(), grpc.Creds(creds))...)
-//
-// A retry is an attempt whose request carries grpc-previous-rpc-attempts
-// with a value of 1 or more (gRFC A6): grpc-go's built-in retry sends it, and
-// so does this library's interceptor package on retries, hedges and stream
-// replays. An attempt without it counts as a first try: the retries of a
-// client that does not send it, such as the gax-based retry of Google's
-// generated clients, are seen as first tries (they lower the share the guard
-// measures, though each failure let through to them is expected as a retry
-// for half a window), and such clients do not read pushback either.
-//
-// The guard counts over a sliding window (Options.Window), and counts each
-// retriable failure it lets through at once as a retry expected: until a
-// retry of the same client comes (then counted as that retry, never twice)
-// or for half a window, so that it sees the retries it allowed a backoff
-// before they arrive. A method is over while its retries (counted and
-// expected) are at least Options.MinRetries and above Share of its
-// attempts and expected retries, or above Share/2 while the failures let
-// through in this tenth of the window are above Share of a tenth's
-// attempts. The second test paces a half-used window by tenths, not in
-// bursts, and spares a short spike in a quiet window. A client of the
-// method is over by the same tests on its own counts. A failure let through
-// on a call's last attempt is expected too (the guard cannot know a
-// client's maximum): it counts for half a window.
-//
-// While both the method and the client are over, a failure of the client
-// with a retriable code (UNAVAILABLE, RESOURCE_EXHAUSTED and Options.Codes)
-// carries the trailer grpc-retry-pushback-ms: -1, which gRFC A6 defines as
-// "do not retry": grpc-go's retry (with a retryPolicy) and grpc-java's stop,
-// and this library's ends with grpcbackoff.ReasonServerRefused. Counting per
-// client as well keeps one noisy client from switching off the retries of
-// the others. The guard never changes a status, never touches a successful
-// response or another code, and leaves a failure alone when its status has a
-// RetryInfo detail: the handler said when to retry. A pushback trailer the
-// handler sets itself cannot be seen from an interceptor (grpc-go keeps the
-// trailer in its transport stream, and replacing that stream in the context
-// breaks grpc.SetSendCompressor): a failure the guard marks then carries
-// both values, which gRFC A6 reads as "do not retry".
-//
-// The defaults, 10% over 10 s, sit far from both sides: with 1% of calls
-// failing once, retries are 1% of the traffic; clients whose budgets allow
-// 10% of calls (this library's long-run allowance) reach at most 9.1%
-// (0.1/1.1); 50 clients of 5 attempts in a 5 s outage sent 79%. 10 s holds
-// the whole schedule of grpc-go's usual policies and the first retries of
-// the Memorystore recipe (1, 2, 4 s), whose retries then come within the
-// half window a failure is expected for, and ends refusals a window after a
-// storm.
-//
-// A client is a connection: its peer's IP address and port. The counts of
-// up to 4096 clients (of a method each) are kept at a time, in a table where
-// one idle for a whole window gives its place up; past that, further clients
-// share one count. Peers that are not TCP addresses (bufconn, Unix sockets)
-// count as one client per method.
-//
-// The guard sees what passes through its interceptors: install it first
-// (outermost), so that it counts every attempt and sees the failures the
-// interceptors after it return. What gRPC answers before any interceptor
-// runs (an unknown method, a server shutting down) is neither counted nor
-// changed.
 package guard
 
 import (
@@ -70,60 +5,82 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"net"
+	"log/slog"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/guardcore"
 )
 
-// previousAttemptsKey is the request metadata that marks a retry: the
-// number of attempts of the call made before this one (gRFC A6; the
-// interceptor package's PreviousAttemptsKey).
-const previousAttemptsKey = "grpc-previous-rpc-attempts"
-
 // The defaults of Options: a Share of 0.1, a Window of 10 s, 10
-// MinRetries.
+// MinRetries and 10 ClientMinRetries.
 const (
-	DefaultShare      = guardcore.DefaultShare
-	DefaultWindow     = guardcore.DefaultWindow
-	DefaultMinRetries = guardcore.DefaultMinRetries
+	DefaultShare            = guardcore.DefaultShare
+	DefaultWindow           = guardcore.DefaultWindow
+	DefaultMinRetries       = guardcore.DefaultMinRetries
+	DefaultClientMinRetries = guardcore.DefaultClientMinRetries
 )
-
-// maxMethods is the number of method names counted apart (past it, further
-// names, which only a server with an unknown-service handler can see, share
-// one count).
-const maxMethods = 1000
 
 // Options configure a Guard. The zero value is the defaults.
 type Options struct {
-	// Share is the share of a method's attempts, over Window (and, once
-	// half of it is used, over each tenth of Window), that retries, counted
-	// and expected, may make before the guard refuses them: in (0, 1].
-	// Default 0.1.
+	// Share is the share of a method's attempts, over Window, that retries
+	// doing harm may make (see the package documentation): the rate of its
+	// pace. In (0, 1]. Default 0.1.
 	Share float64
 	// Window is how far back the guard counts, at least 10 ms; it slides by
 	// a tenth of its length. Default 10 s.
 	Window time.Duration
-	// MinRetries is the fewest retries of a method in Window, counted and
-	// expected, for which the guard refuses anything, however large their
-	// share, so that the failing call of a quiet method keeps its retries.
-	// Default 10; at least 1 when set.
+	// MinRetries is the fewest retries doing harm, of a method's rank in
+	// Window, for which the guard refuses anything, however large their
+	// share: below it failures are only paced, so that the failing call of
+	// a quiet method keeps its retries. Default 10; at least 1 when set.
 	MinRetries int
-	// Codes are retriable codes whose failures the guard marks, beside
-	// UNAVAILABLE and RESOURCE_EXHAUSTED, which it always marks (ABORTED,
-	// for a service whose clients retry it). OK is refused.
+	// ClientMinRetries is how many retries doing harm, in Window, a client
+	// of a method may make past 4 times its fair part of the method's (the
+	// part its first tries are of the method's) before the guard refuses
+	// its failures without a slot: a client that ignores pushback. Default
+	// 10; at least 1 when set.
+	ClientMinRetries int
+	// Codes are retriable codes whose failures the guard paces and refuses,
+	// beside UNAVAILABLE and RESOURCE_EXHAUSTED, which it always does
+	// (ABORTED, for a service whose clients retry it). OK is refused.
 	Codes []codes.Code
+	// Logger is told when a method goes over (the guard starts holding its
+	// retries back) and back, at levels Warn and Info. Nil:
+	// slog.Default(); slog.New(slog.DiscardHandler) for none.
+	Logger *slog.Logger
+	// OnMark, if set, is told of each failure the guard paces or refuses,
+	// on the handler's goroutine, before the status goes out: it must be
+	// quick and safe for concurrent use (the opentelemetry module's
+	// GuardRecorder counts them).
+	OnMark func(ctx context.Context, m Mark)
+}
+
+// A Mark is a retriable failure the guard paced or refused, as
+// Options.OnMark is told of it.
+type Mark struct {
+	// Method is the full method name, "/pkg.Service/Method".
+	Method string
+	// Registered says the method is one the server registered: false for
+	// a method served by an unknown-service handler, whose name a client
+	// chose.
+	Registered bool
+	// Code is the failure's code.
+	Code codes.Code
+	// Criticality is the tier the call said (grpcbackoff.CriticalityKey),
+	// one of grpcbackoff's Criticality constants, "" for none.
+	Criticality string
+	// Wait is the pushback the failure carries, for a failure paced.
+	Wait time.Duration
+	// Refused says the failure carries pushback −1.
+	Refused bool
 }
 
 // A Guard is a retry guard (see the package documentation). Its Unary and
@@ -131,26 +88,19 @@ type Options struct {
 // It is safe for concurrent use; one Guard may serve many servers, which
 // then share its counts.
 type Guard struct {
-	core  *guardcore.Core // counts and decides, on the time since start
-	start time.Time
-	codes uint32 // bit c set: failures with code c are marked
-
+	core    *guardcore.Core // counts and decides, on the time since start
+	start   time.Time
+	codes   uint32 // bit c set: failures with code c are paced and refused
 	seed    maphash.Seed
-	methods sync.Map // full method name -> *method
-	nameds  atomic.Int64
-	other   method // the methods past maxMethods
-}
-
-// method is the state of one method.
-type method struct {
-	id     uint64 // mixed into its clients' hash
-	counts guardcore.Method
+	methods methods
+	log     *slog.Logger
+	onMark  func(context.Context, Mark)
 }
 
 // New returns a Guard, or an error naming every invalid field of o with its
 // value.
 func New(o Options) (*Guard, error) {
-	core, err := guardcore.New(guardcore.Params{Share: o.Share, Window: o.Window, MinRetries: o.MinRetries})
+	core, err := guardcore.New(guardcore.Params{Share: o.Share, Window: o.Window, MinRetries: o.MinRetries, ClientMinRetries: o.ClientMinRetries})
 	errs := []error{err}
 	set := uint32(1<<codes.Unavailable | 1<<codes.ResourceExhausted)
 	for i, c := range o.Codes {
@@ -166,7 +116,12 @@ func New(o Options) (*Guard, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Guard{core: core, start: time.Now(), codes: set, seed: maphash.MakeSeed()}, nil
+	g := &Guard{core: core, start: time.Now(), codes: set, seed: maphash.MakeSeed(), log: o.Logger, onMark: o.OnMark}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	g.methods.core = core
+	return g, nil
 }
 
 // ServerOptions returns the options that install the guard's interceptors
@@ -177,90 +132,148 @@ func (g *Guard) ServerOptions() []grpc.ServerOption {
 }
 
 // Unary is the guard's grpc.UnaryServerInterceptor: it counts the attempt,
-// calls the handler, and marks a retriable failure while the attempt's
-// client and method retry too much (see the package documentation).
+// calls the handler, and marks a retriable failure with the pushback the
+// guard decides (see the package documentation).
 func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	m, c := g.count(ctx, info.FullMethod)
+	a := g.begin(ctx, info.FullMethod, true)
 	resp, err := handler(ctx, req)
-	if err != nil && g.refuses(err, m, c) {
-		grpc.SetTrailer(ctx, metadata.Pairs(grpcbackoff.PushbackKey, "-1"))
+	if md := g.end(ctx, &a, err); md != nil {
+		grpc.SetTrailer(ctx, md)
 	}
 	return resp, err
 }
 
 // Stream is the guard's grpc.StreamServerInterceptor: it counts the stream
-// when it starts and, if the handler ends it with a retriable failure while
-// its client and method retry too much, adds the pushback trailer before
-// the status goes out.
+// when it starts and, if the handler ends it with a retriable failure, adds
+// the pushback the guard decides before the status goes out. A stream of
+// an unknown-service handler (srv nil) is of a method not registered.
 func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	m, c := g.count(ss.Context(), info.FullMethod)
+	a := g.begin(ss.Context(), info.FullMethod, srv != nil)
 	err := handler(srv, ss)
-	if err != nil && g.refuses(err, m, c) {
-		ss.SetTrailer(metadata.Pairs(grpcbackoff.PushbackKey, "-1"))
+	if md := g.end(ss.Context(), &a, err); md != nil {
+		ss.SetTrailer(md)
 	}
 	return err
 }
 
-// count counts an attempt of fullMethod, whose context is ctx, and returns
-// its method's state and its client's counts.
-func (g *Guard) count(ctx context.Context, fullMethod string) (*method, *guardcore.Counts) {
-	m := g.method(fullMethod)
-	return m, g.core.Count(&m.counts, g.clientKey(ctx, m.id), time.Since(g.start), isRetry(ctx))
+// attempt is what the guard knows of an attempt between its start and its
+// end.
+type attempt struct {
+	m      *method
+	cl     guardcore.Client
+	prev   int64 // grpc-previous-rpc-attempts
+	tier   string
+	rank   guardcore.Rank
+	ranked bool // tier and rank read from the request
 }
 
-// refuses reports whether the failure err of an attempt of m by the client
-// whose counts are c is to carry pushback −1, and counts it if so.
-// (time.Since reads the monotonic clock alone.)
-func (g *Guard) refuses(err error, m *method, c *guardcore.Counts) bool {
-	st, ok := status.FromError(err)
-	if !ok || g.codes&(1<<st.Code()) == 0 || hasRetryInfo(st) {
-		return false
+// begin counts the attempt of fullMethod whose context is ctx. Its
+// criticality is read only at a method that has seen one (a failure always
+// reads it): the success path of a method whose calls say none reads no
+// more metadata than it needs. (Before, a retry or first try of its method
+// counts in the default rank.)
+func (g *Guard) begin(ctx context.Context, fullMethod string, registered bool) attempt {
+	now := time.Since(g.start) // the monotonic clock alone
+	a := attempt{m: g.methods.get(fullMethod, registered, now), prev: previousAttempts(ctx), rank: guardcore.RankDefault}
+	if a.m.ranked.Load() {
+		a.rank = g.read(ctx, &a)
 	}
-	return g.core.Refuses(&m.counts, c, time.Since(g.start))
+	var ch guardcore.Change
+	a.cl, ch = g.core.Count(&a.m.counts, g.clientKey(ctx, a.m.id), now, a.prev >= 1, a.rank)
+	g.changed(ctx, a.m, ch, now)
+	return a
 }
 
-// method returns the state of fullMethod, made on its first attempt.
-func (g *Guard) method(fullMethod string) *method {
-	if v, ok := g.methods.Load(fullMethod); ok {
-		return v.(*method)
+// end counts how the attempt a, whose context is ctx, ended with err, and
+// returns the trailer to add, if any.
+func (g *Guard) end(ctx context.Context, a *attempt, err error) metadata.MD {
+	if err == nil {
+		g.served(ctx, a)
+		return nil
 	}
-	if g.nameds.Add(1) > maxMethods {
-		g.nameds.Add(-1)
-		return &g.other
-	}
-	v, loaded := g.methods.LoadOrStore(fullMethod, &method{id: maphash.String(g.seed, fullMethod)})
-	if loaded {
-		g.nameds.Add(-1)
-	}
-	return v.(*method)
-}
-
-// clientKey returns the key of the client of the attempt whose context is
-// ctx, for the method whose id is id: a hash of id and its peer's IP
-// address and port (of id alone for a peer that is not a TCP address).
-func (g *Guard) clientKey(ctx context.Context, id uint64) uint64 {
-	var b [26]byte
-	if p, ok := peer.FromContext(ctx); ok {
-		if a, ok := p.Addr.(*net.TCPAddr); ok {
-			copy(b[:16], a.IP)
-			b[16], b[17] = byte(a.Port>>8), byte(a.Port)
+	st, _ := status.FromError(err)
+	code := st.Code()
+	if g.codes&(1<<code) == 0 {
+		if answers(code) {
+			g.served(ctx, a)
 		}
+		return nil
 	}
-	for i := range 8 {
-		b[18+i] = byte(id >> (8 * i))
+	if !a.ranked {
+		a.rank = g.read(ctx, a)
 	}
-	return maphash.Bytes(g.seed, b[:])
+	now := time.Since(g.start)
+	shed := code == codes.ResourceExhausted
+	if hasRetryInfo(st) {
+		g.core.Let(&a.m.counts, a.cl, now, a.rank, shed)
+		return nil
+	}
+	var deadline time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		deadline = max(dl.Sub(g.start), 1)
+	}
+	v, ch := g.core.Failed(&a.m.counts, a.cl, now, deadline, a.prev, a.rank, shed)
+	g.changed(ctx, a.m, ch, now)
+	var pushback string
+	switch {
+	case v.Refused:
+		pushback = "-1"
+	case v.Paced:
+		pushback = strconv.FormatInt(int64((v.Wait+time.Millisecond-1)/time.Millisecond), 10)
+	default:
+		return nil
+	}
+	if g.onMark != nil {
+		g.onMark(ctx, Mark{Method: a.m.name, Registered: a.m.registered, Code: code, Criticality: a.tier, Wait: v.Wait, Refused: v.Refused})
+	}
+	return metadata.Pairs(grpcbackoff.PushbackKey, pushback)
 }
 
-// isRetry reports whether the attempt whose context is ctx is a retry: its
-// request carries previousAttemptsKey with a value of 1 or more.
-func isRetry(ctx context.Context) bool {
-	v := metadata.ValueFromIncomingContext(ctx, previousAttemptsKey)
-	if len(v) == 0 {
-		return false
+// read reads the criticality of the attempt a, whose context is ctx, and
+// notes at its method that one was said.
+func (g *Guard) read(ctx context.Context, a *attempt) guardcore.Rank {
+	a.tier, a.rank = criticality(ctx)
+	a.ranked = true
+	if a.tier != "" && !a.m.ranked.Load() {
+		a.m.ranked.Store(true)
 	}
-	n, err := strconv.Atoi(v[0])
-	return err == nil && n >= 1
+	return a.rank
+}
+
+// served counts the attempt a, whose context is ctx, as served if it is a
+// retry whose caller still waits.
+func (g *Guard) served(ctx context.Context, a *attempt) {
+	if a.prev >= 1 && ctx.Err() == nil {
+		g.core.Served(&a.m.counts, a.cl, time.Since(g.start), a.prev, a.rank)
+	}
+}
+
+// answers reports whether code is the server's real answer to a request,
+// which a retry does not change: a retry that gets it was served.
+func answers(code codes.Code) bool {
+	switch code {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+// changed logs a change of m's state at time now, seen by an attempt whose
+// context is ctx.
+func (g *Guard) changed(ctx context.Context, m *method, ch guardcore.Change, now time.Duration) {
+	switch ch {
+	case guardcore.BecameOver:
+		s := g.core.State(&m.counts, now)
+		g.log.LogAttrs(ctx, slog.LevelWarn, "guard: holding back the retries of a method: they would do more harm than its share",
+			slog.String("method", m.name), slog.Int64("first_tries", s.FirstTries), slog.Int64("retries", s.Retries),
+			slog.Int64("paced", s.Paced), slog.Int64("refused", s.Refused))
+	case guardcore.WentBack:
+		s := g.core.State(&m.counts, now)
+		g.log.LogAttrs(ctx, slog.LevelInfo, "guard: no longer holding back the retries of a method",
+			slog.String("method", m.name), slog.Int64("paced", s.Paced), slog.Int64("refused", s.Refused),
+			slog.Int64("refunded", s.Refunded))
+	}
 }
 
 // hasRetryInfo reports whether st carries a RetryInfo detail.
@@ -281,22 +294,28 @@ type State struct {
 	// the method it let through in the last half window whose retries have
 	// not come.
 	Expected int64
-	// Over says the method is over (see the package documentation): the
-	// retriable failures of its clients that are over too carry pushback −1.
+	// Over says the guard is holding the method's retries back: the harm
+	// its failures ask for, for one of its ranks, is more than Share of its
+	// attempts (see the package documentation).
 	Over bool
 	// Refused is the number of failures of the method that carried
-	// pushback −1, since the Guard was made.
+	// pushback −1, since the Guard was made (or since the method took a
+	// place in its table).
 	Refused int64
+	// Paced is the number of failures that carried a pushback wait, and
+	// Refunded the number of retries that cost nothing because they, or a
+	// later retry of their call, were served, over the same time.
+	Paced, Refunded int64
 }
 
-// State returns what g counts of fullMethod ("/pkg.Service/Method") now.
+// State returns what g counts of fullMethod ("/pkg.Service/Method") now:
+// the zero State for a method it holds no place for.
 func (g *Guard) State(fullMethod string) State {
-	m := &g.other
-	if v, ok := g.methods.Load(fullMethod); ok {
-		m = v.(*method)
-	} else if g.nameds.Load() < maxMethods {
+	m := g.methods.find(fullMethod)
+	if m == nil {
 		return State{}
 	}
-	first, retries, expected, over, refused := g.core.State(&m.counts, time.Since(g.start))
-	return State{FirstTries: first, Retries: retries, Expected: expected, Over: over, Refused: refused}
+	t := g.core.State(&m.counts, time.Since(g.start))
+	return State{FirstTries: t.FirstTries, Retries: t.Retries, Expected: t.Expected, Over: t.Over,
+		Refused: t.Refused, Paced: t.Paced, Refunded: t.Refunded}
 }

@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
@@ -39,9 +40,10 @@ func (s *transportStream) SetTrailer(md metadata.MD) error {
 
 // attemptContext returns the context grpc-go gives the handler of an
 // attempt from peer addr ("10.0.0.1:5000"), a retry after prev attempts if
-// prev > 0, with ts as its transport stream.
-func attemptContext(addr string, prev int, ts grpc.ServerTransportStream) context.Context {
-	md := metadata.Pairs(":authority", "svc.example", "content-type", "application/grpc", "user-agent", "grpc-go/1.85.0")
+// prev > 0, with ts as its transport stream, and kv as more request
+// metadata.
+func attemptContext(addr string, prev int, ts grpc.ServerTransportStream, kv ...string) context.Context {
+	md := metadata.Pairs(append([]string{":authority", "svc.example", "content-type", "application/grpc", "user-agent", "grpc-go/1.85.0"}, kv...)...)
 	if prev > 0 {
 		md.Set(interceptor.PreviousAttemptsKey, strconv.Itoa(prev))
 	}
@@ -51,13 +53,13 @@ func attemptContext(addr string, prev int, ts grpc.ServerTransportStream) contex
 }
 
 // attempt makes an attempt of method from addr through g's unary
-// interceptor, a retry after prev attempts if prev > 0, which the handler
-// answers with err, and returns the pushback trailer's values the client
-// gets (nil for none).
-func attempt(t *testing.T, g *guard.Guard, addr string, prev int, err error) []string {
+// interceptor, a retry after prev attempts if prev > 0, with kv as more
+// request metadata, which the handler answers with err, and returns the
+// pushback trailer's values the client gets (nil for none).
+func attempt(t *testing.T, g *guard.Guard, addr string, prev int, err error, kv ...string) []string {
 	t.Helper()
 	var ts transportStream
-	ctx := attemptContext(addr, prev, &ts)
+	ctx := attemptContext(addr, prev, &ts, kv...)
 	_, got := g.Unary(ctx, "req", &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) {
 		if err != nil {
 			return nil, err
@@ -70,19 +72,16 @@ func attempt(t *testing.T, g *guard.Guard, addr string, prev int, err error) []s
 	return ts.trailer.Get(grpcbackoff.PushbackKey)
 }
 
-// newGuard returns a Guard for o, failing the test on error.
+// newGuard returns a Guard for o, failing the test on error; without a
+// Logger, it logs nothing.
 func newGuard(t *testing.T, o guard.Options) *guard.Guard {
 	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	g, err := guard.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return g
-}
-
-// metadataWith returns ctx with its incoming metadata's key set to v.
-func metadataWith(ctx context.Context, key, v string) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
-	md.Set(key, v)
-	return metadata.NewIncomingContext(ctx, md)
 }

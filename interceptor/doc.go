@@ -59,10 +59,11 @@
 //	internal/connpolicy    what a ClientConn's control plane says: its service config's retryPolicy, grpc-go's attempts of a call
 //	internal/targets       a target's gates, a ClientConn's closing and policies
 //	internal/safety        whether a method may be sent again after a failure
+//	internal/resume        WithResume's rules, checked against the descriptors; a stream's request and token
 //	internal/loop          the retry loop: a call's Plan on its ClientConn, the protocol (Decide, Reserve, Wait, Pay), Record, its end (Fail, End), its Hook
 //	internal/googlehook    the Google Cloud clients' rule as the loop's Hook: the engine's one user of internal/cloudclients
 //	internal/hedge         a hedged unary call: its race
-//	internal/stream        the stream machine: its replay and commit
+//	internal/stream        the stream machine: its replay, commit and resume
 //	internal/unary         the unary path: its invoker
 //
 // To add a per-target check (a circuit breaker, a concurrency limit),

@@ -81,6 +81,11 @@ type Decision struct {
 	// WithoutPushback: unary calls then ignore a retry guard (streams read
 	// the trailer still, and RetryInfo is honoured).
 	Pushback bool
+	// Resume is the name the method's resume rule was given for
+	// (WithResume: the method's, or its service's): its server streams are
+	// resumed after they fail having delivered messages. "" for none, and
+	// for a method without a Policy.
+	Resume string
 }
 
 // String describes d in one line, e.g.
@@ -118,6 +123,9 @@ func (d Decision) String() string {
 		fmt.Fprintf(&b, ", each attempt cut after %v without an answer", d.Policy.AttemptTimeout)
 	}
 	fmt.Fprintf(&b, " [%s]; %s: %s", d.PolicySource, d.Safety, d.Source)
+	if d.Resume != "" {
+		fmt.Fprintf(&b, "; a server stream that fails after delivering messages is resumed (WithResume for %q), MaxAttempts counting the opens in a row that deliver none", d.Resume)
+	}
 	d.writeTail(&b)
 	return b.String()
 }
@@ -259,6 +267,9 @@ func (r *Retrier) explain(p *loop.Plan, v connView) Decision {
 	var grpcs []codes.Code // the codes grpc-go's own retry takes
 	if p.Conn == loop.ConnGRPC {
 		d.GRPCRetries, grpcs = grpcRetries(p, v.conn)
+	}
+	if p.Resume != nil {
+		d.Resume = p.Resume.Name()
 	}
 	if p.Hedge != nil && isStream(fullMethod) {
 		// Hedging is for unary calls: a stream is retried by the Policy its

@@ -22,6 +22,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	r.e.BufLimit = DefaultBufferLimit
 	r.e.Hook = new(googlehook.Hook) // the Google Cloud clients' rule (doc.go)
 	r.e.Safety.Settings = &r.e.Settings
+	r.e.Safety.Resumed = r.e.Resume.Covers
 	r.e.Targets.Throttle, r.e.Targets.Max = &throttle, maxTargets
 	r.e.Settings.Base.SetPolicy(&c)
 	for i, o := range opts {
@@ -39,6 +40,7 @@ func New(p grpcbackoff.Policy, opts ...Option) (*Retrier, error) {
 	r.e.Settings.All(func(_ string, e *settings.Entry) {
 		r.timed = r.timed || e.Policy != nil && e.Policy.AttemptTimeout > 0
 	})
+	errs = append(errs, r.e.Resume.Check(r.resumeUnsafe))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

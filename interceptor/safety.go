@@ -36,10 +36,11 @@ import (
 // a Google API (a google.* package) with neither, the same words of its
 // name (StreamingPull, ReadObject); the name of a standard method that
 // reads (Get, List, BatchGet, Search: AIP-131, 132, 231, 136); where
-// nothing else knows, the method's own hedging entry (WithHedging naming it,
-// or a service config's hedgingPolicy: it sends the method twice by design)
-// or a service config's retryPolicy for its service (WithServiceConfig's,
-// or the ClientConn's a call follows). What none of these
+// nothing else knows, a resume rule covering it (WithResume: it opens the
+// method again by design), the method's own hedging entry (WithHedging
+// naming it, or a service config's hedgingPolicy: it sends the method twice
+// by design) or a service config's retryPolicy for its service
+// (WithServiceConfig's, or the ClientConn's a call follows). What none of these
 // establishes is treated as a write, NotIdempotent. A write that no option
 // stated (CallNotIdempotent, WithSafety) is resent, call by call, when its
 // request carries a non-empty string field request_id (AIP-155: the server

@@ -27,7 +27,9 @@ import (
 // limit too (the stream then commits to the next attempt); Header and
 // Context wait for the next attempt. After the commit, errors go to the
 // caller, as on a grpc-go stream: a SendMsg once the stream failed returns
-// io.EOF, one after CloseSend INTERNAL (and the stream ends with it).
+// io.EOF, one after CloseSend INTERNAL (and the stream ends with it). A
+// server stream of a method with a resume rule (WithResume) is resumed
+// after the commit too, and its Context commits nothing.
 //
 // Policy.AttemptTimeout bounds a silent server, not a slow caller: until the
 // server answers an attempt (its headers), the attempt is cut, and retried,

@@ -43,6 +43,13 @@
 // MetricFleetFallbacks, read through the interceptor's seam: this module
 // imports no Redis client.
 //
+// # A server's retry guard
+//
+// A GuardRecorder counts what a server's retry guard (package guard) paces
+// and refuses, per method: MetricGuardPaced, MetricGuardRefused and the
+// waits, MetricGuardWait. The guard itself logs a line when a method goes
+// over and back (guard.Options.Logger).
+//
 // # Traces
 //
 // On the span in the call's context (trace.SpanFromContext), when it is

@@ -37,15 +37,15 @@ func runBudgets(ctx context.Context, b sim.Budgets, chartPath string, w io.Write
 	fmt.Fprintf(w, `
 outages:   UNAVAILABLE: every attempt answered at once; pause: the server stopped, at most %d requests waiting;
            storm: a restart (UNAVAILABLE) of a server at 90%% of its capacity, its latency growing 5%% per 1/14 of
-           its limit above it, whose work for callers that gave up goes on
+           its limit above it, whose work for callers that gave up goes on; flaky: 20%% of the attempts
+           answered UNAVAILABLE at once, at random, by a server far below its capacity
 sent:      retries sent during the outage: attempts less the calls started in it
 budget bound: on the retries sent, MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T for one budget (the
            fleet's), Burst and MinReserve once per process for budgets per process; S the successes in the
            Window before the outage, R its calls started per second
 at the server: retries that reached the server from the start of the outage to the end of the run
-guard bound: on those, min(w·(m + C), N·(m/10 + C) + w·(m/2 + C)), m = s/(1−s)·R·W, N = ⌈10·T/W⌉ + 1,
-           w = ⌈N/10⌉, s the guard's share, W its window, C the processes (at most 4097) (sim.GuardBound);
-           UNAVAILABLE only
+guard bound: on those, m·(T + W)/W + M·⌈(T + W)/W⌉, m = s/(1−s)·R·W, s the guard's share, W its window,
+           M its MinRetries (sim.GuardBound); UNAVAILABLE only
 refused:   calls ended by the guard's pushback −1
 goodput:   successful calls per second from the end of the outage to the end of the run (offered: %.0f)
 failed:    calls that failed from the start of the outage to the end of the run
@@ -102,6 +102,8 @@ func budgetName(strategy string) string {
 		return "guard"
 	case sim.RecipeBudgetGuard().Name:
 		return "guard+per process"
+	case sim.Recipe().Name:
+		return "none"
 	}
 	return strategy
 }
@@ -171,6 +173,8 @@ func budgetKey(name string, i int) simchart.Key {
 		return simchart.Key{Name: "grpc-go's retry", Color: orange, Dashed: true}
 	case sim.GRPCRetryGuard().Name:
 		return simchart.Key{Name: "grpc-go's retry + guard", Color: blue, Dashed: true}
+	case sim.Recipe().Name:
+		return simchart.Key{Name: "recipe, no budget, no guard", Color: orange}
 	}
 	return simchart.Key{Name: name, Color: simchart.Color(5 + i)}
 }

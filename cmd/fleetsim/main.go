@@ -105,6 +105,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	chart := fs.String("chart", "fleetsim-run.png", "chart to write (empty: none): the single run's concurrency and goodput over time, .png or .svg; with -grid, the grid, .png (default fleetsim.png)")
 	processes := fs.String("processes", "10,100,1000,10000", "numbers of client processes of -budgets")
 	budgets := fs.Bool("budgets", false, "run issues 29, 35 and 37's experiment: 10 to 10 000 processes (-processes), a 30 s outage (UNAVAILABLE at once, a pause, or a storm that keeps a fragile server down), a budget per process beside the fleet's and the server's retry guard, for this library's clients and grpc-go's; writes -chart (default fleetsim-budgets.png)")
+	fleetBound := fs.Bool("fleet-bound", false, "run issue 42's experiment: the fleet budget at the scale of fleetbudget's real-process runs (10 and 40 processes at 100 calls/s in all, 20 at 0.5 calls/s, 10 idle; a 10 s outage answered UNAVAILABLE; Window 5 s), 5 seeds from -seed")
 	budgetsRealMode := fs.Bool("budgets-real", false, "run -budgets for real: two fleets of client processes (a budget per process; the fleet's on a redis-server it starts), a backend process each, paused with SIGSTOP, Redis killed once; writes -chart (default fleetsim-budgets-real.png)")
 	br := defaultBudgetsReal()
 	fs.IntVar(&br.processes, "real-processes", br.processes, "client processes of each fleet of -budgets-real")
@@ -153,6 +154,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg := config{mode: "single", scenario: sc, strategies: strategies, chart: *chart, parallel: g.Parallel, perSecond: *perSecond}
 	switch {
+	case *fleetBound:
+		cfg.mode = "fleet-bound"
 	case *budgets:
 		cfg.mode = "budgets"
 		cfg.budgets = sim.DefaultBudgets()
@@ -261,6 +264,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return runBudgets(ctx, cfg.budgets, cfg.chart, stdout)
 	case "budgets-real":
 		return runBudgetsReal(ctx, cfg.budgetsReal, cfg.chart, stdout)
+	case "fleet-bound":
+		return runFleetBound(ctx, cfg.scenario.Seed, cfg.parallel, stdout)
 	}
 	sc := cfg.scenario
 	fmt.Fprintf(stdout, "fleetsim: %d clients (%d per process), offered %.0f calls/s = %.0f%% of capacity, server limit %d at %v (growth %v per %v), pause %v at %v (backlog %d), %v\n",

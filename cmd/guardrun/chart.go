@@ -22,16 +22,20 @@ const (
 )
 
 // writeChart writes the chart of the runs of mix m to path as SVG.
-func writeChart(path string, cfg config, scs []scenario, m mix, results []*result) error {
+func writeChart(path string, scs []scenario, m mix, results []*result) error {
 	width := padL + len(scs)*(cellW+gapX)
 	height := padT + 2*(cellH+gapY) + 10
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	var offered float64
+	for _, r := range results {
+		offered = r.cfg.offered()
+	}
 	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">A gRPC server with the retry guard (blue) and without (red): %s clients, %.0f calls/s offered</text>`+"\n",
-		padL, m, cfg.offered())
-	fmt.Fprintf(&b, `<text x="%d" y="36" fill="#555">grey: the outage or pause (%v from %v); top: calls that succeeded per second; bottom: retries that reached the handler per second</text>`+"\n",
-		padL, cfg.trigger, cfg.warm)
+		padL, m, offered)
+	fmt.Fprintf(&b, `<text x="%d" y="36" fill="#555">grey: the trigger (flakiness, brownout, outage or pause); top: calls that succeeded per second; bottom: retries that reached the handler per second</text>`+"\n",
+		padL)
 	for col, sc := range scs {
 		var guarded, plain *result
 		for _, r := range results {
@@ -43,6 +47,10 @@ func writeChart(path string, cfg config, scs []scenario, m mix, results []*resul
 				}
 			}
 		}
+		if guarded == nil && plain == nil {
+			continue
+		}
+		cfg := guarded.cfgOr(plain)
 		x0 := padL + col*(cellW+gapX)
 		for row, c := range []column{ok, retries} {
 			y0 := padT + row*(cellH+gapY)

@@ -16,7 +16,16 @@ type summary struct {
 	goodputAfter                                                float64 // calls a second that succeeded after the trigger
 	recovered                                                   bool
 	recoverAfter                                                time.Duration // from the trigger's end
-	bound                                                       int64         // of the retries at the handler, for a guarded run
+	// The densest step of retries at the handler while the guard was over
+	// (its State.Over sampled once a step), and twice its share's rate in a
+	// step then: 2 · Share/(1−Share) of the first tries a step, on average
+	// over those steps. Guarded runs only.
+	overSteps, densest int64
+	densestSheddable   int64 // the same of the retries of sheddable calls (brownout)
+	twiceShare         float64
+	patientOK          int64   // patient calls served
+	sheddable          float64 // failed share of the sheddable calls (brownout)
+	critical           float64 // ... of the critical calls
 }
 
 // Recovery: the first moment from the trigger's end on from which every
@@ -28,8 +37,8 @@ const (
 	healthyFailed = 0.05
 )
 
-func summarize(cfg config, r *result) summary {
-	s := r.s
+func summarize(r *result) summary {
+	cfg, s := r.cfg, r.s
 	n := len(s.b)                    // the totals count the series' tail: calls started in the run end in it
 	runEnd := s.bucket(cfg.length()) // the rest stops at the run's end
 	var u summary
@@ -57,55 +66,88 @@ func summarize(cfg config, r *result) summary {
 			break
 		}
 	}
-	if r.guarded {
-		// Share × the calls, plus a window's worth: Share of the calls of
-		// one Window, and MinRetries.
-		u.bound = int64(guard.DefaultShare*float64(u.calls) +
-			guard.DefaultShare*cfg.offered()*guard.DefaultWindow.Seconds() + guard.DefaultMinRetries)
+	var firstOver int64
+	for i := range n {
+		if s.get(i, over) > 0 {
+			u.overSteps++
+			u.densest = max(u.densest, s.get(i, retries))
+			u.densestSheddable = max(u.densestSheddable, s.get(i, sheddableRetries))
+			firstOver += s.get(i, firstTries)
+		}
+	}
+	if u.overSteps > 0 {
+		u.twiceShare = 2 * guard.DefaultShare / (1 - guard.DefaultShare) * float64(firstOver) / float64(u.overSteps)
+	}
+	u.patientOK = s.sum(patientOK, 0, n)
+	if c := s.sum(sheddable, 0, n); c > 0 {
+		u.sheddable = float64(s.sum(sheddableFailed, 0, n)) / float64(c)
+	}
+	if c := s.sum(critical, 0, n); c > 0 {
+		u.critical = float64(s.sum(criticalFailed, 0, n)) / float64(c)
 	}
 	return u
 }
 
 // writeTable writes the runs as a markdown table.
-func writeTable(w io.Writer, cfg config, results []*result) {
-	fmt.Fprintln(w, "| scenario | clients | guard | calls | first tries at the handler | retries at the handler | retry share | bound | failures marked −1 | failed calls | wasted work | goodput after (calls/s) | recovered after |")
+func writeTable(w io.Writer, results []*result) {
+	fmt.Fprintln(w, "| scenario | clients | guard | calls | retries at the handler | failed calls | paced | refused | goodput after (calls/s) | recovered after | densest 100 ms of retries while over (2× share) | patient calls served | failed: sheddable, critical |")
 	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
-		u := summarize(cfg, r)
-		guardCol, bound, marked := "none", "", ""
+		u := summarize(r)
+		guardCol, paced, refused, densest := "none", "", "", ""
 		if r.guarded {
-			guardCol, marked = "guard", fmt.Sprint(r.state.Refused)
-			mark := "✓"
-			if u.retries > u.bound {
-				mark = "✗"
+			guardCol = "guard"
+			paced, refused = fmt.Sprint(r.state.Paced), fmt.Sprint(r.state.Refused)
+			switch {
+			case u.overSteps > 0 && r.sc.brownout > 0:
+				densest = fmt.Sprintf("%d, sheddable %d (%.1f) in %d", u.densest, u.densestSheddable, u.twiceShare, u.overSteps)
+			case u.overSteps > 0:
+				densest = fmt.Sprintf("%d (%.1f) in %d", u.densest, u.twiceShare, u.overSteps)
+			default:
+				densest = "never over"
 			}
-			bound = fmt.Sprintf("%d %s", u.bound, mark)
 		}
-		rec := "not in " + cfg.after.String()
+		rec := "not in " + r.cfg.after.String()
 		if u.recovered {
 			rec = fmt.Sprintf("+%.2f s", u.recoverAfter.Seconds())
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %.0f%% | %s | %s | %d | %d | %.0f | %s |\n",
-			r.sc.name, r.mix, guardCol, u.calls, u.first, u.retries, 100*u.share, bound, marked, u.failedCalls, u.wasted, u.goodputAfter, rec)
+		patient, classes := "", ""
+		if r.sc.patient {
+			patient = fmt.Sprintf("%d of %d", u.patientOK, patientCalls)
+		}
+		if r.sc.brownout > 0 {
+			classes = fmt.Sprintf("%.1f%%, %.1f%%", 100*u.sheddable, 100*u.critical)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %s | %s | %.0f | %s | %s | %s | %s |\n",
+			r.sc.name, r.mix, guardCol, u.calls, u.retries, u.failedCalls, paced, refused, u.goodputAfter, rec, densest, patient, classes)
 	}
 }
 
 // describe says what the runs were, for the table's caption.
 func describe(cfg config, scs []scenario) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d clients, each starting %.3g calls a second on average (Poisson; %.0f in all), each call with a %v deadline; ",
+	fmt.Fprintf(&b, "%d clients, each starting %.3g calls a second on average (Poisson; %.0f in all), each call with a %v deadline. ",
 		cfg.clients, cfg.rate, cfg.offered(), cfg.deadline)
-	fmt.Fprintf(&b, "the trigger from %v to %v of %v. ", cfg.warm, cfg.warm+cfg.trigger, cfg.length())
 	for _, sc := range scs {
-		what := "outage (every request refused at once with UNAVAILABLE)"
-		if sc.costly {
-			what = "outage of a dependency (every request fails with UNAVAILABLE after its work)"
+		var what string
+		switch {
+		case sc.flaky > 0:
+			what = fmt.Sprintf("%.0f%% of the requests fail at once with UNAVAILABLE, at random", 100*sc.flaky)
+		case sc.brownout > 0:
+			what = fmt.Sprintf("%.0f%% of the requests shed at once with RESOURCE_EXHAUSTED, every other call SHEDDABLE, the others CRITICAL_PLUS", 100*sc.brownout)
+		case sc.pause:
+			what = "the workers frozen; requests queue, and past the queue are refused"
+		case sc.costly:
+			what = "an outage of a dependency: every request fails with UNAVAILABLE after its work"
+		default:
+			what = "an outage: every request refused at once with UNAVAILABLE"
 		}
-		if sc.pause {
-			what = "pause (the workers frozen; requests queue, and past the queue are refused with UNAVAILABLE)"
+		if sc.patient {
+			what += fmt.Sprintf(", and %d calls with %v deadlines start in it, 0.5 s apart", patientCalls, patientDeadline)
 		}
-		fmt.Fprintf(&b, "%s: %s; %d workers × %v per request (%.0f requests/s), at most %d queued, UNAVAILABLE for a request not served in %v (its work goes on). ",
-			sc.name, what, sc.capacity.Workers, sc.capacity.Service, sc.capacity.Rate(), sc.capacity.Queue, sc.capacity.Timeout)
+		fmt.Fprintf(&b, "%s: %s, from %v to %v of %v; %d workers × %v per request (%.0f requests/s), at most %d queued, %v past that or for a request not served in %v (its work goes on). ",
+			sc.name, what, sc.timing.warm, sc.timing.warm+sc.timing.trigger, sc.timing.warm+sc.timing.trigger+sc.timing.after,
+			sc.capacity.Workers, sc.capacity.Service, sc.capacity.Rate(), sc.capacity.Queue, sc.capacity.Shed, sc.capacity.Timeout)
 	}
 	return strings.TrimSpace(b.String())
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/platformkit/grpcbackoff"
@@ -33,25 +35,49 @@ type mix string
 
 // A scenario is what happens to the server from Warm to Warm+Trigger: an
 // outage (every request fails with UNAVAILABLE: at once, or, costly, after
-// its work, as with a failing dependency) or a pause (the workers frozen),
-// and what the server can do.
+// its work, as with a failing dependency), a flaky server (a share of the
+// requests fails at random), a brownout (a share is shed with
+// RESOURCE_EXHAUSTED, the calls half sheddable, half critical) or a pause
+// (the workers frozen), and what the server can do; with patient, 8 calls
+// with 30 s deadlines start in the trigger. Its timing is the run's, unless
+// the flags set one.
 type scenario struct {
-	name          string
-	pause, costly bool
-	capacity      Capacity
+	name            string
+	pause, costly   bool
+	flaky, brownout float64
+	patient         bool
+	capacity        Capacity
+	timing          timing
 }
+
+// timing is when a run's trigger comes: warm, then trigger, then after.
+type timing struct{ warm, trigger, after time.Duration }
 
 // config is the experiment around the scenarios.
 type config struct {
 	clients  int
 	rate     float64       // calls a second, per client
 	deadline time.Duration // of each call
-	warm     time.Duration // before the trigger
-	trigger  time.Duration // the outage or pause
-	after    time.Duration // after it
-	step     time.Duration // of the series
-	seed     uint64
+	timing
+	step time.Duration // of the series
+	seed uint64
 }
+
+// patientCalls and patientDeadline are the patient callers of a scenario
+// with patient: they start 0.5 s apart from 0.5 s into the trigger.
+const (
+	patientCalls    = 8
+	patientDeadline = 30 * time.Second
+)
+
+// classes of calls, in the brownout: every other call says it is sheddable,
+// the others critical (grpcbackoff.CriticalityKey, set as the client side
+// of the library will set it).
+const (
+	plainCall = iota
+	sheddableCall
+	criticalCall
+)
 
 func (c config) length() time.Duration { return c.warm + c.trigger + c.after }
 
@@ -75,11 +101,20 @@ func tcp() transport {
 
 // result is one run.
 type result struct {
+	cfg     config
 	sc      scenario
 	mix     mix
 	guarded bool
 	s       *series
 	state   guard.State // the guard's, at the end (guarded runs)
+}
+
+// cfgOr returns r's config, or o's if r is nil.
+func (r *result) cfgOr(o *result) config {
+	if r == nil {
+		return o.cfg
+	}
+	return r.cfg
 }
 
 // run runs one scenario with one mix of clients, guarded or not, in real
@@ -88,13 +123,17 @@ func run(ctx context.Context, cfg config, tr transport, sc scenario, m mix, guar
 	start := time.Now()
 	// The series goes on past the run by a deadline and a second: calls
 	// started at its end end then, and the work it left queued is done.
-	res := &result{sc: sc, mix: m, guarded: guarded, s: newSeries(start, cfg.step, cfg.length()+cfg.deadline+time.Second)}
+	tail := cfg.deadline
+	if sc.patient {
+		tail = patientDeadline
+	}
+	res := &result{cfg: cfg, sc: sc, mix: m, guarded: guarded, s: newSeries(start, cfg.step, cfg.length()+tail+time.Second)}
 	srv := newServer(sc.capacity, res.s)
-	srv.costly = sc.costly
+	srv.costly, srv.flaky, srv.brownout = sc.costly, sc.flaky, sc.brownout
 	var g *guard.Guard
 	if guarded {
 		var err error
-		if g, err = guard.New(guard.Options{}); err != nil {
+		if g, err = guard.New(guard.Options{Logger: slog.New(slog.DiscardHandler)}); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +189,7 @@ func run(ctx context.Context, cfg config, tr transport, sc scenario, m mix, guar
 		rng := rand.New(rand.NewPCG(cfg.seed, uint64(i)))
 		clients.Go(func() {
 			next := start
-			for {
+			for n := 0; ; n++ {
 				next = next.Add(time.Duration(rng.ExpFloat64() / cfg.rate * float64(time.Second)))
 				if !next.Before(end) {
 					return
@@ -160,9 +199,44 @@ func run(ctx context.Context, cfg config, tr transport, sc scenario, m mix, guar
 				case <-ctx.Done():
 					return
 				}
-				calls.Go(func() { call(ctx, cc, cfg.deadline, res.s) })
+				class := plainCall
+				if sc.brownout > 0 {
+					class = sheddableCall + n%2
+				}
+				calls.Go(func() { call(ctx, cc, cfg.deadline, res.s, class) })
 			}
 		})
+	}
+	if sc.patient {
+		for i := range patientCalls {
+			cc := conns[i*len(conns)/patientCalls]
+			t := time.AfterFunc(cfg.warm+time.Duration(i+1)*500*time.Millisecond, func() {
+				calls.Go(func() { patientCall(ctx, cc, res.s) })
+			})
+			defer t.Stop()
+		}
+	}
+	if g != nil {
+		// The guard's State.Over, once a step.
+		sampled := make(chan struct{})
+		defer func() { <-sampled }()
+		tick := time.NewTicker(cfg.step)
+		defer tick.Stop()
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			defer close(sampled)
+			for {
+				select {
+				case now := <-tick.C:
+					if g.State(method).Over {
+						res.s.add(now, over, 1)
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
 	}
 	clients.Wait()
 	calls.Wait()
@@ -172,16 +246,44 @@ func run(ctx context.Context, cfg config, tr transport, sc scenario, m mix, guar
 	return res, ctx.Err()
 }
 
-// call makes one call and counts it.
-func call(ctx context.Context, cc *grpc.ClientConn, deadline time.Duration, s *series) {
+// call makes one call of a class and counts it.
+func call(ctx context.Context, cc *grpc.ClientConn, deadline time.Duration, s *series, class int) {
 	s.add(time.Now(), offered, 1)
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	switch class {
+	case sheddableCall:
+		ctx = metadata.AppendToOutgoingContext(ctx, grpcbackoff.CriticalityKey, grpcbackoff.CriticalitySheddable)
+	case criticalCall:
+		ctx = metadata.AppendToOutgoingContext(ctx, grpcbackoff.CriticalityKey, grpcbackoff.CriticalityCriticalPlus)
+	}
 	err := cc.Invoke(ctx, method, &emptypb.Empty{}, &emptypb.Empty{})
+	now := time.Now()
 	if err == nil {
-		s.add(time.Now(), ok, 1)
+		s.add(now, ok, 1)
 	} else {
-		s.add(time.Now(), failed, 1)
+		s.add(now, failed, 1)
+	}
+	if class != plainCall {
+		calls, failures := sheddable, sheddableFailed
+		if class == criticalCall {
+			calls, failures = critical, criticalFailed
+		}
+		s.add(now, calls, 1)
+		if err != nil {
+			s.add(now, failures, 1)
+		}
+	}
+}
+
+// patientCall makes a call with a 30 s deadline and counts it apart.
+func patientCall(ctx context.Context, cc *grpc.ClientConn, s *series) {
+	ctx, cancel := context.WithTimeout(ctx, patientDeadline)
+	defer cancel()
+	if err := cc.Invoke(ctx, method, &emptypb.Empty{}, &emptypb.Empty{}); err == nil {
+		s.add(time.Now(), patientOK, 1)
+	} else {
+		s.add(time.Now(), patientFailed, 1)
 	}
 }
 

@@ -9,13 +9,21 @@ import (
 type column int
 
 const (
-	firstTries column = iota // attempts at the handler without grpc-previous-rpc-attempts ≥ 1
-	retries                  // attempts at the handler with it
-	served                   // requests whose work was done
-	wasted                   // ... after their caller had given up
-	offered                  // calls the clients started
-	ok                       // calls that succeeded, when they ended
-	failed                   // calls that failed, when they ended
+	firstTries       column = iota // attempts at the handler without grpc-previous-rpc-attempts ≥ 1
+	retries                        // attempts at the handler with it
+	served                         // requests whose work was done
+	wasted                         // ... after their caller had given up
+	offered                        // calls the clients started
+	ok                             // calls that succeeded, when they ended
+	failed                         // calls that failed, when they ended
+	over                           // samples of the guard's State.Over (one a step)
+	sheddable                      // calls that said SHEDDABLE, when they ended (brownout)
+	sheddableFailed                // ... and failed
+	critical                       // calls that said CRITICAL_PLUS, when they ended
+	criticalFailed                 // ... and failed
+	patientOK                      // patient calls (30 s deadlines) that succeeded
+	patientFailed                  // ... and failed
+	sheddableRetries               // retries at the handler of calls that said SHEDDABLE
 	columns
 )
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/guard"
 	"github.com/platformkit/grpcbackoff/interceptor"
 )
@@ -26,14 +29,15 @@ const (
 // Capacity is what the server can do: Workers requests at a time, each
 // taking Service, in arrival order; up to Queue requests in all, working or
 // waiting for a worker, and a request past that is refused at once with
-// UNAVAILABLE; a request not served within Timeout is answered UNAVAILABLE
-// then ("overloaded"), as a server that bounds its latency does, but its
-// work goes on: work continues for callers that gave up (or were answered).
+// Shed; a request not served within Timeout is answered Shed then
+// ("overloaded"), as a server that bounds its latency does, but its work
+// goes on: work continues for callers that gave up (or were answered).
 type Capacity struct {
 	Workers int
 	Service time.Duration
 	Queue   int
 	Timeout time.Duration
+	Shed    codes.Code // UNAVAILABLE or RESOURCE_EXHAUSTED
 }
 
 // Rate is the requests a second the server completes when busy.
@@ -47,8 +51,13 @@ type server struct {
 	queued  atomic.Int64  // requests working or waiting for a worker
 	outage  atomic.Bool   // every request fails with UNAVAILABLE: at once, or after its work if costly
 	costly  bool
-	s       *series
-	jobs    sync.WaitGroup
+	// During the trigger (while outage is set): with flaky, that share of
+	// the requests fails at once with UNAVAILABLE, at random, the others are
+	// served; with brownout, that share is shed at once with
+	// RESOURCE_EXHAUSTED.
+	flaky, brownout float64
+	s               *series
+	jobs            sync.WaitGroup
 
 	mu      sync.Mutex
 	resumed chan struct{} // nil unless paused; closed at resume
@@ -92,20 +101,34 @@ func (s *server) newGRPCServer(g *guard.Guard) *grpc.Server {
 }
 
 var (
-	errOutage     = status.Error(codes.Unavailable, "guardrun: outage")
-	errOverloaded = status.Error(codes.Unavailable, "guardrun: overloaded")
-	errTooSlow    = status.Error(codes.Unavailable, "guardrun: overloaded, not served in time")
+	errOutage = status.Error(codes.Unavailable, "guardrun: outage")
+	errFlaky  = status.Error(codes.Unavailable, "guardrun: flaky")
+	errShed   = status.Error(codes.ResourceExhausted, "guardrun: brownout, shed")
 )
 
 // work is one attempt, from its arrival at the handler to its answer.
 func (s *server) work(ctx context.Context) error {
-	s.s.add(time.Now(), isRetry(ctx), 1)
-	if s.outage.Load() && !s.costly {
-		return errOutage
+	now, c := time.Now(), isRetry(ctx)
+	s.s.add(now, c, 1)
+	if c == retries && slices.Contains(metadata.ValueFromIncomingContext(ctx, grpcbackoff.CriticalityKey), grpcbackoff.CriticalitySheddable) {
+		s.s.add(now, sheddableRetries, 1)
+	}
+	if s.outage.Load() {
+		switch {
+		case s.flaky > 0 || s.brownout > 0:
+			if rand.Float64() < s.flaky {
+				return errFlaky
+			}
+			if rand.Float64() < s.brownout {
+				return errShed
+			}
+		case !s.costly:
+			return errOutage
+		}
 	}
 	if s.queued.Add(1) > int64(s.cap.Queue) {
 		s.queued.Add(-1)
-		return errOverloaded
+		return status.Error(s.cap.Shed, "guardrun: overloaded")
 	}
 	done := make(chan struct{})
 	s.jobs.Go(func() { s.job(ctx, done) })
@@ -113,12 +136,12 @@ func (s *server) work(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-done:
-		if s.outage.Load() {
+		if s.outage.Load() && s.costly {
 			return errOutage
 		}
 		return nil
 	case <-t.C:
-		return errTooSlow
+		return status.Error(s.cap.Shed, "guardrun: overloaded, not served in time")
 	}
 }
 

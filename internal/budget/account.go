@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/platformkit/grpcbackoff"
 )
 
@@ -115,7 +117,11 @@ func (a *Account) Add(now int64, p Params, started, returned int64) {
 }
 
 // Cap caps the long-run pool at Burst.
-func (a *Account) Cap(p Params) { a.pool = min(a.pool, p.Burst) }
+func (a *Account) Cap(p Params) { a.CapAt(p.Burst) }
+
+// CapAt caps the long-run pool at n (a fleet's Ledger: Burst less what the
+// processes' stocks save of it).
+func (a *Account) CapAt(n int64) { a.pool = min(a.pool, n) }
 
 // Pool returns the long-run pool (µtokens), which may be negative (owed).
 func (a *Account) Pool() int64 { return a.pool }
@@ -126,12 +132,19 @@ func (a *Account) Draw(n int64) { a.pool -= n }
 // Earn counts n successes that happened at unknown times over [from, now],
 // spread evenly over that span, in the tenths of the Window they fell in
 // (those before the Window are no longer counted). A success makes the
-// floor whole again.
-func (a *Account) Earn(now int64, p Params, n, from int64) {
+// floor whole again, but for what it paid from the tenth of held on, which
+// may have been spent after the last of these successes and so stays paid
+// (all it paid since the last success if that tenth is before the Window,
+// its payments forgotten). A process's own budget, which counts its
+// successes before it pays, passes a held after now: the floor is whole. A
+// fleet's Ledger learns of successes at renewals, after other processes
+// spent the floor it granted them: it passes the earliest time a lease it
+// granted may still have been spent after from.
+func (a *Account) Earn(now int64, p Params, n, from, held int64) {
 	if n <= 0 {
 		return
 	}
-	a.since = 0
+	a.since = min(a.since, a.floorFrom(now, p, held))
 	if p.Window == 0 {
 		return
 	}
@@ -157,6 +170,26 @@ func (a *Account) Earn(now int64, p Params, n, from int64) {
 			a.at(j).Earned += c
 		}
 	}
+}
+
+// floorFrom returns what the floor paid from the tenth of held to now's
+// (0 if held is after now), or since if that tenth is before the Window:
+// its payments are forgotten, but for since.
+func (a *Account) floorFrom(now int64, p Params, held int64) int64 {
+	if p.Window == 0 || held > now {
+		return 0
+	}
+	k, j := a.Tenth(now, p), (max(held, a.born)-a.born)/width(p)
+	if j <= k-tenths {
+		return a.since
+	}
+	var fl int64
+	for ; j <= k; j++ {
+		if t := &a.tenth[mod(j)]; t.Index == j {
+			fl += t.Floor
+		}
+	}
+	return fl
 }
 
 // Tenth returns the tenth of the Window that holds now.
@@ -206,17 +239,74 @@ func (a *Account) GiveBack(now int64, p Params, j, earned, floor int64) {
 // is set, else from the long-run pool alone. now is not before the last
 // credit, and the pool is credited up to it.
 func (a *Account) Take(now int64, p Params, reserve bool) bool {
+	_, ok := a.Pay(now, p, reserve, Token)
+	return ok
+}
+
+// Receipt is what paid for a retry (Pay): reserve tokens from the earnings
+// and from the floor of tenth Tenth of the Window, and long-run tokens, in
+// µtokens. Refund gives them back.
+type Receipt struct{ Tenth, Earned, Floor, LongRun int64 }
+
+// Cost returns what a retry of a failure with code costs, in µtokens: one
+// token, and ThrottledCost tokens for RESOURCE_EXHAUSTED (the server, or a
+// quota in front of it, says it is past what it serves: a retry adds to
+// that load, where an UNAVAILABLE restart's does not).
+func Cost(code codes.Code) int64 {
+	if code == codes.ResourceExhausted {
+		return ThrottledCost * Token
+	}
+	return Token
+}
+
+// ThrottledCost is what a RESOURCE_EXHAUSTED retry costs, in tokens. AWS's
+// SDKs charged a throttling (or timeout) retry twice a plain one (10
+// against 5 of a 500-token quota, their "standard" retry mode, waiting from
+// a 500 ms base after a throttling error); their later behaviour waits 20
+// times longer after one (1 000 ms against 50 ms) and charges it less (5
+// against 14). This library's recipe waits as long after either code (the
+// delays are the caller's Policy), so the cost is the budgets' one lever:
+// 2, the older ratio, makes a budget that runs out pay half as many
+// RESOURCE_EXHAUSTED retries as UNAVAILABLE ones in the same storm (issue
+// 44's target) while a restart's retries, UNAVAILABLE, keep what they had;
+// a larger ratio would cut the retries of a short throttling spell that
+// the reserve's floor is sized to carry through (MinReserve: 100 retries
+// at 1, 20 at 5).
+const ThrottledCost = 2
+
+// Pay pays a retry that costs cost µtokens at now if a can, and returns
+// what paid for it: from the reserve first if reserve is set (all of the
+// cost, or none of it), else from the long-run pool alone. now is not
+// before the last credit, and the pool is credited up to it.
+func (a *Account) Pay(now int64, p Params, reserve bool, cost int64) (Receipt, bool) {
 	if reserve && p.Window > 0 {
-		if earned, floor := a.Reserve(now, p); earned+floor >= Token {
-			a.Spend(now, p, Token, earned)
-			return true
+		if earned, floor := a.Reserve(now, p); earned+floor >= cost {
+			a.Spend(now, p, cost, earned)
+			e := min(cost, max(earned, 0))
+			return Receipt{Tenth: a.Tenth(now, p), Earned: e, Floor: cost - e}, true
 		}
 	}
-	if a.pool < Token {
-		return false
+	if a.pool < cost {
+		return Receipt{}, false
 	}
-	a.pool -= Token
-	return true
+	a.pool -= cost
+	return Receipt{LongRun: cost}, true
+}
+
+// Refund gives back, at now, what r paid for a retry that the server
+// served: a retry that succeeds costs nothing. The reserve's part goes
+// back to the tenth it was paid in while that tenth is in the Window (once
+// the Window forgot the payment, it owes nothing back), the floor's making
+// the floor paid since the last success less; the long-run part to the
+// pool, up to Burst. So a retry that fails keeps its cost: the failed
+// retries of an outage stay within the Throttle's bound, and the retries in
+// flight at any moment too (a refund comes after the retry ended); an
+// outage in which no retry succeeds pays what it paid without refunds.
+func (a *Account) Refund(now int64, p Params, r Receipt) {
+	a.GiveBack(now, p, r.Tenth, r.Earned, r.Floor)
+	if r.LongRun > 0 && a.pool < p.Burst {
+		a.pool = min(a.pool+r.LongRun, p.Burst)
+	}
 }
 
 // Charge counts against a, at now, one retry paid from elsewhere (a lease

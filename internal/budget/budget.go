@@ -7,6 +7,7 @@
 package budget
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,13 +198,31 @@ func (b *Budget) Allow(now time.Time) bool { return b.allow(now, true) }
 func (b *Budget) AllowLongRun(now time.Time) bool { return b.allow(now, false) }
 
 func (b *Budget) allow(now time.Time, reserve bool) bool {
+	_, ok := b.AllowCost(now, !reserve, Token)
+	return ok
+}
+
+// AllowCost is Allow, or AllowLongRun with longRun, for a retry that costs
+// cost µtokens (Cost of the failure's code), and returns what paid for it,
+// for Refund. (The interceptors pay one token a retry: telling a budget a
+// retry's code and outcome is the retry loop's to wire.)
+func (b *Budget) AllowCost(now time.Time, longRun bool, cost int64) (Receipt, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.update(now)
 	b.full.Store(false)
-	ok := b.acc.Take(n, b.p, reserve)
+	r, ok := b.acc.Pay(n, b.p, !longRun, max(cost, 0))
 	b.full.Store(b.acc.pool >= b.p.Burst)
-	return ok
+	return r, ok
+}
+
+// Refund gives back, at now, what paid for a retry (AllowCost's receipt)
+// that the server then served: see Account.Refund.
+func (b *Budget) Refund(now time.Time, r Receipt) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.acc.Refund(b.update(now), b.p, r)
+	b.full.Store(b.acc.pool >= b.p.Burst)
 }
 
 // Tokens returns the retries the budget could pay for at time now: the
@@ -235,7 +254,7 @@ func (b *Budget) update(now time.Time) int64 {
 		total += b.succeeded[i].n.Load()
 	}
 	if succeeded := total - b.counted; succeeded > 0 {
-		b.acc.Earn(n, b.p, succeeded, max(from, b.seen))
+		b.acc.Earn(n, b.p, succeeded, max(from, b.seen), math.MaxInt64)
 	}
 	b.counted, b.seen = total, n
 	return n

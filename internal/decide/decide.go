@@ -24,8 +24,15 @@ type Attempt struct {
 	Number int
 	// Hedges is how many of the attempts were hedges (interceptor
 	// WithHedging), which the backoff does not count: the next delay is
-	// the backoff of retry Number−1−Hedges.
+	// the backoff of retry Number−1−Run−Hedges.
 	Hedges int
+	// Run is how many of the attempts came before the current run of
+	// them: 0 unless an attempt of the call made progress before it failed
+	// (a resumed stream's open delivered messages: interceptor.WithResume),
+	// where the run starts again at that attempt. MaxAttempts bounds
+	// Number−Run, and the backoff counts from the run's start, while Number
+	// counts the call's attempts.
+	Run int
 	// MaxAttempts is the call's limit on attempts (Policy.MaxAttempts
 	// unless a call option changed it).
 	MaxAttempts int
@@ -91,8 +98,8 @@ type Budget interface {
 //     own retry took the failure: ReasonGRPCRetries;
 //  3. the attempt is Final, or its code is not retried and it did not time
 //     out: ReasonNotRetryable;
-//  4. MaxAttempts reached: ReasonExhausted;
-//  5. the delay is p.RetryDelay(Number−1−Hedges, Hint); a server that refuses gives
+//  4. MaxAttempts reached, by the run's attempts (Number−Run): ReasonExhausted;
+//  5. the delay is p.RetryDelay(Number−1−Run−Hedges, Hint); a server that refuses gives
 //     ReasonServerRefused;
 //  6. the next attempt could not start before the deadline: ReasonDeadline;
 //  7. adaptive throttling, if ad is not nil, rejects the retry
@@ -117,10 +124,10 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.Limite
 	if a.Final || !a.TimedOut && !p.Retryable(a.Code) {
 		return Decision{Reason: grpcbackoff.ReasonNotRetryable}
 	}
-	if a.Number >= a.MaxAttempts {
+	if a.Number-a.Run >= a.MaxAttempts {
 		return Decision{Reason: grpcbackoff.ReasonExhausted}
 	}
-	d, ok := p.RetryDelay(a.Number-1-a.Hedges, a.Hint)
+	d, ok := p.RetryDelay(a.Number-1-a.Run-a.Hedges, a.Hint)
 	if !ok {
 		return Decision{Reason: grpcbackoff.ReasonServerRefused}
 	}

@@ -11,9 +11,11 @@ import "sync/atomic"
 // once: expected from its failure on, then as a retry from its arrival.
 // Its words are a Window's, their two counts the failures let through in
 // the bucket and the retries matched with them. Its zero value expects
-// nothing; it reads no clock.
+// nothing; it reads no clock. It keeps a whole window of buckets: those
+// past the horizon hold the failures whose retries never came (see
+// expired).
 type Expected struct {
-	b [horizon]atomic.Uint64
+	b [buckets]atomic.Uint64
 }
 
 // horizon is the number of buckets a failure let through is expected to be
@@ -23,14 +25,14 @@ type Expected struct {
 const horizon = buckets / 2
 
 // let counts a failure let through in epoch e.
-func (x *Expected) let(e int64) { bump(&x.b[e%horizon], e, false) }
+func (x *Expected) let(e int64) { bump(&x.b[e%buckets], e, false, 1) }
 
 // arrive matches a retry that arrives in epoch e with the oldest failure
 // let through within the horizon that no retry has matched yet, and
 // reports whether there was one.
 func (x *Expected) arrive(e int64) bool {
 	for ep := max(e-horizon+1, 0); ep <= e; ep++ {
-		slot := &x.b[ep%horizon]
+		slot := &x.b[ep%buckets]
 		for {
 			old := slot.Load()
 			if old>>(2*countBits) != uint64(ep)&epochMask || old>>countBits&countMax <= old&countMax {
@@ -49,8 +51,30 @@ func (x *Expected) arrive(e int64) bool {
 func (x *Expected) sum(e int64) int64 {
 	var n int64
 	for i := int64(0); i < horizon && e-i >= 0; i++ {
-		let, came := counts(&x.b[(e-i)%horizon], e-i)
+		let, came := counts(&x.b[(e-i)%buckets], e-i)
 		n += let - came
+	}
+	return n
+}
+
+// expired returns the failures let through in the window but before the
+// horizon whose retries never came: calls that ended there (out of
+// attempts, past their deadline, given up).
+func (x *Expected) expired(e int64) int64 {
+	var n int64
+	for i := int64(horizon); i < buckets && e-i >= 0; i++ {
+		let, came := counts(&x.b[(e-i)%buckets], e-i)
+		n += let - came
+	}
+	return n
+}
+
+// lets returns the failures let through in the window, retried or not.
+func (x *Expected) lets(e int64) int64 {
+	var n int64
+	for i := int64(0); i < buckets && e-i >= 0; i++ {
+		let, _ := counts(&x.b[(e-i)%buckets], e-i)
+		n += let
 	}
 	return n
 }

@@ -52,9 +52,30 @@ func TestExpected(t *testing.T) {
 		var x Expected
 		x.let(0)
 		x.let(0)
-		x.let(horizon)
-		if n := x.sum(horizon); n != 1 {
-			t.Errorf("sum = %d, want 1: the slot's old epoch starts from zero", n)
+		x.let(buckets)
+		if n, gone := x.sum(buckets), x.expired(buckets); n != 1 || gone != 0 {
+			t.Errorf("sum, expired = %d, %d; want 1, 0: the slot's old epoch starts from zero", n, gone)
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		// Three failures at 0, one retried; one at 2: past the horizon the
+		// two of 0 whose retries never came are calls that ended, until
+		// the window leaves epoch 0.
+		var x Expected
+		for range 3 {
+			x.let(0)
+		}
+		x.arrive(1)
+		x.let(2)
+		for _, tc := range []struct{ at, pending, expired int64 }{
+			{horizon - 1, 3, 0}, {horizon, 1, 2}, {horizon + 2, 0, 3}, {buckets, 0, 1}, {buckets + 2, 0, 0},
+		} {
+			if p, g := x.sum(tc.at), x.expired(tc.at); p != tc.pending || g != tc.expired {
+				t.Errorf("at %d: sum, expired = %d, %d; want %d, %d", tc.at, p, g, tc.pending, tc.expired)
+			}
+		}
+		if n := x.lets(2); n != 4 {
+			t.Errorf("lets(2) = %d, want 4", n)
 		}
 	})
 }

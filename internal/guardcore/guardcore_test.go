@@ -1,6 +1,7 @@
 package guardcore
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -15,183 +16,258 @@ func newCore(t *testing.T, p Params) *Core {
 	return c
 }
 
-// TestRefusesOnGivenTimes drives a Core by times given, as the simulator
-// does: a client's 100 first tries, then failing retries a second apart,
-// refused from the 12th (12 > 10% of 112), until the retries leave the
-// window.
-func TestRefusesOnGivenTimes(t *testing.T) {
-	c := newCore(t, Params{})
-	var m Method
-	const key = 42
-	now := time.Duration(0)
-	for range 100 {
-		c.Count(&m, key, now, false)
-	}
-	for i := 1; i <= 12; i++ {
-		now = time.Duration(i) * 100 * time.Millisecond
-		cw := c.Count(&m, key, now, true)
-		if got, want := c.Refuses(&m, cw, now), i == 12; got != want {
-			t.Errorf("retry %d at %v: Refuses = %v, want %v", i, now, got, want)
-		}
-	}
-	// Each retry let through was expected, and matched by the next one: the
-	// last was refused, so nothing is expected.
-	if f, r, x, over, refused := c.State(&m, now); f != 100 || r != 12 || x != 0 || !over || refused != 1 {
-		t.Errorf("State = %d, %d, %d, %v, %d; want 100, 12, 0, true, 1", f, r, x, over, refused)
-	}
-	// The 100 first tries and 9 retries were counted in the bucket of 0 s,
-	// which leaves the window at 10 s: the 3 retries left are then fewer
-	// than MinRetries.
-	for _, tc := range []struct {
-		at   time.Duration
-		want bool
-	}{{9900 * time.Millisecond, true}, {10 * time.Second, false}} {
-		c.Count(&m, key+2, tc.at, false) // another client's first try
-		if _, _, _, over, _ := c.State(&m, tc.at); over != tc.want {
-			t.Errorf("at %v: over = %v, want %v", tc.at, over, tc.want)
-		}
-	}
-}
-
-// TestClientsApart: one client's retries do not make another's failures
-// refused, though the method is over its share.
-func TestClientsApart(t *testing.T) {
-	c := newCore(t, Params{MinRetries: 1})
-	var m Method
-	for range 10 {
-		c.Count(&m, 7, 0, false)
-		c.Count(&m, 9, 0, false)
-	}
-	for range 5 {
-		c.Count(&m, 7, 0, true)
-	}
-	quiet := c.Count(&m, 9, 0, false)
-	if c.Refuses(&m, quiet, 0) {
-		t.Error("a client with no retries was refused")
-	}
-	if noisy := c.Count(&m, 7, 0, true); !c.Refuses(&m, noisy, 0) {
-		t.Error("the client retrying 6 times in 16 attempts was not refused")
-	}
-}
-
-// TestTable checks the table of clients: a key's places are probes places
-// from its own; a client that finds them all taken counts in the overflow,
-// shared with every other such client; a place idle for a whole window is
-// given to the next client that finds none.
-func TestTable(t *testing.T) {
-	c := newCore(t, Params{Window: time.Second})
-	var m Method
-	key := func(j int) uint64 { return uint64(j)*ClientSlots + 1 } // all start at place 1
-	var places []*Counts
-	for j := range probes {
-		places = append(places, c.Count(&m, key(j), 0, false))
-	}
-	for j, w := range places {
-		if w != &c.clients[1+j].c {
-			t.Errorf("client %d counts in place %p, want place %d", j, w, 1+j)
-		}
-		if again := c.Count(&m, key(j), 0, false); again != w {
-			t.Errorf("client %d moved from %p to %p", j, w, again)
-		}
-	}
-	a, b := c.Count(&m, key(probes), 0, true), c.Count(&m, key(probes+1), 0, true)
-	if a != &c.overflow || b != &c.overflow {
-		t.Errorf("clients past their places count in %p and %p, want the overflow %p", a, b, &c.overflow)
-	}
-	// A window later the places are idle: the next client takes one over.
-	if w := c.Count(&m, key(probes), time.Second, false); w != &c.clients[1].c {
-		t.Errorf("a window later client %d counts in %p, want place 1, given up", probes, w)
-	}
-	if f, r := c.clients[1].c.w.sum(c.epoch(time.Second)); f != 1 || r != 0 {
-		t.Errorf("the place taken over holds %d first tries and %d retries, want its new client's 1 and 0", f, r)
-	}
-}
-
 func TestNewErrors(t *testing.T) {
-	_, err := New(Params{Share: 1.5, Window: time.Millisecond, MinRetries: -1})
-	for _, want := range []string{"Options.Share (1.5)", "Options.Window (1ms)", "Options.MinRetries (-1)"} {
+	_, err := New(Params{Share: 1.5, Window: time.Millisecond, MinRetries: -1, ClientMinRetries: -2})
+	for _, want := range []string{"Options.Share (1.5)", "Options.Window (1ms)", "Options.MinRetries (-1)", "Options.ClientMinRetries (-2)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New error = %v, want one naming %s", err, want)
 		}
 	}
 	c := newCore(t, Params{})
-	if c.share != DefaultShare || c.width != int64(DefaultWindow/buckets) || c.minRetries != DefaultMinRetries {
-		t.Errorf("New(Params{}) = share %v, bucket %v, min %d; want the defaults", c.share, time.Duration(c.width), c.minRetries)
+	if c.share != DefaultShare || c.width != int64(DefaultWindow/buckets) || c.minRetries != DefaultMinRetries || c.clientMin != DefaultClientMinRetries {
+		t.Errorf("New(Params{}) = share %v, bucket %v, min %d, client min %d; want the defaults", c.share, time.Duration(c.width), c.minRetries, c.clientMin)
 	}
 }
 
-// steady fills the window of a new Core with a client's 100 successful
-// first tries in each bucket, and returns it.
-func steady(t *testing.T, m *Method, key uint64) *Core {
+// TestTally checks harm's arithmetic: retries served cost nothing, those
+// still expected weigh as the arrived ones do, and the share that paces
+// them weighs the calls that ended.
+func TestTally(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		t             tally
+		harm, failing float64
+		over          bool
+	}{
+		{"nothing", tally{}, 0, 1, false},
+		{"an outage: every retry counts, expected ones too", tally{first: 100, retries: 20, pending: 10, failures: 30}, 30, 1, true},
+		{"served retries are refunded", tally{first: 100, retries: 20, refunds: 15, pending: 4, failures: 30, saved: 15, expired: 1}, 5 + 4*5.0/20, 1.0 / 16, false},
+		{"refunds past the retries count nothing", tally{first: 10, retries: 2, refunds: 5, pending: 3}, 0, 1, false},
+		{"served while overloaded: counted", tally{first: 100, retries: 20, failures: 30, unrefunded: 15, expired: 1}, 20, 1, true},
+	} {
+		if h, f := tc.t.harm(), tc.t.failing(); h != tc.harm || f != tc.failing {
+			t.Errorf("%s: harm, failing = %v, %v; want %v, %v", tc.name, h, f, tc.harm, tc.failing)
+		}
+		if got := tc.t.over(0.1, 10); got != tc.over {
+			t.Errorf("%s: over = %v, want %v", tc.name, got, tc.over)
+		}
+	}
+}
+
+// TestSchedule: slots come a spacing apart from the earliest free time; a
+// slot asked for later leaves the earlier times free; a slot past the limit
+// is not taken; a smaller spacing fits new slots between the old ones.
+func TestSchedule(t *testing.T) {
+	var s schedule
+	for i, want := range []int64{0, 30, 60} {
+		if w, ok := s.slot(1000, 1000, 30, 200); !ok || w != want {
+			t.Errorf("slot %d: %d, %v; want %d, true", i, w, ok, want)
+		}
+	}
+	if w, ok := s.slot(1000, 1200, 30, 300); !ok || w != 200 {
+		t.Errorf("a slot from 1200: %d, %v; want 200", w, ok)
+	}
+	if w, ok := s.slot(1000, 1000, 30, 300); !ok || w != 90 {
+		t.Errorf("from now again: %d, %v; want 90, before the one at 1200", w, ok)
+	}
+	if w, ok := s.slot(1000, 1000, 30, 100); ok {
+		t.Errorf("a fourth slot from now with a limit of 100: %d, taken", w)
+	}
+	if w, ok := s.slot(1000, 1000, 10, 100); !ok || w != 10 {
+		t.Errorf("a spacing of 10: %d, %v; want 10, between 1000 and 1030", w, ok)
+	}
+	if w, ok := s.slot(5000, 5000, 0, 10); !ok || w != 0 {
+		t.Errorf("no spacing: %d, %v; want 0, true", w, ok)
+	}
+	if w, ok := s.slot(5000, 5000, 30, 10); !ok || w != 0 || len(s.at) != 1 {
+		t.Errorf("later: %d, %v, %d times kept; want 0, true, 1: the past ones dropped", w, ok, len(s.at))
+	}
+}
+
+// TestFlakyServerKeepsRetries is the flaky server: far below
+// capacity, 20% or 40% of attempts fail at random, 100 clients, 200
+// calls a second, 10 s, each call with 5 attempts and a 2 s deadline, as
+// grpc-go's built-in retry and this library's clients retry. Served retries
+// cost nothing, so the guard fails no more calls than no guard, within the
+// target: 2× as many, and 0.1% of the calls.
+func TestFlakyServerKeepsRetries(t *testing.T) {
+	for _, library := range []bool{false, true} {
+		for _, p := range []float64{0.2, 0.4} {
+			for seed := uint64(1); seed <= 3; seed++ {
+				d := drive{clients: 100, rate: 200, length: 10 * time.Second, deadline: 2 * time.Second, answer: flaky(p), seed: seed, library: library}
+				plain := d.run()
+				d.core = newCore(t, Params{})
+				g := d.run()
+				if limit := 2*plain.failed + plain.calls/1000; g.failed > limit {
+					t.Errorf("library %v, %.0f%% failing, seed %d: %d calls failed with the guard, %d without; want at most %d (paced %d, refused %d)",
+						library, 100*p, seed, g.failed, plain.failed, limit, g.paced, g.refused)
+				}
+			}
+		}
+	}
+}
+
+// patient are the patient callers: 8 calls with 30 s deadlines,
+// started in the outage of TestOutagePaces (5 s to 10 s).
+var patient = []time.Duration{5500 * time.Millisecond, 6 * time.Second, 6500 * time.Millisecond, 7 * time.Second,
+	7500 * time.Millisecond, 8 * time.Second, 8500 * time.Millisecond, 9 * time.Second}
+
+// TestOutagePaces is a 5 s outage in the flaky server's traffic: the guard
+// paces the retries at its share's rate, never more than twice that rate in
+// any 100 ms while over (4.4 a tenth of a second here: 10% of 220 attempts
+// a second, twice), and far fewer in all than without it; the patient
+// callers are served after the outage, each paced retry within their
+// deadline, where grpc-go's 5 attempts alone serve only the 2 started in
+// its last 1.5 s.
+func TestOutagePaces(t *testing.T) {
+	for _, library := range []bool{false, true} {
+		d := drive{clients: 100, rate: 200, length: 20 * time.Second, deadline: 2 * time.Second, answer: outage(5*time.Second, 10*time.Second),
+			seed: 1, library: library, extra: patient, extraDeadline: 30 * time.Second}
+		plain := d.run()
+		d.core = newCore(t, Params{})
+		g := d.run()
+		t.Logf("library %v: %d retries at the server (%d without), %d calls failed (%d without), patient calls served %d (%d without), at most %d retries in 100 ms while over",
+			library, g.retries, plain.retries, g.failed, plain.failed, g.extraOK, plain.extraOK, g.maxRetriesPer100msOver)
+		if g.extraOK != len(patient) || plain.extraOK >= len(patient) {
+			t.Errorf("library %v: %d patient calls served with the guard, %d without; want all with it", library, g.extraOK, plain.extraOK)
+		}
+		if g.maxRetriesPer100msOver > 4 {
+			t.Errorf("library %v: %d retries in a 100 ms while over, want at most 4", library, g.maxRetriesPer100msOver)
+		}
+		if 10*g.retries > plain.retries {
+			t.Errorf("library %v: %d retries at the server with the guard, %d without; want at most a tenth", library, g.retries, plain.retries)
+		}
+	}
+}
+
+// TestBrownoutShedsSheddableFirst is a brownout: the server sheds 40% of
+// attempts with RESOURCE_EXHAUSTED, half the calls sheddable, half
+// critical. Sheddable retries would be shed: refused; critical retries are
+// served, and cost nothing: critical calls' failed share is at most a tenth
+// of sheddable calls'.
+func TestBrownoutShedsSheddableFirst(t *testing.T) {
+	for _, library := range []bool{false, true} {
+		d := drive{clients: 100, rate: 200, length: 10 * time.Second, deadline: 2 * time.Second, seed: 1, library: library, core: newCore(t, Params{}),
+			answer: func(_ time.Duration, rng *rand.Rand) (bool, bool) { ok := rng.Float64() >= 0.4; return ok, !ok },
+			rank: func(i int) Rank {
+				if i%2 == 0 {
+					return RankSheddable
+				}
+				return RankCritical
+			}}
+		g := d.run()
+		shed := float64(g.failedByRank[RankSheddable]) / float64(g.callsByRank[RankSheddable])
+		crit := float64(g.failedByRank[RankCritical]) / float64(g.callsByRank[RankCritical])
+		t.Logf("library %v: sheddable calls failed %.1f%%, critical %.1f%%", library, 100*shed, 100*crit)
+		if crit > shed/10 {
+			t.Errorf("library %v: critical calls failed %.1f%%, sheddable %.1f%%; want at most a tenth", library, 100*crit, 100*shed)
+		}
+	}
+}
+
+// TestNoisyPairRefused: beside 20 pairs that call, one retries a failing
+// call with no first tries at all: once its harm is ClientMinRetries, it is
+// refused without taking a slot, and the others' failures are paced just
+// behind one another.
+func TestNoisyPairRefused(t *testing.T) {
 	c := newCore(t, Params{})
-	for b := range buckets {
-		for range 100 {
-			c.Count(m, key, time.Duration(b)*time.Second, false)
+	var m Method
+	for i := range 2000 {
+		c.Count(&m, uint64(i%20)<<32|uint64(i%20), time.Duration(i)*5*time.Millisecond, false, RankDefault)
+	}
+	now := 10 * time.Second
+	const noisy = 99<<32 | 99
+	var refused int
+	for i := range 30 {
+		cl, _ := c.Count(&m, noisy, now, true, RankDefault)
+		if v, _ := c.Failed(&m, cl, now, 0, 0, RankDefault, false); v.Refused {
+			refused++
+		} else if i >= 10 {
+			t.Errorf("noisy retry %d let through: %+v", i, v)
 		}
 	}
-	return c
+	if refused < 19 {
+		t.Errorf("%d of the noisy pair's 30 failures refused, want 20", refused)
+	}
+	cl, _ := c.Count(&m, 3<<32|3, now, false, RankDefault)
+	if v, _ := c.Failed(&m, cl, now, 0, 0, RankDefault, false); v.Refused || v.Wait > time.Second {
+		t.Errorf("an honest pair's failure beside the noisy one: %+v, want a wait of about a slot", v)
+	}
 }
 
-// failures makes n first tries of the client key that fail at time at,
-// and returns how many were let through.
-func failures(c *Core, m *Method, key uint64, at time.Duration, n int) (let int) {
-	for range n {
-		if cc := c.Count(m, key, at, false); !c.Refuses(m, cc, at) {
-			let++
+// TestServedRefunds: a retry served refunds itself and its call's retries
+// before it, at most what its pair and rank counted; one forged as the
+// billionth costs what a real one does; while the server sheds, only
+// critical retries are refunded.
+func TestServedRefunds(t *testing.T) {
+	c := newCore(t, Params{})
+	var m Method
+	const key = 7<<32 | 7
+	cl, _ := c.Count(&m, key, 0, false, RankDefault)
+	for range 3 {
+		cl, _ = c.Count(&m, key, 0, true, RankDefault)
+	}
+	c.Served(&m, cl, 0, 3, RankDefault)
+	if s := c.State(&m, 0); s.Refunded != 3 {
+		t.Errorf("a call served at its 4th attempt refunded %d, want 3", s.Refunded)
+	}
+	cl, _ = c.Count(&m, key, 0, true, RankDefault)
+	c.Served(&m, cl, 0, 1_000_000_000, RankDefault)
+	if s := c.State(&m, 0); s.Refunded != 4 {
+		t.Errorf("a forged count refunded %d in all, want 4: the one retry left", s.Refunded)
+	}
+
+	// The server sheds 20 of 40 attempts: overloaded.
+	var o Method
+	for i := range 40 {
+		cl, _ := c.Count(&o, key, 0, i%2 == 1, RankDefault)
+		if i%2 == 0 {
+			c.Failed(&o, cl, 0, 0, 0, RankDefault, true)
 		}
 	}
-	return let
-}
-
-// TestExpectsAndPaces is the start of an outage: a client's 100 successful
-// first tries in each bucket of a full window, then 200 first tries that
-// fail, in bucket 9 and again in bucket 10. The failures let through count
-// at once as retries expected, so the guard does not wait a backoff for
-// their retries to see the demand. Bucket 9 lets failures through until
-// the retries expected are half the window's share (2·k > 10% of
-// first + 2·k: 67 by 1 200 first tries); from then on a bucket lets through
-// at most Share of a bucket's attempts (10·k ≤ 10% of first + 10·k,
-// first ≥ 90·k), where the window alone would let through 133.
-func TestExpectsAndPaces(t *testing.T) {
-	var m Method
-	const key = 42
-	c := steady(t, &m, key)
-	at := 9500 * time.Millisecond
-	if let := failures(c, &m, key, at, 200); let != 67 {
-		t.Errorf("bucket 9 let %d failures through, want 67", let)
+	cl, _ = c.Count(&o, key, 0, true, RankDefault)
+	c.Served(&o, cl, 0, 1, RankDefault)
+	cl, _ = c.Count(&o, key, 0, true, RankCritical)
+	c.Served(&o, cl, 0, 1, RankCritical)
+	if s := c.State(&o, 0); s.Refunded != 1 {
+		t.Errorf("overloaded: %d refunded, want 1: the critical retry's", s.Refunded)
 	}
-	if f, r, x, over, _ := c.State(&m, at); f != 1200 || r != 0 || x != 67 || !over {
-		t.Errorf("State = %d, %d, %d, %v; want 1200 first tries, 0 retries, 67 expected, over", f, r, x, over)
-	}
-
-	// The next bucket lets through its own share: bucket 0 has left the
-	// window, which holds 1 100 first tries, then 1 300; 15 by 1 260.
-	at = 10500 * time.Millisecond
-	let := failures(c, &m, key, at, 200)
-	_, _, expected, _, _ := c.State(&m, at)
-	if let != 15 || expected != 67+15 {
-		t.Errorf("bucket 10 let %d failures through, %d expected in all; want 15 and 82", let, expected)
-	}
-
-	// Their retries come: each is counted once, as a retry, and expected no
-	// more; a retry beyond them (a client that ignored a refusal) is a
-	// retry that was not expected.
-	at = 11 * time.Second
-	for range expected + 1 {
-		c.Count(&m, key, at, true)
-	}
-	if _, r, x, _, _ := c.State(&m, at); r != expected+1 || x != 0 {
-		t.Errorf("after %d retries: State = %d retries, %d expected; want %d, 0", expected+1, r, x, expected+1)
+	if v, _ := c.Failed(&o, cl, 0, 0, 0, RankSheddable, false); !v.Refused {
+		t.Errorf("overloaded: a sheddable failure got %+v, want refused: the server would shed its retry", v)
 	}
 }
 
-// TestSpikeKeepsRetries: a spike of 50 failures in one bucket of a window
-// that holds no retries is let through whole (50 expected are under half
-// the share of 1 050 first tries), where pacing alone would let 12.
-func TestSpikeKeepsRetries(t *testing.T) {
+// TestOverAndBack: a method goes over when its failures ask for more harm
+// than its share, and back once the retries after the outage are served;
+// each change is seen once.
+func TestOverAndBack(t *testing.T) {
+	c := newCore(t, Params{Window: time.Second})
 	var m Method
-	c := steady(t, &m, 42)
-	if let := failures(c, &m, 42, 9500*time.Millisecond, 50); let != 50 {
-		t.Errorf("a spike of 50 failures: %d let through, want all", let)
+	var changes []Change
+	note := func(ch Change) {
+		if ch != NoChange {
+			changes = append(changes, ch)
+		}
+	}
+	at := func(i int) time.Duration { return time.Duration(i) * time.Millisecond }
+	// An attempt a millisecond from 10 pairs: 1 s healthy, 0.5 s of
+	// failures, then every other attempt a retry, served.
+	for i := range 3000 {
+		key := uint64(i%10)<<32 | uint64(i%10)
+		cl, ch := c.Count(&m, key, at(i), i >= 1500 && i%2 == 0, RankDefault)
+		note(ch)
+		switch {
+		case i >= 1000 && i < 1500:
+			_, ch = c.Failed(&m, cl, at(i), 0, 0, RankDefault, false)
+			note(ch)
+		case i >= 1500 && i%2 == 0:
+			c.Served(&m, cl, at(i), 1, RankDefault)
+		}
+	}
+	if len(changes) != 2 || changes[0] != BecameOver || changes[1] != WentBack {
+		t.Errorf("changes = %v, want [BecameOver WentBack]", changes)
+	}
+	if c.State(&m, at(2999)).Over {
+		t.Error("over at the end")
 	}
 }

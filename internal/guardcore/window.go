@@ -31,7 +31,10 @@ const (
 )
 
 // add counts one attempt, a retry or a first try, in epoch e.
-func (w *Window) add(e int64, retry bool) { bump(&w.b[e%buckets], e, retry) }
+func (w *Window) add(e int64, retry bool) { bump(&w.b[e%buckets], e, retry, 1) }
+
+// addN adds n to the second count (the first if !second) of epoch e.
+func (w *Window) addN(e int64, second bool, n int64) { bump(&w.b[e%buckets], e, second, n) }
 
 // sum returns the first tries and retries counted in epochs e−buckets+1
 // to e.
@@ -44,9 +47,36 @@ func (w *Window) sum(e int64) (first, retries int64) {
 	return first, retries
 }
 
-// bump adds one to the first count of the bucket word slot (the second if
-// second), for epoch e: from zero if slot holds another epoch.
-func bump(slot *atomic.Uint64, e int64, second bool) {
+// recent returns the counts of epochs e−horizon+1 to e: the last half of
+// the window.
+func (w *Window) recent(e int64) (first, second int64) {
+	for i := int64(0); i < horizon && e-i >= 0; i++ {
+		a, b := counts(&w.b[(e-i)%buckets], e-i)
+		first += a
+		second += b
+	}
+	return first, second
+}
+
+// span returns sum's counts, and the epoch of the oldest bucket of the
+// window with a count (e if none).
+func (w *Window) span(e int64) (first, retries, since int64) {
+	since = e
+	for i := int64(0); i < buckets && e-i >= 0; i++ {
+		a, b := counts(&w.b[(e-i)%buckets], e-i)
+		if a+b > 0 {
+			since = e - i
+		}
+		first += a
+		retries += b
+	}
+	return first, retries, since
+}
+
+// bump adds n (at least 1) to the first count of the bucket word slot (the
+// second if second), for epoch e: from zero if slot holds another epoch. A
+// count stops at countMax.
+func bump(slot *atomic.Uint64, e int64, second bool, n int64) {
 	tag := uint64(e) & epochMask
 	for {
 		old := slot.Load()
@@ -54,11 +84,10 @@ func bump(slot *atomic.Uint64, e int64, second bool) {
 		if old>>(2*countBits) == tag {
 			a, b = old>>countBits&countMax, old&countMax
 		}
-		switch {
-		case second && b < countMax:
-			b++
-		case !second && a < countMax:
-			a++
+		if second {
+			b = min(b+uint64(n), countMax)
+		} else {
+			a = min(a+uint64(n), countMax)
 		}
 		if slot.CompareAndSwap(old, tag<<(2*countBits)|a<<countBits|b) {
 			return
@@ -74,9 +103,4 @@ func counts(slot *atomic.Uint64, e int64) (a, b int64) {
 		return 0, 0
 	}
 	return int64(v >> countBits & countMax), int64(v & countMax)
-}
-
-// over reports whether retries are more than share of all the attempts.
-func over(first, retries int64, share float64) bool {
-	return float64(retries) > share*float64(first+retries)
 }

@@ -87,25 +87,3 @@ func TestWindowConcurrentAdds(t *testing.T) {
 		t.Errorf("sum = %d first tries, %d retries; want %d, %d", f, r, 8000-wantR, wantR)
 	}
 }
-
-func TestOver(t *testing.T) {
-	tests := []struct {
-		first, retries int64
-		share          float64
-		want           bool
-	}{
-		{0, 0, 0.1, false},
-		{90, 10, 0.1, false}, // exactly the share: not more
-		{89, 11, 0.1, true},
-		{0, 1, 0.1, true},
-		{1, 0, 0.1, false},
-		{0, 5, 1, false}, // a share of 1 is never exceeded
-		{19, 1, 0.05, false},
-		{18, 2, 0.05, true},
-	}
-	for _, tt := range tests {
-		if got := over(tt.first, tt.retries, tt.share); got != tt.want {
-			t.Errorf("over(%d, %d, %v) = %v, want %v", tt.first, tt.retries, tt.share, got, tt.want)
-		}
-	}
-}

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -59,7 +60,11 @@ func TestLedgerLongRun(t *testing.T) {
 
 // TestLedgerReserve: successes earn Reserve each for the Window; MinReserve
 // is paid at most once a Window and once since the last success; a return
-// goes back to the tenth it came from, while it is in the Window.
+// goes back to the tenth it came from, while it is in the Window. The
+// Ledger learns of successes at renewals, after other processes may have
+// spent the floor it granted them: a success makes the floor whole but for
+// what it granted from two intervals before the earliest of them on (a
+// lease is spent within a period of its grant), which stays paid.
 func TestLedgerReserve(t *testing.T) {
 	p := fleetParams()
 	var l Ledger
@@ -71,8 +76,11 @@ func TestLedgerReserve(t *testing.T) {
 	if g.Earned != 150*Token || g.Floor != 0 || g.Reserve != 50*Token+40*Token || g.Tenth != 1 {
 		t.Fatalf("after 1000 successes and 40 tokens back: %+v, want 150 from earnings, 50 + 40 left", g)
 	}
-	// 10.5 s after the successes their earnings and spending are gone, and
-	// the 60 the floor paid before them: a success made it whole again.
+	// The 60 the floor paid may have been spent after those successes:
+	// they stay paid until a success whose span starts two intervals
+	// after the lease was given back.
+	l.Renew(t0+3*sec, p, Request{Succeeded: 1, Span: sec / 2})
+	// 10.5 s after the successes their earnings and spending are gone.
 	g = l.Renew(t0+12*sec, p, Request{AskReserve: 1000 * Token, Return: Return{Tenth: 1, Earned: 150 * Token}})
 	if g.Earned != 0 || g.Floor != 100*Token || g.Reserve != 0 {
 		t.Errorf("a Window after the last success: %+v, want MinReserve (a return from a tenth out of the Window gives nothing)", g)
@@ -81,29 +89,54 @@ func TestLedgerReserve(t *testing.T) {
 	if g.Earned != 2*Token || g.Floor != 0 {
 		t.Errorf("a success again: %+v, want 2 tokens earned, and no floor: paid in the Window", g)
 	}
-	// A quiet spell keeps the floor whole.
+	// The lease of the floor granted at +12 s was never given back: spent,
+	// perhaps after the success of +13 s. A quiet spell keeps it paid, as
+	// an outage in which nothing succeeds does.
 	g = l.Renew(t0+100*sec, p, Request{AskReserve: 1000 * Token})
+	if g.Earned != 0 || g.Floor != 0 {
+		t.Errorf("after a quiet spell, the floor spent at +12 s: %+v, want nothing", g)
+	}
+	g = l.Renew(t0+101*sec, p, Request{Succeeded: 1, Span: sec, AskReserve: 1000 * Token})
+	if g.Earned+g.Floor != 100*Token || g.Floor < 99*Token {
+		t.Errorf("a success after it: %+v, want MinReserve (and its earnings, 0.2)", g)
+	}
+	// A quiet spell keeps the floor whole: the lease given back.
+	l.Renew(t0+102*sec, p, Request{Return: Return{Tenth: g.Tenth, Floor: g.Floor, Earned: g.Earned}})
+	g = l.Renew(t0+200*sec, p, Request{AskReserve: 1000 * Token})
 	if g.Earned != 0 || g.Floor != 100*Token {
-		t.Errorf("after a quiet spell: %+v, want MinReserve", g)
+		t.Errorf("after a quiet spell, the floor given back: %+v, want MinReserve", g)
 	}
 }
 
-// TestLedgerSize: the fleet's size is the renewals in an interval.
+// TestLedgerSize: the fleet's size is the processes that renewed in the
+// last two intervals, each counted once however often it renews (issue 42:
+// the renewals were counted, and the early ones a storm triggers made a
+// fleet of 10 one of 64 and of 120); a process that leaves is not counted,
+// nor one that stopped renewing two intervals ago.
 func TestLedgerSize(t *testing.T) {
 	p := fleetParams()
 	var l Ledger
 	var g Grant
-	for i := range int64(30) { // 30 renewals in 750 ms
-		g = l.Renew(t0+i*25_000, p, Request{})
+	for i := range int64(30) { // 10 processes, each renewing 3 times in 750 ms
+		g = l.Renew(t0+i*25_000, p, Request{ID: fmt.Sprint(i % 10)})
 	}
-	if g.Size != 30 {
-		t.Errorf("30 renewals in one interval: size %d", g.Size)
+	if g.Size != 10 {
+		t.Errorf("10 processes renewing 30 times in one interval: size %d, want 10", g.Size)
 	}
-	if g = l.Renew(t0+800_000, p, Request{}); g.Size != 30 {
-		t.Errorf("first renewal of the next interval: size %d, want the last whole interval's 30", g.Size)
+	if g = l.Renew(t0+800_000, p, Request{ID: "0"}); g.Size != 10 {
+		t.Errorf("first renewal of the next interval: size %d, want the 10 of the last interval", g.Size)
 	}
-	if g = l.Renew(t0+3*sec, p, Request{}); g.Size != 1 {
-		t.Errorf("after two silent intervals: size %d, want 1", g.Size)
+	if g = l.Renew(t0+810_000, p, Request{ID: "1", Leave: true}); g.Size != 9 {
+		t.Errorf("a process that leaves: size %d, want 9", g.Size)
+	}
+	if g = l.Renew(t0+1_400_000, p, Request{ID: "0"}); g.Size != 9 {
+		t.Errorf("within two intervals of their last renewal: size %d, want 9", g.Size)
+	}
+	if g = l.Renew(t0+2_300_000, p, Request{ID: "0"}); g.Size != 1 {
+		t.Errorf("after two intervals without the others: size %d, want 1", g.Size)
+	}
+	if g = l.Renew(t0+5*sec, p, Request{ID: "2", Leave: true}); g.Size != 1 {
+		t.Errorf("alone: size %d, want 1", g.Size)
 	}
 }
 

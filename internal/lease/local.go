@@ -1,6 +1,9 @@
 package lease
 
 import (
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
@@ -12,7 +15,10 @@ import (
 // Throttle on its own calls, with the fleet's floors divided by the fleet's
 // size), which pays for retries when it holds no valid lease. Every retry
 // it pays, from either, is charged to its share, so that a process that
-// falls back has spent there what it spent of the fleet's.
+// falls back has spent there what it spent of the fleet's; and every retry
+// it pays from its share, or from a lease it had given back beyond what
+// the grant that replaced it could pay, it owes the fleet, which charges
+// it at the next renewal answered (Request.Owed).
 //
 // At each renewal a process gives back what it holds and asks for its
 // stock and for its demand. Its stock is what one process's Throttle would
@@ -58,17 +64,24 @@ type Local struct {
 	paid    int64          // retries (Allow) paid or refused without a Want since the last request
 	longRun int64          // and retries paid from the long-run tokens alone (AllowLongRun)
 	last    int64          // µs: the last request
-	early   bool           // a renewal before its time was asked for since the last request
+	early   int64          // µs: when a renewal before its time was last asked for
 	wants   wants          // retries wanted, by when they are due
+
+	held int64    // what the last grant held back for it (Grant.Held)
+	id   string   // the process's name at the Ledger
+	owed [2]int64 // retries paid from the share, or beyond a lease given back: [0] Allow, [1] AllowLongRun
+	sent [2]int64 // of which the request in flight (or the last unanswered) charges
 
 	leases, fallbacks int64
 }
 
 // NewLocal returns the lease of a process that starts at now with t, lease
 // period, and assumes a fleet of size processes until the Ledger tells it
-// one. It holds no lease: it spends its share until its first renewal.
+// one. It holds no lease: its retries are asked for at its first renewal,
+// and paid from its share if none answers by the time they are due.
 func NewLocal(t grpcbackoff.Throttle, period time.Duration, size int, now time.Time) *Local {
-	l := &Local{t: t, period: max(int64(period/time.Microsecond), 4), size: max(int64(size), 1), last: micros(now)}
+	l := &Local{t: t, period: max(int64(period/time.Microsecond), 4), size: max(int64(size), 1), last: micros(now),
+		early: math.MinInt64, id: strconv.FormatUint(rand.Uint64(), 36)}
 	l.share.Make(micros(now), l.shareParams().Params, 0)
 	return l
 }
@@ -99,7 +112,7 @@ func (l *Local) count(n int64, p Params, started, succeeded, span int64) {
 	before := l.share.Pool()
 	l.share.Add(n, p.Params, started, 0)
 	l.share.Draw(max(l.share.Pool()-max(before+p.Ratio*started, p.Burst), 0))
-	l.share.Earn(n, p.Params, succeeded, n-span)
+	l.share.Earn(n, p.Params, succeeded, n-span, n-span)
 }
 
 // take is the share's budget.Account.Take at n. (Its pool is credited
@@ -137,13 +150,13 @@ func (l *Local) Request(now time.Time, started, succeeded int64) Request {
 	span := max(n-l.last, 0)
 	sp := l.shareParams()
 	l.count(n, sp, started, succeeded, span)
-	r := Request{Started: started, Succeeded: succeeded, Span: span, Born: l.born, Return: l.stale, Stock: !l.NoStock}
+	r := Request{Started: started, Succeeded: succeeded, Span: span, Born: l.born, Return: l.stale, Stock: !l.NoStock, ID: l.id}
 	l.stale = Return{}
 	if l.joined {
 		if l.out {
 			l.lease = Return{} // given back with a request that got no answer
 		}
-		r.Return.Tenth, r.Return.Earned, r.Return.Floor = l.lease.Tenth, l.lease.Earned, l.lease.Floor
+		r.Return.Tenth, r.Return.Earned, r.Return.Floor, r.Return.Interval, r.Return.Shared = l.lease.Tenth, l.lease.Earned, l.lease.Floor, l.lease.Interval, l.lease.Shared
 		r.Return.LongRun += l.lease.LongRun
 		l.out, l.spent = true, Return{}
 	}
@@ -151,7 +164,12 @@ func (l *Local) Request(now time.Time, started, succeeded int64) Request {
 	r.AskRetries = (retries + l.paid) * Token
 	r.AskReserve = sp.Reserve * l.share.Earned(n, sp.Params)
 	r.AskLongRun = (longRun + l.longRun) * Token
-	l.paid, l.longRun, l.last, l.early = 0, 0, n, false
+	// What it owes is charged until a grant answers a request that
+	// charged it: a request with no answer may or may not have been
+	// applied (charged twice, the fleet pays less, never more).
+	l.sent = l.owed
+	r.Owed, r.OwedLongRun, r.Held = l.owed[0]*Token, l.owed[1]*Token, l.held
+	l.paid, l.longRun, l.last = 0, 0, n
 	return r
 }
 
@@ -176,34 +194,44 @@ func (l *Local) Leave(now time.Time, started, succeeded int64) Request {
 func (l *Local) Apply(now, sent time.Time, g Grant) {
 	n := micros(now)
 	l.expire(n)
-	l.born, l.size = g.Born, max(g.Size, 1)
-	lease := Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: g.LongRun}
+	l.born, l.size, l.held = g.Born, max(g.Size, 1), g.Held
+	for k := range l.owed {
+		l.owed[k] -= min(l.owed[k], l.sent[k]) // charged
+		l.sent[k] = 0
+	}
+	lease := Return{Tenth: g.Tenth, Earned: g.Earned, Floor: g.Floor, LongRun: g.LongRun, Interval: g.Now / l.interval(), Shared: g.Shared}
 	expires := micros(sent) + l.period
 	if expires <= n {
 		l.wants.settle(n, l.interval(), nil, g.Parked >= Token) // the retries asked for are refused, or stay open
-		l.stale.Tenth, l.stale.Earned, l.stale.Floor = lease.Tenth, lease.Earned, lease.Floor
+		l.stale.Tenth, l.stale.Earned, l.stale.Floor, l.stale.Interval, l.stale.Shared = lease.Tenth, lease.Earned, lease.Floor, lease.Interval, lease.Shared
 		l.stale.LongRun += lease.LongRun
 		return
 	}
-	// The grant pays first for the retries asked for, which keep their
-	// tokens until they are due, in the order they are due.
+	if l.out {
+		// Take from the grant what was spent of the lease it replaces
+		// since it was given back: the Ledger took that lease back whole.
+		// What the grant cannot pay for is owed, charged at the next
+		// renewal (the Ledger keeps what a process gave back for its own
+		// grant, so that one asking as much as it gave back is paid).
+		reserve, longRun := l.spent.Earned+l.spent.Floor, l.spent.LongRun
+		lease.LongRun, longRun = lease.LongRun-min(lease.LongRun, longRun), longRun-min(lease.LongRun, longRun)
+		reserve += longRun
+		e := min(lease.Earned, reserve)
+		f := min(lease.Floor, reserve-e)
+		lease.Earned, lease.Floor = lease.Earned-e, lease.Floor-f
+		if short := reserve - e - f; short > 0 {
+			l.owed[0] += (short + Token - 1) / Token
+		}
+		l.out, l.spent = false, Return{}
+	}
+	// Then it pays for the retries asked for, which keep their tokens
+	// until they are due, in the order they are due.
 	reserve, longRun := l.wants.settle(n, l.interval(), &lease, g.Parked >= Token)
 	for range reserve {
 		l.charge(n, true)
 	}
 	for range longRun {
 		l.charge(n, false)
-	}
-	if l.out {
-		// Take from the grant what was spent of the lease it replaces
-		// since it was given back (what the grant cannot pay, at most that
-		// lease, was the process's to spend until the Ledger had it).
-		reserve, longRun := l.spent.Earned+l.spent.Floor, l.spent.LongRun
-		lease.LongRun, longRun = lease.LongRun-min(lease.LongRun, longRun), longRun-min(lease.LongRun, longRun)
-		reserve += longRun
-		e := min(lease.Earned, reserve)
-		lease.Earned, lease.Floor = lease.Earned-e, lease.Floor-min(lease.Floor, reserve-e)
-		l.out, l.spent = false, Return{}
 	}
 	l.lease = lease
 	l.expires, l.joined = expires, true
@@ -213,31 +241,89 @@ func (l *Local) Apply(now, sent time.Time, g Grant) {
 // Want tells l, at now, of a retry decided and due at due, to be paid then
 // (Allow, or AllowLongRun with longRun), and reports whether a renewal
 // should be made now for it.
-// Its lease (or, without one, the process's share) pays for it now if it
-// can; else it is asked for at the next renewal and, if that one cannot
-// pay for it while stock is parked, at the one after, which pays for it or
-// refuses it; it is paid or refused when it is due (refused if it was not
-// asked for again by then; if no renewal answers, paid then as a retry not
-// told of); a renewal is made now if the next would come after it is due
-// (at most once an interval).
+// Its lease pays for it now if it can; else (or without a lease: its first
+// renewal, or the one that joins again) it is asked for at the next renewal
+// and, if that one cannot pay for it while stock is parked, at the one
+// after, which pays for it or refuses it; it is paid or refused when it is
+// due (refused if it was not asked for again by then; if no renewal
+// answers, paid then as a retry not told of, from the share if no lease is
+// valid); a renewal is made now if the next would come after it is due (at
+// most once an interval).
 func (l *Local) Want(now, due time.Time, longRun bool) (renewNow bool) {
 	n, d := micros(now), micros(due)
 	l.expire(n)
 	d = max(min(d, n+(wantSlots-2)*l.interval()), n)
-	if !l.joined && l.take(n, !longRun) || l.joined && l.fromLease(n, !longRun) {
+	if l.joined && l.fromLease(n, !longRun) {
 		l.wants.add(d, l.interval(), longRun, true)
 		return false
 	}
 	// Asked for at the next renewal (even without a lease: it is the
-	// first, or the one that joins again); if none answers, paid when due
-	// as a retry not told of.
+	// first, or the one that joins again: a process pays from its share
+	// only when it is due and no renewal answered, as a retry not told
+	// of, so that processes starting in an outage are paid from the
+	// fleet's budget, not from as many shares).
 	l.wants.add(d, l.interval(), longRun, false)
-	if l.early || micros(due) >= l.last+l.interval()+l.period/4 || micros(due) < n+l.period/4 {
-		return false // the next renewal's answer comes before it is due; or none would
+	if n < l.early+l.interval() || micros(due) >= l.last+l.interval()+l.period/4 || micros(due) < n+l.period/4 {
+		return false // once an interval; the next renewal's answer comes before it is due; or none would
 	}
-	l.early = true
+	l.early = n
 	return true
 }
+
+// WantCost is Want for a retry that costs cost µtokens (budget.Cost of its
+// failure's code: RESOURCE_EXHAUSTED's is 2 tokens): its tokens are told
+// of, asked for and paid as so many retries due together, and AllowCost
+// pays all of them or none.
+func (l *Local) WantCost(now, due time.Time, longRun bool, cost int64) (renewNow bool) {
+	for range tokens(cost) {
+		renewNow = l.Want(now, due, longRun) || renewNow
+	}
+	return renewNow
+}
+
+// AllowCost is Allow, or AllowLongRun with longRun, for a retry that costs
+// cost µtokens (WantCost): it pays all of it, or none (what it paid of it
+// goes back, as Refund gives it).
+func (l *Local) AllowCost(now time.Time, longRun bool, cost int64) bool {
+	for i := range tokens(cost) {
+		if !l.pay(micros(now), !longRun) {
+			l.Refund(now, longRun, i*Token)
+			return false
+		}
+	}
+	return true
+}
+
+// Refund gives back, at now, the cost (µtokens) of a retry paid (Allow,
+// AllowLongRun, AllowCost) that the server then served: a retry that
+// succeeds costs nothing (budget.Account.Refund). What the process owes
+// for retries paid from its share is owed less; the rest goes into its
+// lease as long-run tokens, which it spends or gives back to the fleet's
+// pool at its next renewal (the Ledger takes them back up to Burst, as a
+// return: the reserve's tenth that paid for the retry keeps it paid until
+// the Window forgets it, so that no token comes back twice); and its share,
+// charged for every retry it paid, gets it back into its long-run pool.
+func (l *Local) Refund(now time.Time, longRun bool, cost int64) {
+	if cost <= 0 {
+		return
+	}
+	n := micros(now)
+	l.expire(n)
+	t := tokens(cost)
+	k := kind(longRun)
+	owed := min(l.owed[k], t)
+	l.owed[k] -= owed
+	if rest := t - owed; rest > 0 && l.joined {
+		l.lease.LongRun += rest * Token
+	}
+	p := l.shareParams().Params
+	n = l.share.Now(n)
+	l.share.Add(n, p, 0, 0)
+	l.share.Refund(n, p, budget.Receipt{LongRun: t * Token})
+}
+
+// tokens returns cost's whole tokens, at least one.
+func tokens(cost int64) int64 { return max(cost/Token, 1) }
 
 // Allow pays for a retry at now if the lease (or the share, without a
 // valid lease) can: from the reserve first, then from the long-run tokens.
@@ -261,7 +347,11 @@ func (l *Local) pay(n int64, reserve bool) bool {
 		}
 	}
 	if !l.joined {
-		return l.take(n, reserve)
+		if !l.take(n, reserve) {
+			return false
+		}
+		l.owed[kind(!reserve)]++ // charged to the fleet when it joins again
+		return true
 	}
 	return l.fromLease(n, reserve)
 }
@@ -289,6 +379,9 @@ func (l *Local) expire(n int64) {
 		l.joined = false
 		if !l.out { // else given back already
 			l.stale = l.lease
+		} else if sp := l.spent.Earned + l.spent.Floor + l.spent.LongRun; sp > 0 {
+			// Spent of a lease given back, which no grant paid for in time.
+			l.owed[0] += (sp + Token - 1) / Token
 		}
 		l.lease, l.out = Return{}, false
 		l.fallbacks++

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
 func at(us int64) time.Time { return time.UnixMicro(us) }
@@ -47,11 +50,14 @@ func TestLocalLease(t *testing.T) {
 		t.Fatal("retry 131 paid: the lease held 130")
 	}
 	// It asks for the 131 retries it wanted and its stock: the earnings
-	// and the floor are spent; the long-run pool holds the 10 tokens the
-	// 100 calls earned and 1 of PerSecond and of the 10 calls since.
+	// and the floor are spent; so is Burst, which its stock held (the 10
+	// tokens the 100 calls earned found it full, as they would one
+	// Throttle's pool: issue 42, the Ledger's pool refilled beside the
+	// stock, and granted 11); the pool holds 1.375 of PerSecond and of the
+	// 10 calls since.
 	g = renew(t0+1_500_000, 10, 0)
-	if g.Earned != 0 || g.Floor != 0 || g.LongRun != 11*Token {
-		t.Errorf("next grant %+v, want the long-run pool's 11 tokens", g)
+	if g.Earned != 0 || g.Floor != 0 || g.LongRun != 1*Token {
+		t.Errorf("next grant %+v, want the long-run pool's 1 token", g)
 	}
 	// No renewal for a period: the lease expires; the share pays.
 	if l.Joined(at(t0 + 2_500_000)) {
@@ -221,4 +227,59 @@ func ExampleLocal() {
 	l.Apply(now, now, fleet.Renew(now.UnixMicro(), l.Params(), r))
 	fmt.Println(l.Joined(now), l.AllowLongRun(now))
 	// Output: true true
+}
+
+// TestLocalCostAndRefund: a RESOURCE_EXHAUSTED retry costs 2 tokens, told
+// of, asked for and paid together; a retry the server served gives its
+// cost back: into the lease (and so to the fleet's pool at the next
+// renewal), or off what the process owes when its share paid.
+func TestLocalCostAndRefund(t *testing.T) {
+	th := grpcbackoff.DefaultThrottle()
+	cost := budget.Cost(codes.ResourceExhausted)
+	var fleet Ledger
+	l := NewLocal(th, time.Second, 10, at(t0))
+	renew := func(now int64) Grant {
+		g := fleet.Renew(now, l.Params(), l.Request(at(now), 0, 0))
+		l.Apply(at(now), at(now), g)
+		return g
+	}
+	renew(t0) // alone: the whole Throttle, 110 tokens
+	tokens := func(now int64) float64 { return l.State(at(now)).Tokens }
+	if !l.AllowCost(at(t0+1), false, cost) || tokens(t0+1) != 108 {
+		t.Fatalf("a RESOURCE_EXHAUSTED retry from the lease: %v tokens left, want 108", tokens(t0+1))
+	}
+	l.Refund(at(t0+2), false, cost)
+	if tokens(t0+2) != 110 {
+		t.Errorf("after its refund: %v tokens, want 110", tokens(t0+2))
+	}
+	// Given back at the next renewal, the refund is the long-run pool's,
+	// up to Burst: the floor's tenth keeps the 2 tokens paid until the
+	// Window forgets them, so that none comes back twice (the lease held the
+	// Burst already: the fleet gets back 108 of 110 for now).
+	if g := renew(t0 + 750_000); g.LongRun+g.Earned+g.Floor != 108*Token || g.LongRun != 10*Token {
+		t.Errorf("the next grant: %+v, want the 100 tokens of the floor, 2 paid, and Burst", g)
+	}
+	// A second process, whose first lease the first one's stock leaves
+	// empty: a retry it wants is asked for whole at its next renewal.
+	w := NewLocal(th, time.Second, 10, at(t0+760_000))
+	w.Apply(at(t0+760_000), at(t0+760_000), fleet.Renew(t0+760_000, w.Params(), w.Request(at(t0+760_000), 0, 0)))
+	if w.WantCost(at(t0+800_000), at(t0+2*sec), false, cost) {
+		t.Error("a renewal asked for early, the next one coming in time")
+	}
+	if r := w.Request(at(t0+1_510_000), 0, 0); r.AskRetries != 2*Token {
+		t.Errorf("the next request asks for %d µtokens of retries, want 2 tokens", r.AskRetries)
+	}
+	// Without a lease (the Ledger unreachable), the share pays; what it
+	// paid is owed; a refund makes it owed no more.
+	s := NewLocal(th, time.Second, 1, at(t0))
+	if !s.AllowCost(at(t0+sec), false, cost) {
+		t.Fatal("the share refused a retry its Throttle pays")
+	}
+	if r := s.Request(at(t0+sec), 0, 0); r.Owed != 2*Token {
+		t.Errorf("after a retry paid from the share: owes %d µtokens, want 2 tokens", r.Owed)
+	}
+	s.Refund(at(t0+sec), false, cost)
+	if r := s.Request(at(t0+2*sec), 0, 0); r.Owed != 0 {
+		t.Errorf("after its refund: owes %d µtokens, want nothing", r.Owed)
+	}
 }

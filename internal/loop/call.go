@@ -39,6 +39,7 @@ type Call struct {
 	Start    time.Time          // end of the first attempt, or start of a hedged call
 	Delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did (Fail)
+	run      int                // attempts before the current run of them (Progress)
 	bound    time.Time          // the connection's timeout for the method, from the first failure (ConnRead): no retry starts after it
 	res      gate.Reservation   // the last retry reserved (Reserve): Attempt 0 before the first
 	held     bool               // res is reserved and not sent yet (NextAttempt) nor given back (Cancel)
@@ -97,7 +98,7 @@ func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 	if !c.bound.IsZero() && (dl.IsZero() || c.bound.Before(dl)) {
 		dl = c.bound
 	}
-	a := decide.Attempt{Number: c.Prior + c.Attempts, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
+	a := decide.Attempt{Number: c.Prior + c.Attempts, Run: c.run, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
 		Client: c.LeftToClient(ctx, st, f.Opening), GRPC: c.leftToGRPC(f, st.Code()),
 		Final: f.Committed || attempt.Futile(st) || !c.e.safeToRetry(&c.Plan, f, c.Req),
 		Hint:  grpcbackoff.ServerHint(st, f.Trailer), Now: now, Deadline: dl, Done: ctx.Err()}
@@ -250,16 +251,27 @@ func (c *Call) tell(ctx context.Context, f attempt.Failure, d time.Duration, hed
 
 // Next is the retry protocol's one step after the attempt that failed as
 // f, for a call whose attempts go one at a time (unary, stream): it decides
-// (Decide), reserves the retry with the target's gates (Reserve), waits out
-// its delay (Wait), and pays for it if it was not paid when decided (Pay).
-// It returns nil when the next attempt is to be sent now (its context:
-// NextAttempt), the error the call ends with otherwise. f's trailer is let
-// go once read, unless the payment when due still tells its hint.
+// (Decide), then carries the retry out (Proceed). It returns nil when the
+// next attempt is to be sent now (its context: NextAttempt), the error the
+// call ends with otherwise.
 func (c *Call) Next(ctx context.Context, f *attempt.Failure) error {
 	d, final := c.Decide(ctx, *f)
 	if final != nil {
 		return final
 	}
+	return c.Proceed(ctx, f, d)
+}
+
+// Proceed carries out the retry Decide decided on, with delay d, after the
+// attempt that failed as f: it reserves it with the target's gates
+// (Reserve), waits out its delay (Wait), and pays for it if it was not
+// paid when reserved (Pay). A driver that must act between the decision
+// and the reservation (a resumed stream asks its rule for the request to
+// send: internal/stream) calls Decide and Proceed; the others Next. It
+// returns nil when the next attempt is to be sent now, the error the call
+// ends with otherwise. f's trailer is let go once read, unless the payment
+// when due still tells its hint.
+func (c *Call) Proceed(ctx context.Context, f *attempt.Failure, d time.Duration) error {
 	if final := c.Reserve(ctx, *f, d, false); final != nil {
 		return final
 	}
@@ -272,6 +284,14 @@ func (c *Call) Next(ctx context.Context, f *attempt.Failure) error {
 	}
 	return c.Pay(ctx, *f, d)
 }
+
+// Progress says that the call's current attempt made progress before it
+// failed (a resumed stream's open delivered messages:
+// interceptor.WithResume): the next decision counts MaxAttempts and the
+// backoff from it, as from the first attempt of a new run of them
+// (decide.Attempt.Run), while the call's attempts, its deadline, the gates
+// and what the observers are told go on across the call.
+func (c *Call) Progress() { c.run = c.Prior + c.Attempts - 1 }
 
 // NextAttempt counts the call's next attempt and returns the context it is
 // sent on: ctx, which tells the server how many attempts came before it

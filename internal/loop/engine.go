@@ -4,9 +4,9 @@
 // control plane decides of them, and the call's options, resolved once,
 // before the first attempt), its opening (Open: the
 // admission of its target's gates), the protocol after each failed attempt
-// (Call: Decide, Reserve, Wait, Pay, or Next for all four; PayHedge for a
-// hedge), the record of every attempt's end (Record), and its one way out
-// (Fail, End).
+// (Call: Decide, Reserve, Wait, Pay, or Next for all four, Proceed for the
+// last three; PayHedge for a hedge), the record of every attempt's end
+// (Record), and its one way out (Fail, End).
 //
 // Its files, each on those before it: options.go (the call options a Plan
 // reads), engine.go (what the calls of one Retrier share, and what its
@@ -15,8 +15,8 @@
 // Google Cloud client), open.go.
 //
 // In the engine's layers it sits above what it reads (internal/attempt,
-// internal/targets and their gates, internal/gate,
-// internal/settings, internal/safety, internal/decide) and below what
+// internal/targets and their gates, internal/gate, internal/settings,
+// internal/safety, internal/resume, internal/decide) and below what
 // carries calls out (internal/unary, internal/hedge, internal/stream). The
 // package interceptor holds an Engine and adapts it to its public types.
 package loop
@@ -30,6 +30,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/gate"
+	"github.com/platformkit/grpcbackoff/internal/resume"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/targets"
@@ -46,10 +47,11 @@ type Engine struct {
 	Unsafe        func(name string) bool // reports names known not to be idempotent (Safety.NotIdempotent)
 	UnsafeRetries bool                   // WithNonIdempotentRetries: a method's Safety never stops a retry
 	Targets       targets.Registry
-	Hook          Hook     // the rule of the calling layers that retry by themselves (the Google Cloud clients'); nil: none
-	Observer      Observer // nil: no one observes
-	NoPushback    bool     // WithoutPushback: unary calls do not read the trailer
-	BufLimit      int      // bytes of sent messages a stream keeps for replay before it commits
+	Hook          Hook         // the rule of the calling layers that retry by themselves (the Google Cloud clients'); nil: none
+	Observer      Observer     // nil: no one observes
+	NoPushback    bool         // WithoutPushback: unary calls do not read the trailer
+	BufLimit      int          // bytes of sent messages a stream keeps for replay before it commits
+	Resume        resume.Table // WithResume's rules: the server streams resumed after they committed (Plan.Resume)
 }
 
 // extraGates returns the gates every target gets after its built-in ones:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/gate"
+	"github.com/platformkit/grpcbackoff/internal/resume"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/internal/targets"
@@ -37,6 +38,7 @@ type Plan struct {
 	Static    bool              // grpc.StaticMethod: Method is a fixed name, for observers
 	Through   bool              // an earlier Retrier on the connection takes the call: its attempts pass through (Mark)
 	OnFinish  bool              // the caller gave grpc.OnFinish: run once per call, not per attempt (SplitOnFinish)
+	Resume    resume.Rule       // the method's resume rule (WithResume), for its server streams; nil: none, or no Policy
 	callMax   bool              // CallMaxAttempts set Max
 }
 
@@ -106,7 +108,8 @@ const (
 //  5. its safety: a hedge of a method known not to be safe to send twice
 //     is dropped, and its failures follow its Policy; so is a hedge where
 //     grpc-go's own retry is on;
-//  6. its attempts: MaxAttempts, and the hedges of a round.
+//  6. its attempts: MaxAttempts, the hedges of a round, and the method's
+//     resume rule, which resumes its server streams (Engine.Resume).
 //
 // So the order is: the call's options, the Retrier's options for the
 // method or its service (and WithServiceConfig's hedging and no retry),
@@ -214,7 +217,7 @@ func (e *Engine) plan(p *Plan, cc *grpc.ClientConn, conn *targets.Conn, register
 	}
 	// 6. Its attempts.
 	if p.Policy != nil {
-		p.Max = p.Policy.MaxAttempts
+		p.Max, p.Resume = p.Policy.MaxAttempts, e.Resume.Of(method)
 	}
 	if maxAttempts > 0 {
 		p.Max, p.callMax = maxAttempts, true

@@ -30,6 +30,9 @@ import (
 type Catalog struct {
 	Stated   map[string]Level // WithSafety, by method or service name
 	Settings *settings.Table  // the Retrier's entries: a service config's retryPolicy states its methods Idempotent
+	// Resumed reports whether a resume rule (WithResume) covers a method,
+	// its own or its service's: nil for none.
+	Resumed func(method string) bool
 
 	known sync.Map // method -> Knowledge, learnt on its first need
 }
@@ -74,7 +77,13 @@ func (b *Catalog) learn(method string) Knowledge {
 		}
 	}
 	k := Describe(method)
-	if !k.Assumed || b.Settings == nil {
+	if !k.Assumed {
+		return k
+	}
+	if b.Resumed != nil && b.Resumed(method) {
+		return Knowledge{Level: Idempotent, Source: "resumed by a rule (WithResume), which opens it again by design; nothing else knows it: " + k.Source}
+	}
+	if b.Settings == nil {
 		return k
 	}
 	if e := b.Settings.Named(method); e != nil && e.Hedge != nil {

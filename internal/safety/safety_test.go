@@ -112,7 +112,7 @@ func TestCatalogOrder(t *testing.T) {
 	svcConfig := tbl.Entry("/nowhere.Svc/")
 	svcConfig.SetPolicy(&settings.Policy{})
 	svcConfig.Config = true
-	b := &Catalog{Settings: &tbl}
+	b := &Catalog{Settings: &tbl, Resumed: func(m string) bool { return m == "/safetytest.Shop/Follow" || m == "/safetytest.Shop/GetOrder" }}
 	b.State("/safetytest.Shop/GetOrder", NotIdempotent)
 	b.State("/safetytest.Shop/Missing", Unknown)
 	for _, tc := range []struct {
@@ -125,6 +125,7 @@ func TestCatalogOrder(t *testing.T) {
 		{"/safetytest.Shop/GetOrder", NotIdempotent, false, false, "WithSafety(/safetytest.Shop/GetOrder)"},
 		{"/safetytest.Shop/Missing", NotIdempotent, true, true, "treated as a write, resent only when its request carries a request_id (AIP-155): WithSafety(/safetytest.Shop/Missing) states SafetyUnknown"},
 		{"/safetytest.Shop/Checkout", Idempotent, false, false, "hedged by an entry of its own"},
+		{"/safetytest.Shop/Follow", Idempotent, false, false, "resumed by a rule (WithResume)"}, // a rule does not override WithSafety (GetOrder above)
 		{"/safetytest.Shop/CreateOrder", NotIdempotent, true, true, "treated as a write"},
 		{"/nowhere.Svc/Place", Idempotent, false, false, "a service config's retryPolicy for its service"},
 		{"/nowhere.Svc/GetPlace", Idempotent, false, false, "a standard read by its name"},

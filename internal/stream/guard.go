@@ -44,5 +44,8 @@ func (s *Stream) breakLocked(v any) {
 	if s.stopTimeout != nil {
 		s.stopTimeout()
 	}
+	if s.ownCancel != nil {
+		s.ownCancel()
+	}
 	s.changed.Broadcast()
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/platformkit/grpcbackoff/internal/gate"
@@ -19,6 +20,12 @@ import (
 func (s *Stream) SendMsg(m any) error {
 	n, keepable := sizeOf(m)
 	s.mu.Lock()
+	if s.rs != nil && s.sends == 0 && s.phase != streamEnded {
+		if err := s.rs.Sent(m); err != nil {
+			s.mu.Unlock()
+			return err // not the resume rule's request: nothing is sent
+		}
+	}
 	// A message that cannot be kept waits out a retry under way: the stream
 	// commits to the next attempt, which must get the kept ones first.
 	s.awaitLocked(func() bool { return s.phase != streamRetrying || keepable || s.sendsClosedLocked() })
@@ -81,7 +88,8 @@ func (s *Stream) CloseSend() error {
 }
 
 // RecvMsg receives from the current attempt; a failure before the commit
-// is retried (retryLocked), one after it ends the stream.
+// is retried (retryLocked), one after it ends the stream, or resumes it if
+// it has a resume rule (resumeLocked).
 func (s *Stream) RecvMsg(m any) error {
 	s.mu.Lock()
 	for {
@@ -98,22 +106,28 @@ func (s *Stream) RecvMsg(m any) error {
 		cs := a.cs
 		s.mu.Unlock()
 		var err error
-		committed := false
+		var md metadata.MD
+		var p *peer.Peer
 		s.guard(true, func() {
-			if err = cs.RecvMsg(m); err != nil && err != io.EOF {
+			switch err = cs.RecvMsg(m); {
+			case err == nil && s.rs != nil:
+				s.rs.Received(m) // the resume rule's record, before the caller has m
+			case err != nil && err != io.EOF:
 				// Whether response headers came before the failure: if so,
 				// the server has the call, and it commits (gRFC A6).
-				md, _ := cs.Header()
-				committed = md != nil
+				if md, _ = cs.Header(); md != nil && s.rs != nil {
+					p, _ = peer.FromContext(cs.Context()) // kept if the stream resumes
+				}
 			}
 		})
 		s.mu.Lock()
 		s.raiseLocked() // a panic on another goroutine ended a under this one
 		s.doneWaitingLocked(a, opRecv)
-		if committed {
+		if md != nil {
 			s.answeredLocked(a)
+			s.keepFaceLocked(md, p)
 		}
-		if err != nil && err != io.EOF && s.phase == streamOpen {
+		if err != nil && err != io.EOF && (s.phase == streamOpen || s.rs != nil) {
 			// Learn how the replay to a ended before deciding: it may have
 			// committed the stream. a ended, so the replay ends soon.
 			// Meanwhile a stays in this goroutine's hands (receiving), so
@@ -124,6 +138,7 @@ func (s *Stream) RecvMsg(m any) error {
 		s.changed.Broadcast()
 		if err == nil {
 			count := s.countLocked(a)
+			a.delivered = true
 			s.answeredLocked(a)
 			if s.desc.ServerStreams {
 				s.mu.Unlock()
@@ -139,6 +154,13 @@ func (s *Stream) RecvMsg(m any) error {
 		}
 		// Only a receiver retries, and a had one, this goroutine: a is still
 		// the current attempt, and the phase is open or committed.
+		if err != io.EOF && s.resumableLocked() {
+			if final := s.resumeLocked(a, err); final != nil {
+				s.mu.Unlock()
+				return s.ended(final)
+			}
+			continue
+		}
 		if s.phase == streamOpen && err != io.EOF {
 			if final := s.retryLocked(a, err); final != nil {
 				s.mu.Unlock()
@@ -162,10 +184,18 @@ func (s *Stream) RecvMsg(m any) error {
 }
 
 // Header returns the current attempt's response headers, which commit the
-// stream; an attempt that ended without any is retried, as by RecvMsg.
+// stream; an attempt that ended without any is retried, as by RecvMsg. A
+// stream with a resume rule whose committed open failed returns that
+// open's, at once.
 func (s *Stream) Header() (metadata.MD, error) {
 	s.mu.Lock()
 	for {
+		s.raiseLocked()
+		if s.header != nil {
+			md := s.header
+			s.mu.Unlock()
+			return md, nil
+		}
 		s.awaitLocked(func() bool { return s.phase != streamRetrying })
 		switch s.phase {
 		case streamEnded:
@@ -250,8 +280,11 @@ func (s *Stream) Trailer() metadata.MD {
 
 // Context commits the stream, as grpc's own retry does: the context is the
 // current attempt's. While a retry is under way, it waits for the next
-// attempt.
+// attempt. A stream with a resume rule has its own (resumableContext).
 func (s *Stream) Context() context.Context {
+	if s.rs != nil {
+		return s.resumableContext()
+	}
 	s.mu.Lock()
 	s.awaitLocked(func() bool { return s.phase != streamRetrying })
 	s.commitLocked()
@@ -286,9 +319,13 @@ func (s *Stream) ended(err error) error {
 	s.mu.Lock()
 	seen := s.endSeen
 	s.endSeen = true
+	cancel := s.ownCancel
 	s.mu.Unlock()
 	if seen {
 		return err
+	}
+	if cancel != nil {
+		defer cancel() // a resumable stream's own context (Context)
 	}
 	if s.stopTimeout != nil {
 		defer s.stopTimeout()

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -44,9 +45,9 @@ func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
 }
 
 // retryLocked replaces attempt a, the current one, which failed with err
-// before the stream committed: it takes the retry loop's step
-// (loop.Call.Next: decide, reserve, wait, pay), then opens attempts until
-// one opens or retrying ends. It returns nil when a new attempt is current
+// before the stream committed (or after, to resume it: resumeLocked): it
+// takes the retry loop's step (decide, reserve, wait, pay), then opens
+// attempts until one opens or retrying ends. It returns nil when a new attempt is current
 // (and gets the kept messages from a replay), and otherwise the error the
 // stream ended with. mu is held on entry and on return, and released while
 // it waits and opens; meanwhile the phase is streamRetrying, and this
@@ -72,7 +73,7 @@ func (s *Stream) retryLocked(a *streamAttempt, err error) error {
 			s.changed.Broadcast()
 			return final
 		case err == nil:
-			s.resumeLocked(next)
+			s.installLocked(next)
 			return nil
 		}
 		a = next // its opening failed: retried in turn
@@ -99,8 +100,11 @@ func (s *Stream) letGoLocked(a *streamAttempt, err error) (grpc.ClientStream, at
 // reopen replaces a, which failed as f (its stream cs, nil if it opened
 // none): it reads a's trailer, takes the retry loop's step, and opens the
 // next attempt. It returns that attempt and its opening's error, or the
-// error the stream ends with (final). It runs without mu; a panic in the
-// code under the stream goes on up (guard), the next attempt let go.
+// error the stream ends with (final). The step is Decide then Proceed
+// (loop.Call.Next), and, for a resume, the rule's request made between them
+// (rewrite): a rule that cannot resume costs no reservation nor wait. It
+// runs without mu; a panic in the code under the stream, or in the rule,
+// goes on up (guard), the next attempt let go.
 func (s *Stream) reopen(a *streamAttempt, cs grpc.ClientStream, f attempt.Failure) (next *streamAttempt, err, final error) {
 	s.guard(true, func() {
 		opened := false
@@ -117,8 +121,18 @@ func (s *Stream) reopen(a *streamAttempt, cs grpc.ClientStream, f attempt.Failur
 		}
 		s.mu.Lock()
 		a.trailer = f.Trailer
+		f.Status = f.Status && !a.answered // a server that answered acted on the call, whatever its status
+		resuming := s.resuming
+		s.resuming = false
 		s.mu.Unlock()
-		if final = s.c.Next(s.ctx, &f); final == nil {
+		var d time.Duration
+		if d, final = s.c.Decide(s.ctx, f); final == nil && resuming {
+			final = s.rewrite(f.Err)
+		}
+		if final == nil {
+			final = s.c.Proceed(s.ctx, &f, d)
+		}
+		if final == nil {
 			ctx := s.c.NextAttempt(s.ctx)
 			next = new(streamAttempt)
 			err = s.openAttempt(ctx, next)
@@ -128,10 +142,10 @@ func (s *Stream) reopen(a *streamAttempt, cs grpc.ClientStream, f attempt.Failur
 	return next, err, final
 }
 
-// resumeLocked makes next, which has just opened, the current attempt: it
+// installLocked makes next, which has just opened, the current attempt: it
 // gets the kept messages from a replay, and the stream commits to it if a
 // message sent during the backoff went past the buffer limit. mu is held.
-func (s *Stream) resumeLocked(next *streamAttempt) {
+func (s *Stream) installLocked(next *streamAttempt) {
 	s.cur.trailer = nil // the failed attempt's: nothing of it outlives the next one's start
 	s.cur, s.phase = next, streamOpen
 	s.watch(next)

@@ -9,21 +9,25 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff/internal/connpolicy"
 	"github.com/platformkit/grpcbackoff/internal/loop"
+	"github.com/platformkit/grpcbackoff/internal/resume"
 )
 
 // phase is where a stream is in its life. It goes
 //
-//	open → retrying     a receive (RecvMsg, or Header) saw the current attempt fail
-//	retrying → open     a new attempt opened
-//	retrying → ended    retrying gave up
-//	open → committed    headers or a message arrived, Context, buffer limit,
-//	                    end of the stream, error made by the client
+//	open → retrying       a receive (RecvMsg, or Header) saw the current attempt fail
+//	retrying → open       a new attempt opened
+//	retrying → ended      retrying gave up
+//	open → committed      headers or a message arrived, Context, buffer limit,
+//	                      end of the stream, error made by the client
+//	committed → retrying  RecvMsg saw the current attempt of a stream with a
+//	                      resume rule fail: it resumes (resume.go)
 //
-// and never back from committed or ended.
+// and never back from ended; from committed only so.
 type phase int8
 
 const (
@@ -36,8 +40,8 @@ const (
 	// waits for the backoff, then opens attempts until one opens or
 	// retrying ends.
 	streamRetrying
-	// streamCommitted: no retry any more; operations go to the current
-	// attempt.
+	// streamCommitted: no retry any more, but a resume (resume.go);
+	// operations go to the current attempt.
 	streamCommitted
 	// streamEnded: retrying ended the stream, with the error err.
 	streamEnded
@@ -88,6 +92,17 @@ type Stream struct {
 	panicV         any            // the panic that broke the stream, if one did (see guard)
 	broken         bool           // a panic broke the stream: every operation raises panicV
 
+	// A server stream with a resume rule (resume.go): the rule's state of
+	// it (its request, its token), whether the next decision is a resume's,
+	// the headers and peer of the open it committed to, kept once that open
+	// failed, and the stream's own context (Context).
+	rs        resume.State
+	resuming  bool
+	header    metadata.MD
+	peer      *peer.Peer
+	ownCtx    context.Context
+	ownCancel context.CancelFunc
+
 	// c follows the attempts. The goroutine that retries, in phase
 	// streamRetrying, is the only one to change it.
 	c loop.Call
@@ -107,6 +122,7 @@ type streamAttempt struct {
 	replaying bool        // the replay goroutine is sending the kept messages to cs
 	broken    bool        // cs refused a message (it ended): a receive will tell how
 	cut       bool        // the AttemptTimeout ended cs
+	delivered bool        // a message of it reached the caller: a resume starts the run of attempts again (resume.go)
 	done      bool        // the stream is done with the attempt (see release)
 
 	grpcs connpolicy.Attempts // grpc-go's own attempts of it, where the plan counts them (loop.Plan.CountGRPC)

@@ -10,11 +10,13 @@
 // panic under the stream), finish.go (grpc.OnFinish), timeout.go
 // (AttemptTimeout, which times the caller's waits), replay.go (the kept
 // messages sent to a new attempt), retry.go (a failed attempt replaced,
-// through the retry loop), operations.go (the caller's SendMsg, RecvMsg,
-// Header, CloseSend, Trailer and Context), stream.go (Open, the one way
-// in), plain.go (a stream no Policy applies to). It keeps what is a stream's own, the replay and the
-// commit; the retry loop (internal/loop) decides, pays for and ends its
-// retries as any call's, and it sits above it in the engine's layers.
+// through the retry loop), resume.go (a committed server stream with a
+// resume rule resumed, as a retry), operations.go (the caller's SendMsg,
+// RecvMsg, Header, CloseSend, Trailer and Context), stream.go (Open, the
+// one way in), plain.go (a stream no Policy applies to). It keeps what is a
+// stream's own, the replay, the commit and the resume; the retry loop
+// (internal/loop) decides, pays for and ends its retries and resumes as any
+// call's, and it sits above it in the engine's layers.
 package stream
 
 import (
@@ -60,6 +62,9 @@ func open(e *loop.Engine, p *loop.Plan, conn *targets.Conn, ctx context.Context,
 	s.changed.L = &s.mu
 	s.sent = s.sent0[:0]
 	s.cur = &s.first
+	if p.Resume != nil && desc.ServerStreams && !desc.ClientStreams {
+		s.rs = p.Resume.Start() // a server stream with a resume rule (resume.go)
+	}
 	if ctx, cancel := p.WithTimeout(ctx); cancel != nil {
 		s.ctx, s.stopTimeout = ctx, cancel
 	}

@@ -3,12 +3,10 @@ package sim
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
 	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/guardcore"
 )
 
 // Budgets is the experiment of issues 29 and 35: one backend's fleet of
@@ -69,14 +67,15 @@ func StormOutage() OutageKind {
 // DefaultBudgets returns 100 000 clients (10 000 calls/s) in 10 to 10 000
 // processes, the outage from 20 s to 50 s, 110 s in all, answered
 // UNAVAILABLE, a pause (keeping at most 10 000 requests waiting, so that the
-// server can recover) or a storm, with a budget per process, the fleet's,
-// the server's guard alone and beside budgets per process, and grpc-go's
-// built-in retry without and with the guard.
+// server can recover), a storm or a flaky server (20% of attempts failing),
+// with a budget per process, the fleet's, the server's guard alone and
+// beside budgets per process, and grpc-go's built-in retry without and with
+// the guard.
 func DefaultBudgets() Budgets {
 	sc := DefaultFleet()
 	sc.PauseAt, sc.Pause, sc.Duration, sc.Backlog = 20*time.Second, 30*time.Second, 110*time.Second, 10_000
 	return Budgets{Base: sc, Processes: []int{10, 100, 1000, 10_000},
-		Outages:    []OutageKind{UnavailableOutage(), PausedOutage(), StormOutage()},
+		Outages:    []OutageKind{UnavailableOutage(), PausedOutage(), StormOutage(), FlakyOutage(0.2)},
 		Strategies: []Strategy{RecipeBudget(), RecipeFleet(), RecipeGuard(), RecipeBudgetGuard(), GRPCRetry(), GRPCRetryGuard()}, Parallel: 2}
 }
 
@@ -195,36 +194,4 @@ func OutageOf(r Result, sc Fleet, t grpcbackoff.Throttle, processes int) Outage 
 	rest := t.Reserve*float64(o.Before) + t.Ratio*float64(o.Started)
 	o.Bound, o.PerProcess = floors+rest, float64(processes)*floors+rest
 	return o
-}
-
-// GuardBound bounds the retries that reach a server with st's guard, its
-// clients without a budget, from the start of an outage of sc answered
-// UNAVAILABLE, for processes processes making calls calls a second:
-//
-//	min(w·(m + C), N·(m/10 + C) + w·(m/2 + C)),  m = s/(1−s)·F·W,  N = ⌈10·T/W⌉ + 1,  w = ⌈N/10⌉
-//
-// s is the guard's Share, W its Window, T the outage, F the calls per
-// second, C the clients the guard counts apart (the processes, at most its
-// table's 4096 and one for the rest), N the tenths of the window (its
-// buckets) the outage touches and w the windows. Each retry comes from a
-// failure the guard let through in the outage, which it counts from then
-// on as a retry, expected until the retry comes and counted in the window
-// for W after that, provided the retry comes within half a window (as the
-// first backoffs of st's Policy do). A failure is let through only while
-// the method's count or its client's is under its share (m retries counted
-// and expected, each client one more): at most m + C in any window. And
-// only while that count is under half its share (at most m/2 + C in any
-// window), or the failures let through in the current tenth are at most
-// its share of a tenth (m/10 + C).
-func GuardBound(sc Fleet, st Strategy, processes int, calls float64) float64 {
-	g, err := guardcore.New(*st.Guard) // for the defaults
-	if err != nil {
-		return math.NaN()
-	}
-	share, window := g.Params()
-	m := share / (1 - share) * calls * window.Seconds()
-	N := math.Ceil(10*sc.Pause.Seconds()/window.Seconds()) + 1
-	C := float64(min(processes, guardcore.ClientSlots+1))
-	w := math.Ceil(N / 10)
-	return min(w*(m+C), N*(m/10+C)+w*(m/2+C))
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -28,7 +27,7 @@ const (
 
 // client is one client: 16 bytes, the simulator's main memory cost.
 type client struct {
-	seq      uint32 // number of the current attempt, across calls; stale events carry an older one
+	seq      uint16 // number of the current attempt, across calls, modulo 2^16; stale events carry an older one
 	attempts uint32 // attempts of the current call
 	start    int32  // millisecond in which the current call started, for its deadline (Strategy.CallTimeout)
 	state    uint8
@@ -43,7 +42,7 @@ type process struct {
 	// the calls started and succeeded since its last renewal.
 	lease              *lease.Local
 	started, succeeded int64
-	renewal            uint32 // the renewals scheduled; an evRenew of an older one is stale
+	renewal            uint16 // the renewals scheduled, modulo 2^16; an evRenew of an older one is stale
 	// key is the process's connection at the server's guard (a hash, as
 	// the guard makes of a peer's address and port).
 	key uint64
@@ -64,43 +63,16 @@ const (
 // event is one entry of the queue; at is in nanoseconds of model time.
 type event struct {
 	at   int64
-	seq  uint32
 	id   int32
+	seq  uint16 // the attempt's number (client.seq) or the renewal's, modulo 2^16
 	kind uint8
-}
-
-// queue is the event queue, a binary heap ordered by time driven by
-// container/heap; events are pushed and popped by value, without boxing.
-type queue []event
-
-func (q queue) Len() int           { return len(q) }
-func (q queue) Less(i, j int) bool { return q[i].at < q[j].at }
-func (q queue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(any)          { panic("sim: use queue.push") }
-func (q *queue) Pop() any          { panic("sim: use queue.pop") }
-
-func (q *queue) push(e event) {
-	*q = append(*q, e)
-	heap.Fix(q, len(*q)-1)
-}
-
-func (q *queue) pop() event {
-	old := *q
-	e := old[0]
-	n := len(old) - 1
-	old[0] = old[n]
-	*q = old[:n]
-	if n > 0 {
-		heap.Fix(q, 0)
-	}
-	return e
 }
 
 // ref names an attempt: its client and sequence number, and whether it is
 // a retry (it carries grpc-previous-rpc-attempts).
 type ref struct {
 	id    int32
-	seq   uint32
+	seq   uint16
 	retry bool
 }
 
@@ -175,7 +147,6 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 		rng:     rand.New(rand.NewPCG(sc.Seed, 0x5eed)),
 		clients: make([]client, sc.Clients),
 		samples: make([]Sample, n),
-		q:       make(queue, 0, sc.Clients+1024),
 	}
 	for i := range s.samples {
 		s.samples[i].Second = i
@@ -217,7 +188,7 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 		}
 	}
 	for i := range s.clients {
-		s.think(int32(i), 0)
+		s.think(int32(i), int64(sc.Quiet))
 	}
 	s.q.push(event{at: int64(sc.PauseAt), kind: evPause})
 	s.q.push(event{at: int64(sc.PauseAt + sc.Pause), kind: evResume})
@@ -225,7 +196,7 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 		s.q.push(event{at: int64(time.Duration(i) * time.Second), kind: evSample})
 	}
 
-	for len(s.q) > 0 {
+	for s.q.len() > 0 {
 		e := s.q.pop()
 		if e.at > s.end {
 			break
@@ -267,7 +238,7 @@ func (s *sim) handle(e event) {
 			if b := s.sample(e.at); b != nil {
 				b.TimedOut++
 			}
-			s.failed(e.id, e.at, true, false)
+			s.failed(e.id, e.at, true, grpcbackoff.Hint{})
 		}
 	case evDone:
 		s.accepted--
@@ -362,9 +333,9 @@ func (s *sim) send(id int32, now int64) {
 	}
 	if s.paused && s.sc.Unavailable && (s.sc.Failing == 0 || s.rng.Float64() < s.sc.Failing) {
 		// Answered at once with UNAVAILABLE, marked by the guard if it
-		// refuses.
-		cw := s.arrive(id, c.attempts > 1, now)
-		s.failed(id, now, false, cw != nil && s.guard.Refuses(&s.method, cw, time.Duration(now)))
+		// paces or refuses.
+		s.arrive(id, c.attempts > 1, now)
+		s.failed(id, now, false, s.guardFailed(id, now))
 		return
 	}
 	s.q.push(event{at: s.timeout(c, now), id: id, seq: c.seq, kind: evTimeout})
@@ -414,16 +385,14 @@ func (s *sim) accept(r ref, now int64) {
 }
 
 // arrive counts an attempt of client id, a retry or a first try, that
-// reaches the server now, and returns its connection's counts at the
-// server's guard (nil without a guard).
-func (s *sim) arrive(id int32, retry bool, now int64) *guardcore.Counts {
+// reaches the server now, at the server's guard too.
+func (s *sim) arrive(id int32, retry bool, now int64) {
 	if b := s.sample(now); b != nil && retry {
 		b.ServerRetries++
 	}
-	if s.guard == nil {
-		return nil
+	if s.guard != nil {
+		s.guard.Count(&s.method, s.proc(id).key, time.Duration(now), retry, guardcore.RankDefault)
 	}
-	return s.guard.Count(&s.method, s.proc(id).key, time.Duration(now), retry)
 }
 
 // answer delivers the server's answer to r, if its client still waits.
@@ -432,6 +401,7 @@ func (s *sim) answer(r ref, now int64) {
 	if c.state != inFlight || c.seq != r.seq {
 		return // abandoned at its timeout; the work was done anyway
 	}
+	s.guardServed(r.id, now)
 	p := s.proc(r.id)
 	if p.budget != nil {
 		p.budget.Succeeded() // feeds the reserve, as the interceptors do
@@ -448,9 +418,9 @@ func (s *sim) answer(r ref, now int64) {
 }
 
 // failed handles the failure of client id's attempt with the library's
-// decision: its timeout, or an UNAVAILABLE answered at once, with pushback
-// −1 if refused.
-func (s *sim) failed(id int32, now int64, timedOut, refused bool) {
+// decision: its timeout, or an UNAVAILABLE answered at once, with the
+// guard's pushback as hint.
+func (s *sim) failed(id int32, now int64, timedOut bool, hint grpcbackoff.Hint) {
 	c := &s.clients[id]
 	p := s.proc(id)
 	if p.adaptive != nil {
@@ -462,7 +432,7 @@ func (s *sim) failed(id int32, now int64, timedOut, refused bool) {
 		a.Deadline = s.t(s.deadline(c))
 	}
 	if !timedOut {
-		a.Code, a.Hint.Stop = codes.Unavailable, refused
+		a.Code, a.Hint = codes.Unavailable, hint
 	}
 	if s.payWhenDue(p) {
 		// Decided now, paid when due (paid): the budget is told of it.

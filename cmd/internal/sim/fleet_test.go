@@ -6,33 +6,46 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/platformkit/grpcbackoff"
 )
 
+// TestQueuePopsInTimeOrder pushes events at random times from the last
+// popped on, as the simulation does, and pops them in time order.
 func TestQueuePopsInTimeOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var q queue
-	for i := range 10000 {
-		q.push(event{at: rng.Int64N(1e9), id: int32(i)})
+	now := int64(0)
+	for i := range 100_000 {
+		q.push(event{at: now + rng.Int64N([]int64{1, 1e3, 1e9, 1e12}[i%4]), id: int32(i)})
 		if i%3 == 0 {
-			q.pop()
+			now = q.pop().at
 		}
 	}
-	last := int64(-1)
-	for len(q) > 0 {
+	pushed := q.len()
+	last := now
+	for q.len() > 0 {
 		e := q.pop()
 		if e.at < last {
 			t.Fatalf("popped %d after %d", e.at, last)
 		}
 		last = e.at
+		pushed--
+	}
+	if pushed != 0 {
+		t.Errorf("%d events left", pushed)
 	}
 }
 
 func TestPushAndPopAllocateNothing(t *testing.T) {
-	q := make(queue, 0, 16)
-	if n := testing.AllocsPerRun(1000, func() { q.push(event{at: 5}); q.pop() }); n != 0 {
+	var q queue
+	at := int64(0)
+	if n := testing.AllocsPerRun(1000, func() { at += 5; q.push(event{at: at}); q.pop() }); n != 0 {
 		t.Errorf("push and pop allocate %v times, want 0", n)
+	}
+	if n := unsafe.Sizeof(event{}); n != 16 {
+		t.Errorf("an event is %d bytes, want 16", n)
 	}
 }
 

@@ -49,6 +49,9 @@ type Fleet struct {
 	Failing float64
 	// Duration is the length of the run, in whole seconds. Default 120 s.
 	Duration time.Duration
+	// Quiet is how long the clients make no call from the run's start (a
+	// fleet idle before an outage). Default 0.
+	Quiet time.Duration
 	// Seed seeds the think times and the adaptive throttle's draws (the
 	// library's jitter has its own source).
 	Seed uint64
@@ -105,6 +108,9 @@ func (sc Fleet) Validate() error {
 	}
 	if sc.Interval <= 0 {
 		bad("interval (%v) must be positive", sc.Interval)
+	}
+	if sc.Quiet < 0 || sc.Quiet > sc.Duration {
+		bad("quiet spell (%v) must be between 0 and the run's duration (%v)", sc.Quiet, sc.Duration)
 	}
 	if sc.Duration > 24*time.Hour {
 		bad("duration (%v) must be at most 24h", sc.Duration) // a call's start is kept in milliseconds, as an int32
