@@ -46,6 +46,12 @@ const (
 	// the error went back to the client, whose retry is the only layer for
 	// that code (see package interceptor).
 	ReasonClientRetries
+	// ReasonGRPCRetries: the last attempt's failure was grpc-go's own retry's
+	// to retry, on a ClientConn where interceptor.XDSDialOptions keeps it on:
+	// an xDS route's retry_policy had the call (grpc-go made more than one
+	// attempt of it), or the code is one the connection's service config
+	// retries for the method. grpc-go's retry is the only layer for it.
+	ReasonGRPCRetries
 )
 
 var reasonText = [...]string{
@@ -59,6 +65,7 @@ var reasonText = [...]string{
 
 	ReasonRejectedLocally: "rejected locally by adaptive throttling",
 	ReasonClientRetries:   "left to the client's own retry",
+	ReasonGRPCRetries:     "left to grpc-go's own retry",
 }
 
 // String returns a short phrase for r, as used in Error's message.

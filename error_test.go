@@ -30,7 +30,8 @@ func TestReasonString(t *testing.T) {
 		{grpcbackoff.ReasonNone, "none"},
 		{grpcbackoff.ReasonRejectedLocally, "rejected locally by adaptive throttling"},
 		{grpcbackoff.ReasonClientRetries, "left to the client's own retry"},
-		{grpcbackoff.ReasonClientRetries + 1, "Reason(9)"},
+		{grpcbackoff.ReasonGRPCRetries, "left to grpc-go's own retry"},
+		{grpcbackoff.ReasonGRPCRetries + 1, "Reason(10)"},
 		{-1, "Reason(-1)"},
 		{1 << 40, "Reason(1099511627776)"},
 	}

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,11 +23,12 @@ import (
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
 )
 
-// The methods of the tests: the control planes name unary (the owners'
-// policy applies to it), never unnamed.
+// The methods of the tests: the control planes name unary and the server
+// stream serverStream (the owners' policy applies to them), never unnamed.
 const (
-	unary   = "/grpc.testing.TestService/UnaryCall"
-	unnamed = "/grpc.testing.Unnamed/Call"
+	unary        = "/grpc.testing.TestService/UnaryCall"
+	serverStream = "/grpc.testing.TestService/StreamingOutputCall"
+	unnamed      = "/grpc.testing.Unnamed/Call"
 )
 
 // idempotent states both services idempotent: their descriptors say
@@ -45,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // owners is the service config the service's owners publish: 4 attempts,
-// 10 → 100 ms, UNAVAILABLE and INTERNAL, on unary alone.
+// 10 → 100 ms, UNAVAILABLE and INTERNAL, on unary and serverStream.
 var owners = doc(4, "")
 
 // doc returns a service config with the owners' retryPolicy on unary with
@@ -55,7 +57,8 @@ func doc(maxAttempts int, throttling string) string {
 	var parts []string
 	if maxAttempts > 0 {
 		parts = append(parts, fmt.Sprintf(`"methodConfig": [{
-			"name": [{"service": "grpc.testing.TestService", "method": "UnaryCall"}],
+			"name": [{"service": "grpc.testing.TestService", "method": "UnaryCall"},
+				{"service": "grpc.testing.TestService", "method": "StreamingOutputCall"}],
 			"retryPolicy": {
 				"maxAttempts": %d, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
 				"backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE", "INTERNAL"]
@@ -143,6 +146,28 @@ func call(ctx context.Context, srv *bufconntest.Server, cc *grpc.ClientConn, met
 	id := fmt.Sprintf("%d/%d/%d", code, fails, calls.Add(1))
 	ctx = metadata.AppendToOutgoingContext(ctx, bufconntest.StreamKey, id)
 	err := cc.Invoke(ctx, method, new(emptypb.Empty), new(emptypb.Empty), opts...)
+	return result{err: err, attempts: srv.Attempts(id)}
+}
+
+// stream opens a server stream of serverStream on cc, one the backend srv
+// fails fails times with code before it answers, reads it to its end, and
+// returns what it did.
+func stream(ctx context.Context, srv *bufconntest.Server, cc *grpc.ClientConn, code codes.Code, fails int) result {
+	id := fmt.Sprintf("%d/%d/%d", code, fails, calls.Add(1))
+	ctx = metadata.AppendToOutgoingContext(ctx, bufconntest.StreamKey, id)
+	s, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, serverStream)
+	if err == nil {
+		err = s.SendMsg(new(emptypb.Empty))
+	}
+	if err == nil {
+		err = s.CloseSend()
+	}
+	for err == nil {
+		err = s.RecvMsg(new(emptypb.Empty))
+	}
+	if err == io.EOF {
+		err = nil
+	}
 	return result{err: err, attempts: srv.Attempts(id)}
 }
 

@@ -36,9 +36,9 @@ import (
 const xdsNode = "cp-test"
 
 // xdsPlane is an xDS management server (go-control-plane's server and
-// snapshot cache, over ADS on 127.0.0.1) serving one listener, cp.test: a
-// route for unary with the retry policy a test says (gRFC A44), a route for
-// every other method without one, and a cluster of one endpoint, the
+// snapshot cache, over ADS on 127.0.0.1) serving one listener, cp.test:
+// routes for unary and serverStream with the retry policy a test says (gRFC
+// A44), a route for every other method without one, and a cluster of one endpoint, the
 // backend. Channels reach it with grpc-go's own xDS client (xds:///cp.test).
 type xdsPlane struct {
 	srv       *bufconntest.Server // on loopback TCP
@@ -168,6 +168,7 @@ func (x *xdsPlane) resources(rp *routev3.RetryPolicy) map[resource.Type][]types.
 			Domains: []string{dnsName},
 			Routes: []*routev3.Route{
 				{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: unary}}, Action: to(rp)},
+				{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: serverStream}}, Action: to(rp)},
 				{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, Action: to(nil)},
 			},
 		}},

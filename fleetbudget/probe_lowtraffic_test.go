@@ -206,8 +206,13 @@ func TestWrongTypeKeyRejoins(t *testing.T) {
 	if typ != "hash" || ttl <= 0 || again != born {
 		t.Errorf("the key after it became a string: %s, TTL %v, born %q; want a hash again at the next renewal, expiring, born %q as before", typ, ttl, again, born)
 	}
-	if strings.Contains(logs.String(), "level=WARN") {
-		t.Errorf("logged:\n%s\nwant nothing: the budget is made again at the next renewal", logs)
+	// A renewal that timed out on a loaded machine (its period's quarter)
+	// is not the key's doing: only a warning for another reason fails.
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "level=WARN") && !strings.Contains(line, `err="context deadline exceeded"`) {
+			t.Errorf("logged:\n%s\nwant nothing: the budget is made again at the next renewal", logs)
+			break
+		}
 	}
 }
 

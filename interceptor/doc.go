@@ -20,6 +20,19 @@
 // (gaxretry.Adopt). A Retrier installed twice on one connection (the same
 // dial options, or two Retriers') retries in one layer: the first one.
 //
+// A call's retry settings come from, the first that speaks deciding: the
+// call's options (NoRetry, CallPolicy; CallMaxAttempts bounds the others);
+// the Retrier's options for its method or its service (WithMethod,
+// WithoutRetryFor, WithHedging, and WithServiceConfig's entries that hedge
+// or have no retryPolicy: choices made before the first attempt); the
+// retryPolicy its ClientConn's service config gives it (from the name
+// resolver: DNS TXT records, a manual resolver; or
+// grpc.WithDefaultServiceConfig), read at the call's first failure;
+// WithServiceConfig's retryPolicies; the Policy given to New. Where grpc-go's own
+// retry stays on (XDSDialOptions), the failures its control plane retries,
+// an xDS route's or the service config's, are grpc-go's first, whatever the
+// others say. ExplainOn says which decided, for one ClientConn.
+//
 // Beyond retries, a Retrier hedges the methods given WithHedging, cuts hung
 // attempts (Policy.AttemptTimeout), keeps a retry budget per backend target,
 // never retries a method known not to be idempotent after a failure that may
@@ -42,8 +55,9 @@
 //	internal/googledata    the generated data: what each generated Google client retries, the pinned methods' safety
 //	internal/cloudclients  what the Google Cloud clients retry, the rule, the memory of their calls
 //	internal/gate          the admission checks of a target's calls: Gate, Reservation; the budget, adaptive throttling
-//	internal/targets       a target's gates, a ClientConn's closing
 //	internal/settings      what a Retrier's options say of each method
+//	internal/connpolicy    what a ClientConn's control plane says: its service config's retryPolicy, grpc-go's attempts of a call
+//	internal/targets       a target's gates, a ClientConn's closing and policies
 //	internal/safety        whether a method may be sent again after a failure
 //	internal/resume        WithResume's rules, checked against the descriptors; a stream's request and token
 //	internal/loop          the retry loop: a call's Plan on its ClientConn, the protocol (Decide, Reserve, Wait, Pay), Record, its end (Fail, End), its Hook

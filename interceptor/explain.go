@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -13,9 +14,11 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/attempt"
 	"github.com/platformkit/grpcbackoff/internal/cloudclients"
+	"github.com/platformkit/grpcbackoff/internal/connpolicy"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
+	"github.com/platformkit/grpcbackoff/internal/targets"
 )
 
 // Decision is what the calls of one method do, as Explain gives it.
@@ -42,7 +45,8 @@ type Decision struct {
 	Source string
 	// Codes are the codes retried after a failure that may have been
 	// applied: Policy.Codes, less those (see Safety) for a method that is
-	// NotIdempotent unless WithNonIdempotentRetries is set. Of those left
+	// NotIdempotent unless WithNonIdempotentRetries is set, and less those
+	// grpc-go's own retry takes (GRPCRetries). Of those left
 	// for such a method (RESOURCE_EXHAUSTED, ABORTED), a failure is retried
 	// only when it is the server's own status, never a stream reset that
 	// grpc-go gave the same code; none for a unary method under
@@ -64,6 +68,12 @@ type Decision struct {
 	// for ends the call with grpcbackoff.ReasonThrottled. False under
 	// WithoutThrottle.
 	Budget bool
+	// GRPCRetries says, of a ClientConn where XDSDialOptions keeps
+	// grpc-go's own retry on (ExplainOn), which failures it takes first,
+	// which the Retrier does not retry again: an xDS route's retry_policy,
+	// known only when a call is made, or the codes of the retryPolicy the
+	// connection's service config gives the method. Empty elsewhere.
+	GRPCRetries string
 	// Pushback says unary calls read the server's grpc-retry-pushback-ms
 	// trailer: a negative value, as a server's retry guard sends (package
 	// guard), ends the retries with grpcbackoff.ReasonServerRefused, the
@@ -174,6 +184,9 @@ func (d Decision) writeTail(b *strings.Builder) {
 			fmt.Fprintf(b, " (on a subscription with exactly-once delivery, %s by the client's own retry instead)", codeList(once))
 		}
 	}
+	if d.GRPCRetries != "" {
+		fmt.Fprintf(b, "; grpc-go's own retry: %s", d.GRPCRetries)
+	}
 	if d.SharedBudget {
 		b.WriteString("; retries paid from a budget per target shared by the fleet's processes (WithSharedBudget)")
 	}
@@ -203,12 +216,58 @@ func codeList(cs []codes.Code) string {
 // without call options do, and why: the plan such a call gets (see
 // WithMethod, WithHedging and WithServiceConfig), where its Policy comes
 // from, what is known of the method's Safety and where from, and so which
-// codes are retried.
+// codes are retried. On a ClientConn whose control plane gives the method
+// a retry policy, that policy may apply instead: ExplainOn says.
 func (r *Retrier) Explain(fullMethod string) Decision {
 	var p loop.Plan
 	r.e.PlanOf(&p, fullMethod, nil)
-	d := Decision{Method: fullMethod, Timeout: p.Timeout, MaxAttempts: p.Max, PolicySource: r.policySource(&p),
+	return r.explain(&p, connView{})
+}
+
+// ExplainOn returns what the calls of fullMethod made without call options
+// on cc do, as Explain does, with what cc's control plane decides of them:
+// the retryPolicy that cc's service config (its resolver's) gives the
+// method, read now as a call reads it at its first failure (PolicySource
+// names it, Safety what it states), or its refusal; where XDSDialOptions
+// keeps grpc-go's own retry on, the failures that retry takes first
+// (GRPCRetries), an xDS route's known only when a call is made; on an xDS
+// ClientConn under DialOptions, that a route's policy is not applied. Of a
+// ClientConn that no call through r went on yet, it takes an xDS target
+// as dialed with XDSDialOptions and any other with DialOptions; before its
+// resolver answered (a new ClientConn is idle until its first call), its
+// service config is not known: as without one.
+func (r *Retrier) ExplainOn(cc *grpc.ClientConn, fullMethod string) Decision {
+	conn := r.e.Targets.Registered(cc)
+	if conn == nil {
+		conn = targets.Detached(cc, connpolicy.XDS(cc.CanonicalTarget()))
+	}
+	var p loop.Plan
+	v := connView{conn: conn}
+	v.timeout, v.err = r.e.PlanOn(&p, conn, fullMethod, nil)
+	return r.explain(&p, v)
+}
+
+// connView is what ExplainOn read of a ClientConn: its state (nil for
+// Explain), the timeout and the error of its service config's policy for
+// the method, read as a call's first failure reads it.
+type connView struct {
+	conn    *targets.Conn
+	timeout time.Duration
+	err     error
+}
+
+// explain puts the plan p into words, of the ClientConn v if any.
+func (r *Retrier) explain(p *loop.Plan, v connView) Decision {
+	fullMethod := p.Method
+	d := Decision{Method: fullMethod, Timeout: p.Timeout, MaxAttempts: p.Max, PolicySource: r.policySource(p, v),
 		SharedBudget: r.e.Targets.Shared != nil && r.e.Targets.Throttle != nil, Budget: r.e.Targets.Throttle != nil, Pushback: !r.e.NoPushback}
+	if v.timeout > 0 && (d.Timeout == 0 || v.timeout < d.Timeout) {
+		d.Timeout = v.timeout
+	}
+	var grpcs []codes.Code // the codes grpc-go's own retry takes
+	if p.Conn == loop.ConnGRPC {
+		d.GRPCRetries, grpcs = grpcRetries(p, v.conn)
+	}
 	if p.Resume != nil {
 		d.Resume = p.Resume.Name()
 	}
@@ -232,14 +291,14 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	pol := p.Policy.Policy
 	pol.Codes = slices.Clone(p.Policy.Codes)
 	d.Policy = &pol
-	k := r.e.SafetyOf(&p)
+	k := r.e.SafetyOf(p)
 	d.Safety, d.Source = Safety(k.Level), k.Source
 	// Under WithoutPushback a unary call that is not hedged reads no
 	// trailer, so no failure is known to be the server's own status: a
 	// write is resent after none.
 	blind := r.e.NoPushback && !isStream(fullMethod) && p.Hedge == nil
 	for _, c := range pol.Codes {
-		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && (attempt.CodeMayHaveApplied(c) || blind) {
+		if k.Level == safety.NotIdempotent && !r.e.UnsafeRetries && (attempt.CodeMayHaveApplied(c) || blind) || slices.Contains(grpcs, c) {
 			continue
 		}
 		d.Codes = append(d.Codes, c)
@@ -249,6 +308,30 @@ func (r *Retrier) Explain(fullMethod string) Decision {
 	}
 	d.Clients = clientRetries(fullMethod, isStream(fullMethod))
 	return d
+}
+
+// grpcRetries says which failures of the calls p plans grpc-go's own retry
+// takes on the ClientConn whose state is conn, where it is on, and returns
+// their codes where they are known before a call.
+func grpcRetries(p *loop.Plan, conn *targets.Conn) (string, []codes.Code) {
+	if conn.XDS {
+		return "the failures of a call that its xDS route's retry_policy retries, if the route has one: known only when the call is made, by grpc-go's attempts of it; a call grpc-go attempted more than once is not retried here", nil
+	}
+	cp, err := conn.Policies.Lookup(p.Method)
+	switch {
+	case err != nil:
+		return "the codes of the retryPolicy the connection's service config gives " + p.Method + ", as grpc-go reads it (" + err.Error() + ")", nil
+	case cp.Retry == nil:
+		return "", nil
+	}
+	return fmt.Sprintf("%s, up to %d attempts, as the connection's service config's retryPolicy for %s says (its retryThrottling too): not retried here",
+		codeList(cp.Retry.Codes), cp.Retry.MaxAttempts, entryName(p.Method, cp.From)), cp.Retry.Codes
+}
+
+// entryName is the name of the entry of level l that applies to method:
+// the method, its service "/pkg.Service/", or "" for the default.
+func entryName(method string, l settings.Level) string {
+	return [...]string{settings.FromDefault: "", settings.FromService: settings.ServiceOf(method), settings.FromMethod: method}[l]
 }
 
 // isStream reports whether method is known, from its descriptor, or the
@@ -265,19 +348,34 @@ func isStream(method string) bool {
 	return stream
 }
 
-// policySource says where the Policy of p comes from.
-func (r *Retrier) policySource(p *loop.Plan) string {
-	name := [...]string{settings.FromDefault: "", settings.FromService: settings.ServiceOf(p.Method), settings.FromMethod: p.Method}[p.From]
+// policySource says where the Policy of p comes from, on the ClientConn v
+// if any.
+func (r *Retrier) policySource(p *loop.Plan, v connView) string {
+	name := entryName(p.Method, p.From)
 	if p.Hedge != nil {
 		name = r.e.Settings.RetryFrom(p.Method)
 	}
+	var src string
 	switch {
+	case p.FromConn:
+		if name == "" {
+			name = "its default entry"
+		}
+		return "the connection's service config from its resolver (or grpc.WithDefaultServiceConfig), its retryPolicy for " + name + ", read at each call's first failure"
 	case p.Policy == nil && name == "":
-		return "no default Policy: WithServiceConfig's default entry has no retryPolicy"
+		src = "no default Policy: WithServiceConfig's default entry has no retryPolicy"
 	case p.Policy == nil:
-		return "WithoutRetryFor, or a service config entry without a retryPolicy, for " + name
+		src = "WithoutRetryFor, or a service config entry without a retryPolicy, for " + name
 	case name == "":
-		return "the Retrier's Policy"
+		src = "the Retrier's Policy"
+	default:
+		src = "WithMethod or WithServiceConfig for " + name
 	}
-	return "WithMethod or WithServiceConfig for " + name
+	switch {
+	case v.err != nil:
+		src += "; the connection's service config gives the method a retryPolicy the Retrier cannot carry out: " + v.err.Error()
+	case v.conn != nil && v.conn.XDS && p.Conn != loop.ConnGRPC:
+		src += "; an xDS route's retry_policy, if the call's route has one, is not applied: grpc-go's own retry is off under DialOptions (XDSDialOptions applies it)"
+	}
+	return src
 }

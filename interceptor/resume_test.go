@@ -650,6 +650,33 @@ func TestResumeRuleRefuses(t *testing.T) {
 			}
 		})
 	})
+	t.Run("cannot, after a resume", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// Open 0 fails after 300 records and is resumed; open 1 fails
+			// after 300 more, and the rule cannot resume it: the server's
+			// failure itself, though a resume came before (issue 43).
+			srv := logtail.NewServer(t, paced(1000, logtail.Faults(failure, failure)))
+			var asked atomic.Int32
+			c := srv.Client(t, interceptor.DialOptions(bufconntest.Exact(), interceptor.WithoutThrottle(),
+				interceptor.WithResume(tailMethod, func(_ int64, r *logtail.Record) int64 { return r.GetOffset() + 1 },
+					func(req *logtail.TailRequest, next int64) (*logtail.TailRequest, error) {
+						if asked.Add(1) > 1 {
+							return nil, errors.ErrUnsupported
+						}
+						req.Offset = next
+						return req, nil
+					}))...)
+			r := runTail(t.Context(), c, &logtail.TailRequest{}, tailHow{})
+			checkRecords(t, r, 0, 600)
+			var e *grpcbackoff.Error
+			if st := status.Convert(r.Err); st.Code() != codes.Unavailable || errors.As(r.Err, &e) {
+				t.Errorf("err = %v, want the server's UNAVAILABLE unchanged", r.Err)
+			}
+			if n, a := len(srv.Opens()), asked.Load(); n != 2 || a != 2 {
+				t.Errorf("%d opens, the rule asked %d times; want 2 and 2", n, a)
+			}
+		})
+	})
 	t.Run("complete", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// The open fails once it sent all 300 records of its range.

@@ -23,8 +23,9 @@ import (
 //
 // What is known of a method comes from, the first that knows winning: the
 // call's options (CallIdempotent, CallNotIdempotent); the Retrier's options
-// for the method (WithSafety, then a service config's retryPolicy naming it,
-// WithServiceConfig); WithSafety for its service; its descriptor, once its
+// for the method (WithSafety, then a service config's retryPolicy naming it:
+// WithServiceConfig's, or, for a call that follows it, the one its
+// ClientConn's service config gives it); WithSafety for its service; its descriptor, once its
 // generated package is linked in: idempotency_level NO_SIDE_EFFECTS and
 // IDEMPOTENT, and the google.api.http verbs GET, PUT, PATCH and DELETE, are
 // Idempotent, and a POST is when it creates with a user-specified ID
@@ -38,7 +39,8 @@ import (
 // nothing else knows, a resume rule covering it (WithResume: it opens the
 // method again by design), the method's own hedging entry (WithHedging
 // naming it, or a service config's hedgingPolicy: it sends the method twice
-// by design) or a service config's retryPolicy for its service. What none of these
+// by design) or a service config's retryPolicy for its service
+// (WithServiceConfig's, or the ClientConn's a call follows). What none of these
 // establishes is treated as a write, NotIdempotent. A write that no option
 // stated (CallNotIdempotent, WithSafety) is resent, call by call, when its
 // request carries a non-empty string field request_id (AIP-155: the server

@@ -148,8 +148,9 @@ const (
 	// "deadline", "canceled", "server_refused" (the server asked not to
 	// retry: a negative pushback, as a server's retry guard sends, or a
 	// delay past grpcbackoff.MaxHintDelay), "throttled" (the retry budget,
-	// the process's or the fleet's, could not pay) or "rejected_locally"
-	// (adaptive throttling).
+	// the process's or the fleet's, could not pay), "rejected_locally"
+	// (adaptive throttling) or "grpc_retries" (grpc-go's own retry had the
+	// failure: an xDS route's retry_policy, under XDSDialOptions).
 	ReasonKey = attribute.Key("grpcbackoff.reason")
 	// AttemptTypeKey says what kind of attempt the budget refused: "retry"
 	// or "hedge".
@@ -200,6 +201,7 @@ var reasonValues = [...]string{
 	grpcbackoff.ReasonThrottled:     "throttled",
 
 	grpcbackoff.ReasonRejectedLocally: "rejected_locally",
+	grpcbackoff.ReasonGRPCRetries:     "grpc_retries",
 }
 
 // Options configure a Recorder.

@@ -10,7 +10,8 @@
 //
 //	backoffplan [-initial 1s] [-multiplier 2 | -ratio 0.1] [-max 32s] [-jitter 1s]
 //	            [-jitter-factor 0.2] [-attempts 8] [-rows n] [-at 1000s] [-deadline 600s]
-//	            [-service google.cloud.redis.v1.CloudRedis [-nonidempotent-retries]]
+//	            [-service google.cloud.redis.v1.CloudRedis [-nonidempotent-retries]
+//	             [-conn-config service-config.json] [-xds]]
 //
 // -service prints, for every method of a gRPC service that googleapis'
 // service configs or the pinned Google Cloud clients know (whatever this
@@ -40,6 +41,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/interceptor"
@@ -71,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	deadline := fs.Duration("deadline", 0, "check the policy against this deadline (e.g. 600s): attempts that fit, and warnings (exit status 1)")
 	service := fs.String("service", "", "a gRPC service (e.g. google.pubsub.v1.Publisher): print the effective policy of each of its methods, per code who retries, and why")
 	unsafeRetries := fs.Bool("nonidempotent-retries", false, "with -service: as interceptor.WithNonIdempotentRetries")
+	connConfig := fs.String("conn-config", "", "with -service: a file holding the service config a connection's resolver publishes (JSON): explain each method on such a connection")
+	xds := fs.Bool("xds", false, "with -service: explain each method on an xDS channel dialed with interceptor.XDSDialOptions")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: backoffplan [flags]\n\n"+
 			"Shows the schedule of an exponential backoff policy (defaults: grpcbackoff.DefaultPolicy),\n"+
@@ -133,6 +138,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return bad("%v", err)
 		}
 	}
+	var cc *grpc.ClientConn
+	switch {
+	case (set["conn-config"] || set["xds"]) && !set["service"]:
+		return bad("-conn-config and -xds explain the methods of a -service: give one")
+	case set["conn-config"] || set["xds"]:
+		var sc []byte
+		if set["conn-config"] {
+			var err error
+			if sc, err = os.ReadFile(*connConfig); err != nil {
+				return bad("-conn-config: %v", err)
+			}
+		}
+		var err error
+		if cc, err = connWith(string(sc), *xds); err != nil {
+			return bad("-conn-config %s: %v", *connConfig, err)
+		}
+		defer cc.Close()
+	}
 
 	pr := printer{w: stdout, prec: precision(p)}
 	fmt.Fprintf(stdout, "policy: initial %v, multiplier %v, max %v, jitter %v, attempts %d\n",
@@ -154,7 +177,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			opts = append(opts, interceptor.WithNonIdempotentRetries())
 		}
 		fmt.Fprintln(stdout)
-		if err := explainService(stdout, p, svc, opts...); err != nil {
+		if err := explainService(stdout, p, svc, cc, opts...); err != nil {
 			return bad("%v", err)
 		}
 	}

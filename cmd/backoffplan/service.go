@@ -10,6 +10,7 @@ import (
 	// bindings, in protoregistry: a service outside the pinned Google
 	// clients' data is found there.
 	_ "cloud.google.com/go/redis/apiv1/redispb"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -31,20 +32,25 @@ type serviceLines struct {
 
 // explainService prints, for every method of s, the policy that the
 // interceptor package carries out for it with Policy p and why, per code
-// for the calls of the Google Cloud clients: interceptor.Retrier.Explain;
-// then what the methods it does not list get.
-func explainService(w io.Writer, p grpcbackoff.Policy, s serviceLines, opts ...interceptor.Option) error {
+// for the calls of the Google Cloud clients: interceptor.Retrier.Explain,
+// or, on a ClientConn cc (non-nil: -conn-config, -xds), ExplainOn; then
+// what the methods it does not list get.
+func explainService(w io.Writer, p grpcbackoff.Policy, s serviceLines, cc *grpc.ClientConn, opts ...interceptor.Option) error {
 	r, err := interceptor.New(p, opts...)
 	if err != nil {
 		return err
 	}
+	explain := r.Explain
+	if cc != nil {
+		explain = func(m string) interceptor.Decision { return r.ExplainOn(cc, m) }
+	}
 	for _, m := range s.methods {
-		fmt.Fprintln(w, r.Explain(m))
+		fmt.Fprintln(w, explain(m))
 	}
 	// What a method not listed gets depends on its name (interceptor.Safety):
 	// a standard read's, or any other, treated as a write.
 	others := fmt.Sprintf("a method named as a standard read (Get…, List…, BatchGet…, Search…): %s; any other: %s",
-		r.Explain("/"+s.name+"/GetResource"), r.Explain("/"+s.name+"/{method}"))
+		explain("/"+s.name+"/GetResource"), explain("/"+s.name+"/{method}"))
 	switch {
 	case s.unknown:
 		fmt.Fprintf(w, "%s: no googleapis service config names this service, and this build does not register it; %s; "+

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -111,5 +113,60 @@ func TestServiceOfTheTable(t *testing.T) {
 	other := lineOf(out, "every other method of google.monitoring.dashboard.v1.DashboardsService")
 	if status != 0 || !strings.Contains(other, "the whole service") || !strings.Contains(other, "UNAVAILABLE by the client's own retry") {
 		t.Errorf("-service DashboardsService: status %d, other methods %q", status, other)
+	}
+}
+
+// -conn-config explains each method on a connection whose resolver
+// publishes the service config of the file: the owners' retryPolicy for
+// FailoverInstance replaces the Policy, names its source and states the
+// method resendable; a method it does not name keeps the Retrier's Policy.
+// -xds says what grpc-go's own retry takes there, known only per call.
+// (Issue 45.)
+func TestServiceOnAConnection(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "sc.json")
+	if err := os.WriteFile(doc, []byte(`{"methodConfig": [{"name": [{"service": "google.cloud.redis.v1.CloudRedis", "method": "FailoverInstance"}],
+		"retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.01s", "maxBackoff": "0.1s", "backoffMultiplier": 2,
+			"retryableStatusCodes": ["UNAVAILABLE", "INTERNAL"]}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status, out, errOut := runPlan(t, "-service", "google.cloud.redis.v1.CloudRedis", "-conn-config", doc)
+	if status != 0 || errOut != "" {
+		t.Fatalf("-conn-config: status %d, stderr %q", status, errOut)
+	}
+	failover := lineOf(out, "/google.cloud.redis.v1.CloudRedis/FailoverInstance: ")
+	if !strings.Contains(failover, "up to 4 attempts on INTERNAL, UNAVAILABLE [the connection's service config from its resolver") ||
+		!strings.Contains(failover, "idempotent: a retryPolicy for it in the connection's service config") {
+		t.Errorf("-conn-config: FailoverInstance line = %q", failover)
+	}
+	if get := lineOf(out, "/google.cloud.redis.v1.CloudRedis/GetInstance: "); !strings.Contains(get, "[the Retrier's Policy]") {
+		t.Errorf("-conn-config: GetInstance line = %q", get)
+	}
+
+	status, out, errOut = runPlan(t, "-service", "google.cloud.redis.v1.CloudRedis", "-xds")
+	get := lineOf(out, "/google.cloud.redis.v1.CloudRedis/GetInstance: ")
+	if status != 0 || errOut != "" || !strings.Contains(get, "grpc-go's own retry: the failures of a call that its xDS route's retry_policy retries") ||
+		!strings.Contains(get, "known only when the call is made") {
+		t.Errorf("-xds: status %d, stderr %q, GetInstance line = %q", status, errOut, get)
+	}
+}
+
+// A -conn-config that grpc-go refuses, or that cannot be read, or one
+// without -service, is an error naming it.
+func TestServiceOnAConnectionBadInput(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"methodConfig": [{"name": [{"service": "a.S"}], "retryPolicy": {"maxAttempts": "four"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-service", "google.cloud.redis.v1.CloudRedis", "-conn-config", bad}, "-conn-config " + bad + ": grpc-go refuses the service config"},
+		{[]string{"-service", "google.cloud.redis.v1.CloudRedis", "-conn-config", bad + ".missing"}, "-conn-config: open " + bad + ".missing"},
+		{[]string{"-xds"}, "-conn-config and -xds explain the methods of a -service"},
+	} {
+		if status, _, errOut := runPlan(t, c.args...); status != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("run(%q) = %d, stderr %q; want 2 and %q", c.args, status, errOut, c.want)
+		}
 	}
 }

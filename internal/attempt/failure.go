@@ -71,6 +71,8 @@ type Failure struct {
 	Cut       bool        // the attempt's own AttemptTimeout ended it
 	Opening   bool        // a stream's first opening failed: its client's to retry, if it retries the opening
 	Number    int         // the attempt's number, from 1; 0 for the call's last
+
+	GRPCRetried bool // grpc-go's own retry, where it is on, made more than one attempt of it (an xDS route's policy: connpolicy.Attempts)
 }
 
 // HasRetryInfo reports whether st carries a RetryInfo detail: the server

@@ -3,6 +3,7 @@ package connpolicy
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -27,11 +28,31 @@ import (
 // IsTransparentRetryAttempt), at the price of a dial option run on every
 // call of the channel.
 //
-// An Attempts is used by one call; its methods are safe for concurrent use
-// (grpc-go asks from the call's goroutines).
+// An Attempts is used by one call at a time (Get, Release); its methods are
+// safe for concurrent use (grpc-go asks from the call's goroutines).
 type Attempts struct {
 	n     atomic.Int32
 	inner credentials.PerRPCCredentials // the caller's own per-call credentials, if any
+	opt   grpc.CallOption               // grpc.PerRPCCredentials(a), made once
+}
+
+// attemptsPool keeps the Attempts of unary calls, each with its call
+// option, so that counting a call allocates nothing of the library's.
+var attemptsPool = sync.Pool{New: func() any { return new(Attempts) }}
+
+// Get returns an Attempts that counts from 0, for one call; Release gives
+// it back once the call has returned.
+func Get() *Attempts {
+	a := attemptsPool.Get().(*Attempts)
+	a.n.Store(0)
+	return a
+}
+
+// Release gives a back to Get's pool: the call it counted has returned, so
+// grpc-go makes no more attempts of it.
+func (a *Attempts) Release() {
+	a.inner = nil
+	attemptsPool.Put(a)
 }
 
 // CallOption returns the call option that makes grpc-go report each attempt
@@ -40,12 +61,16 @@ type Attempts struct {
 // a asks them for the metadata each attempt sends, as grpc-go would, so
 // that they still apply — the option must come after the caller's.
 func (a *Attempts) CallOption(opts []grpc.CallOption) grpc.CallOption {
+	a.inner = nil
 	for _, o := range opts {
 		if c, ok := o.(grpc.PerRPCCredsCallOption); ok {
 			a.inner = c.Creds
 		}
 	}
-	return grpc.PerRPCCredentials(a)
+	if a.opt == nil {
+		a.opt = grpc.PerRPCCredentials(a)
+	}
+	return a.opt
 }
 
 // N returns the attempts grpc-go has made of the call so far.

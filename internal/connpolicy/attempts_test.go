@@ -46,7 +46,8 @@ func TestAttemptsCountsGRPCRetries(t *testing.T) {
 		n       int
 		retried bool
 	}{{"twice", 3, true}, {"once", 1, false}} {
-		var a Attempts
+		a := Get()
+		defer a.Release()
 		opts := []grpc.CallOption{grpc.PerRPCCredentials(tokenCreds("t"))}
 		opts = append(opts, a.CallOption(opts))
 		cctx := metadata.AppendToOutgoingContext(ctx, bufconntest.StreamKey, c.id)
@@ -63,6 +64,27 @@ func TestAttemptsCountsGRPCRetries(t *testing.T) {
 		if want := slices.Repeat([]string{"t"}, c.n); !slices.Equal(tokens, want) {
 			t.Errorf("%s: the caller's credentials reached the server as %q, want %q", c.id, tokens, want)
 		}
+	}
+}
+
+// TestAttemptsPooled: an Attempts from Get counts from 0, forgets the last
+// call's credentials, and Get, CallOption and Release allocate nothing once
+// the pool holds one.
+func TestAttemptsPooled(t *testing.T) {
+	a := Get()
+	a.CallOption([]grpc.CallOption{grpc.PerRPCCredentials(tokenCreds("t"))})
+	if md, err := a.GetRequestMetadata(context.Background()); err != nil || a.N() != 1 || md["x-token"] != "t" {
+		t.Fatalf("first use: N() = %d, metadata %v, %v; want 1, the caller's token", a.N(), md, err)
+	}
+	a.Release()
+	b := Get()
+	b.CallOption(nil)
+	if md, _ := b.GetRequestMetadata(context.Background()); b.N() != 1 || md != nil {
+		t.Errorf("reused: N() = %d, metadata %v; want 1, none", b.N(), md)
+	}
+	b.Release()
+	if n := testing.AllocsPerRun(100, func() { c := Get(); c.CallOption(nil); c.Release() }); n != 0 {
+		t.Errorf("Get, CallOption, Release: %v allocations, want 0", n)
 	}
 }
 

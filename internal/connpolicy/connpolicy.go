@@ -8,11 +8,14 @@
 // attempts grpc-go made of a call (Attempts).
 //
 // In the engine's layers it sits beside internal/settings, which it
-// produces values of, and below the plan of a call (internal/loop), which
-// asks a connection's Source once per call, when the call's first attempt
-// has failed: the only time the answer matters, and the first time it is
-// sure to be there (a new channel applies its resolver's config before it
-// lets a first attempt through, not before its first call starts).
+// produces values of, and below the connection's state (internal/targets,
+// which holds a Source per ClientConn) and the plan of a call
+// (internal/loop), which asks it once per call, when the call's first
+// attempt has failed: the only time the answer matters, and the first time
+// it is sure to be there (a new channel applies its resolver's config
+// before it lets a first attempt through, not before its first call
+// starts); a plan that needs it before the first attempt (a method the
+// Retrier would hedge or not retry) asks as the call starts.
 package connpolicy
 
 import (
@@ -39,6 +42,9 @@ type Policy struct {
 	// Timeout is the method's timeout, bounding each call of it, retries
 	// included; 0 means none (as does a negative timeout).
 	Timeout time.Duration
+	// From is the entry of the config that gave Retry: the method's own
+	// (settings.FromMethod), its service's, or the default one.
+	From settings.Level
 }
 
 // Set reports whether the control plane gives the method a retry policy or
@@ -92,6 +98,10 @@ func New(cc MethodConfigs) *Source { return &Source{cc: cc} }
 // method and the field, with a Policy without Retry: the caller keeps its
 // own Policy for the method and says why.
 //
+// From tells which entry gave Retry, by the entries' RetryPolicy pointers
+// (one per entry): an entry naming the method and its service both reads
+// as its service's.
+//
 // grpc-go has already capped maxAttempts at 5 (grpc.WithMaxCallAttempts)
 // where serviceconfig.Parse uses it as given. An entry without a
 // retryPolicy reads as no entry at all (grpc-go returns the same empty
@@ -108,22 +118,45 @@ func (s *Source) Lookup(method string) (Policy, error) {
 	if rp == nil {
 		return p, nil
 	}
-	if c, ok := s.compiled.Load(rp); ok {
-		c := c.(*compiled)
-		p.Retry = c.p
-		return p, c.err
+	c, ok := s.compiled.Load(rp)
+	if !ok {
+		pol, err := compile(rp.MaxAttempts, rp.InitialBackoff, rp.MaxBackoff, rp.BackoffMultiplier, rp.RetryableStatusCodes)
+		if err != nil {
+			err = fmt.Errorf("connpolicy: the connection's retryPolicy for %s: %w", method, err)
+		}
+		if s.n.Add(1) > maxCompiled {
+			s.compiled.Clear()
+			s.n.Store(1)
+		}
+		c = &compiled{p: pol, err: err}
+		s.compiled.Store(rp, c)
 	}
-	pol, err := compile(rp.MaxAttempts, rp.InitialBackoff, rp.MaxBackoff, rp.BackoffMultiplier, rp.RetryableStatusCodes)
-	if err != nil {
-		err = fmt.Errorf("connpolicy: the connection's retryPolicy for %s: %w", method, err)
+	cp := c.(*compiled)
+	if p.Retry = cp.p; p.Retry == nil {
+		return p, cp.err
 	}
-	if s.n.Add(1) > maxCompiled {
-		s.compiled.Clear()
-		s.n.Store(1)
+	// The entry that gave rp: the method's own, unless its service's (or,
+	// for lack of one, the default) gives the same; its service's, unless
+	// the default does.
+	switch svc := settings.ServiceOf(method); {
+	case svc != "" && s.cc.GetMethodConfig(svc).RetryPolicy != rp:
+		p.From = settings.FromMethod
+	case s.cc.GetMethodConfig("").RetryPolicy != rp:
+		p.From = settings.FromService
+	default:
+		p.From = settings.FromDefault
 	}
-	s.compiled.Store(rp, &compiled{p: pol, err: err})
-	p.Retry = pol
-	return p, err
+	return p, nil
+}
+
+// GRPCRetries reports whether grpc-go's own retry, where it is on, retries
+// a failure of method with code: the retryPolicy of its config for the
+// method names code (as grpc-go parsed it: its maxAttempts and backoff are
+// grpc-go's, even where Lookup refuses them). It is false on an xDS
+// channel, whose route policies grpc-go does not show (see Attempts).
+func (s *Source) GRPCRetries(method string, code codes.Code) bool {
+	rp := s.cc.GetMethodConfig(method).RetryPolicy
+	return rp != nil && rp.RetryableStatusCodes[code]
 }
 
 // compile maps a retryPolicy as grpc-go parsed it onto a validated Policy,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/bufconntest"
+	"github.com/platformkit/grpcbackoff/internal/settings"
 	"github.com/platformkit/grpcbackoff/serviceconfig"
 )
 
@@ -85,11 +86,12 @@ func TestLookupMapsAsWithServiceConfig(t *testing.T) {
 		method  string
 		entry   int // of sc.Methods, -1 for none
 		timeout time.Duration
+		from    settings.Level
 	}{
-		{"/a.S/M", 0, 1500 * time.Millisecond},
-		{"/a.S/Other", 1, 0},
-		{"/c.S/Any", 2, 0},
-		{"/b.S/Any", -1, 2 * time.Second},
+		{"/a.S/M", 0, 1500 * time.Millisecond, settings.FromMethod},
+		{"/a.S/Other", 1, 0, settings.FromService},
+		{"/c.S/Any", 2, 0, settings.FromDefault},
+		{"/b.S/Any", -1, 2 * time.Second, settings.FromDefault},
 	} {
 		got, err := s.Lookup(c.method)
 		if err != nil {
@@ -108,6 +110,32 @@ func TestLookupMapsAsWithServiceConfig(t *testing.T) {
 		want := sorted(*sc.Methods[c.entry].Policy)
 		if got.Retry == nil || !reflect.DeepEqual(got.Retry.Policy, want) {
 			t.Errorf("Lookup(%s).Retry = %+v, want serviceconfig's %+v", c.method, got.Retry, want)
+		}
+		if got.From != c.from {
+			t.Errorf("Lookup(%s).From = %v, want %v", c.method, got.From, c.from)
+		}
+	}
+}
+
+// TestGRPCRetries: the codes grpc-go's own retry takes for a method are
+// those its config's retryPolicy for it names, as grpc-go parsed it — a
+// multiplier below 1 that Lookup refuses included; none without one.
+func TestGRPCRetries(t *testing.T) {
+	cc, _ := channel(t, strings.Replace(doc, `"backoffMultiplier": 1.5`, `"backoffMultiplier": 0.5`, 1))
+	s := New(cc)
+	for _, c := range []struct {
+		method string
+		code   codes.Code
+		want   bool
+	}{
+		{"/a.S/M", codes.Internal, true},
+		{"/a.S/M", codes.Aborted, false},
+		{"/a.S/Other", codes.ResourceExhausted, true}, // backoffMultiplier 0.5: grpc-go retries it
+		{"/c.S/Any", codes.Unavailable, true},
+		{"/b.S/Any", codes.Unavailable, false}, // its entry has no retryPolicy
+	} {
+		if got := s.GRPCRetries(c.method, c.code); got != c.want {
+			t.Errorf("GRPCRetries(%s, %v) = %v, want %v", c.method, c.code, got, c.want)
 		}
 	}
 }
@@ -164,14 +192,17 @@ func TestLookupAllocatesNothing(t *testing.T) {
 	}
 }
 
-// fakeConfigs returns a new RetryPolicy, equal to the last, on each call:
-// a control plane updating its config on every call.
+// fakeConfigs returns, for /a.S/M alone, a new RetryPolicy on each call: a
+// control plane updating its config on every call.
 type fakeConfigs struct{ calls int }
 
 //lint:ignore SA1019 the fake returns what grpc-go's ClientConn returns
-func (f *fakeConfigs) GetMethodConfig(string) grpc.MethodConfig {
-	f.calls++
+func (f *fakeConfigs) GetMethodConfig(method string) grpc.MethodConfig {
 	var mc grpc.MethodConfig //lint:ignore SA1019 as above
+	if method != "/a.S/M" {
+		return mc
+	}
+	f.calls++
 	rv := reflect.ValueOf(&mc).Elem().FieldByName("RetryPolicy")
 	rv.Set(reflect.New(rv.Type().Elem())) // grpc-go's RetryPolicy type is internal to it
 	mc.RetryPolicy.MaxAttempts = 2 + f.calls%3

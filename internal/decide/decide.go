@@ -45,6 +45,9 @@ type Attempt struct {
 	// Client says the attempt's code is one the Google Cloud client that
 	// makes the call retries by itself: the error goes back to it.
 	Client bool
+	// GRPC says grpc-go's own retry took the failure, where it is on: an
+	// xDS route's policy, or the service config's, retried it already.
+	GRPC bool
 	// Final says the attempt must not be retried whatever the Policy says:
 	// the call committed (response headers arrived), no retry can fix the
 	// error (a message over a size limit), or the method is not safe to send
@@ -91,7 +94,8 @@ type Budget interface {
 //  1. the caller's context ended, or its deadline passed: stop
 //     (Ended: ReasonCanceled or ReasonDeadline; Reason 0 after the first
 //     attempt);
-//  2. the code is the Client's to retry: ReasonClientRetries;
+//  2. the code is the Client's to retry: ReasonClientRetries; grpc-go's
+//     own retry took the failure: ReasonGRPCRetries;
 //  3. the attempt is Final, or its code is not retried and it did not time
 //     out: ReasonNotRetryable;
 //  4. MaxAttempts reached, by the run's attempts (Number−Run): ReasonExhausted;
@@ -113,6 +117,9 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.Limite
 	}
 	if a.Client {
 		return Decision{Reason: grpcbackoff.ReasonClientRetries}
+	}
+	if a.GRPC {
+		return Decision{Reason: grpcbackoff.ReasonGRPCRetries}
 	}
 	if a.Final || !a.TimedOut && !p.Retryable(a.Code) {
 		return Decision{Reason: grpcbackoff.ReasonNotRetryable}

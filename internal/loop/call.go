@@ -38,6 +38,7 @@ type Call struct {
 	Delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did (Fail)
 	run      int                // attempts before the current run of them (Progress)
+	bound    time.Time          // the connection's timeout for the method, from the first failure (ConnRead): no retry starts after it
 	res      gate.Reservation   // the last retry reserved (Reserve): Attempt 0 before the first
 	held     bool               // res is reserved and not sent yet (NextAttempt) nor given back (Cancel)
 	unpaid   bool               // res is reserved, not paid yet (Pay)
@@ -69,7 +70,9 @@ func (c *Call) number(f attempt.Failure) int {
 
 // Decide is the retry decision after the attempt that failed as f
 // (decide.Decide): the delay before the next attempt, or the error the
-// call ends with. It pays for nothing: Reserve and Pay do.
+// call ends with. At the call's first failure it reads the policy of the
+// connection's service config if its plan says so (ConnRead). It pays for
+// nothing: Reserve and Pay do.
 func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, error) {
 	now := time.Now()
 	if c.Start.IsZero() {
@@ -80,17 +83,43 @@ func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 		// ClientConn is closing, not because a retry could not help.
 		return 0, c.Closing()
 	}
+	if c.Plan.Conn == ConnRead {
+		c.Plan.Conn = ConnNone
+		// A retryPolicy the Retrier cannot carry out leaves the plan's
+		// Policy: Explain on the ClientConn says why.
+		if t, _ := c.e.adopt(&c.Plan, c.Conn); t > 0 {
+			c.bound = now.Add(t)
+		}
+	}
 	st := status.Convert(f.Err)
 	dl, _ := ctx.Deadline()
+	if !c.bound.IsZero() && (dl.IsZero() || c.bound.Before(dl)) {
+		dl = c.bound
+	}
 	a := decide.Attempt{Number: c.Prior + c.Attempts, Run: c.run, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
-		Client: c.LeftToClient(ctx, st, f.Opening),
-		Final:  f.Committed || attempt.Futile(st) || !c.e.safeToRetry(&c.Plan, f, c.Req),
-		Hint:   grpcbackoff.ServerHint(st, f.Trailer), Now: now, Deadline: dl, Done: ctx.Err()}
+		Client: c.LeftToClient(ctx, st, f.Opening), GRPC: c.leftToGRPC(f, st.Code()),
+		Final: f.Committed || attempt.Futile(st) || !c.e.safeToRetry(&c.Plan, f, c.Req),
+		Hint:  grpcbackoff.ServerHint(st, f.Trailer), Now: now, Deadline: dl, Done: ctx.Err()}
 	d := decide.Decide(&c.Plan.Policy.Policy, a, nil, nil)
 	if !d.Retry {
 		return 0, c.Fail(f.Err, d.Reason)
 	}
 	return d.Delay, nil
+}
+
+// leftToGRPC reports whether the failure f, with code, was grpc-go's own
+// retry's, where it is on (ConnGRPC): on an xDS channel, grpc-go made more
+// than one attempt of it (a route's policy retried it); elsewhere, code is
+// one the retryPolicy of the connection's service config for the method
+// retries (grpc-go retried it, or its retryThrottling refused).
+func (c *Call) leftToGRPC(f attempt.Failure, code codes.Code) bool {
+	switch {
+	case c.Plan.Conn != ConnGRPC:
+		return false
+	case c.Conn.XDS:
+		return f.GRPCRetried
+	}
+	return c.Conn.Policies.GRPCRetries(c.Plan.Method, code)
 }
 
 // Over returns the error the call ends with, after an attempt that failed
@@ -312,9 +341,10 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 // Fail returns the error the call ends with after its attempt failed with
 // err, retrying having stopped for why, and records why: err itself when
 // nothing was retried (the only attempt the server answered failed with a
-// code not retried here, or left to the calling layer's own retry, or the
-// caller's context ended during it: ReasonNone; the hedges the call
-// canceled without an answer do not count), a *grpcbackoff.Error of the
+// code not retried here, or left to the calling layer's own retry or to
+// grpc-go's, or the caller's context ended during it: ReasonNone; the
+// hedges the call canceled without an answer do not count), a
+// *grpcbackoff.Error of the
 // call's attempts otherwise, also when the Retrier retried the call in its
 // calling layer's earlier attempts of it (Prior): that Error is how a
 // Google Cloud client's Retryer tells the Hook it will not send the call
@@ -322,7 +352,7 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 func (c *Call) Fail(err error, why grpcbackoff.Reason) error {
 	c.reason = why
 	answered := c.Prior + c.Attempts - c.Canceled
-	if answered <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries) {
+	if answered <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries || why == grpcbackoff.ReasonGRPCRetries) {
 		return err
 	}
 	var elapsed time.Duration

@@ -1,7 +1,8 @@
 // Package loop is the interceptors' retry loop, the one every driver (the
 // unary path, a hedged call, a stream) runs its attempts through: a call's
-// Plan (the Retrier's settings for its method and the call's options,
-// resolved once, before the first attempt), its opening (Open: the
+// Plan (the Retrier's settings for its method, what its ClientConn's
+// control plane decides of them, and the call's options, resolved once,
+// before the first attempt), its opening (Open: the
 // admission of its target's gates), the protocol after each failed attempt
 // (Call: Decide, Reserve, Wait, Pay, or Next for all four, Proceed for the
 // last three; PayHedge for a hedge), the record of every attempt's end
@@ -46,7 +47,6 @@ type Engine struct {
 	Unsafe        func(name string) bool // reports names known not to be idempotent (Safety.NotIdempotent)
 	UnsafeRetries bool                   // WithNonIdempotentRetries: a method's Safety never stops a retry
 	Targets       targets.Registry
-	Conns         ConnPolicies // the ClientConns' own retry settings (a resolver's, xDS's), which Plan reads before the Retrier's; nil: none
 	Hook          Hook         // the rule of the calling layers that retry by themselves (the Google Cloud clients'); nil: none
 	Observer      Observer     // nil: no one observes
 	NoPushback    bool         // WithoutPushback: unary calls do not read the trailer

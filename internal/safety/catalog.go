@@ -97,6 +97,29 @@ func (b *Catalog) learn(method string) Knowledge {
 	return k
 }
 
+// OfConn returns what is known of method when a call of it follows the
+// retryPolicy that its connection's service config (its resolver's) gives
+// it by an entry of level from: as a service config given to
+// WithServiceConfig states it (learn), the connection's entry for the
+// method states it Idempotent unless WithSafety states the method itself,
+// and its service's entry only where nothing else knows; the default entry
+// states nothing.
+func (b *Catalog) OfConn(method string, from settings.Level) Knowledge {
+	k := b.Of(method)
+	if _, ok := b.Stated[method]; ok {
+		return k
+	}
+	switch {
+	case from == settings.FromMethod:
+		return Knowledge{Level: Idempotent, Source: "a retryPolicy for it in the connection's service config (its resolver's)"}
+	case from == settings.FromService && k.Assumed:
+		if _, ok := b.Stated[settings.ServiceOf(method)]; !ok {
+			return Knowledge{Level: Idempotent, Source: "a retryPolicy for its service in the connection's service config (its resolver's); nothing else knows it: " + k.Source}
+		}
+	}
+	return k
+}
+
 // stated is what WithSafety's Level s states, from source. SafetyUnknown
 // states that nothing is known: the method's descriptor and name are not
 // read, and it is treated as a write.

@@ -78,6 +78,7 @@ type Resolved struct {
 	Hedge   *Hedging      // non-nil: the method is hedged
 	Timeout time.Duration // bound on each call; 0: none
 	From    Level         // whose entry gave the Policy or the Hedging
+	Config  bool          // that entry is WithServiceConfig's (Entry.Config)
 }
 
 // Resolve returns the settings of method from the entries that apply: its
@@ -87,7 +88,7 @@ type Resolved struct {
 // reads no map.
 func (t *Table) Resolve(method string) Resolved {
 	if t.entries == nil {
-		return Resolved{t.Base.Policy, t.Base.Hedge, t.Base.Timeout, FromDefault}
+		return Resolved{t.Base.Policy, t.Base.Hedge, t.Base.Timeout, FromDefault, t.Base.Config}
 	}
 	var r Resolved
 	decided := false
@@ -97,7 +98,7 @@ func (t *Table) Resolve(method string) Resolved {
 		}
 		if !decided {
 			decided = true
-			r = Resolved{e.Policy, e.Hedge, e.Timeout, l}
+			r = Resolved{e.Policy, e.Hedge, e.Timeout, l, e.Config}
 			return e.Hedge == nil
 		}
 		if e.Hedge == nil { // the Policy a hedged method's failures answer to

@@ -46,8 +46,8 @@ func (s *Stream) resumeLocked(a *streamAttempt, err error) error {
 // attempt, which failed with err, once the retry is decided on, and keeps
 // it to be sent (replay). It returns nil if the stream reopens, and
 // otherwise the error it ends with: io.EOF when the rule says it is
-// complete, err as the failure of a call not retried (ReasonNotRetryable)
-// when the rule cannot resume it, the rule's INTERNAL error when it broke
+// complete, err itself, unwrapped whatever resumes came before, when the
+// rule cannot resume it (ReasonNotRetryable), the rule's INTERNAL error when it broke
 // its contract. It runs without mu; a panic in the rule goes on up.
 func (s *Stream) rewrite(err error) error {
 	req, o, why := s.rs.Reopen()
@@ -55,7 +55,11 @@ func (s *Stream) rewrite(err error) error {
 	case resume.Done:
 		return io.EOF
 	case resume.Cannot:
-		return s.c.Fail(err, grpcbackoff.ReasonNotRetryable)
+		// The server's failure itself, after resumes too (issue 43): the
+		// caller, who may resume by hand, gets what the server said; the
+		// observers are told why the stream ended.
+		s.c.Fail(err, grpcbackoff.ReasonNotRetryable)
+		return err
 	case resume.Invalid:
 		return s.c.Fail(why, grpcbackoff.ReasonNotRetryable)
 	}

@@ -29,6 +29,9 @@ func (s *Stream) openAttempt(ctx context.Context, a *streamAttempt) error {
 		s.mu.Unlock()
 	}
 	opts := append(s.opts[:len(s.opts):len(s.opts)], loop.Mark, grpc.OnFinish(a.finished))
+	if s.c.Plan.CountGRPC {
+		opts = append(opts, a.grpcs.CallOption(s.opts))
+	}
 	var cs grpc.ClientStream
 	var err error
 	s.guard(true, func() { cs, err = s.streamer(ctx, s.desc, s.c.CC, s.c.Plan.Method, opts...) })
@@ -89,7 +92,7 @@ func (s *Stream) letGoLocked(a *streamAttempt, err error) (grpc.ClientStream, at
 	cs := a.cs
 	a.release()
 	a.cs = nil
-	f := attempt.Failure{Err: err, Sent: cs != nil || !a.reached.Load(), Cut: cut, Opening: s.opening}
+	f := attempt.Failure{Err: err, Sent: cs != nil || !a.reached.Load(), Cut: cut, Opening: s.opening, GRPCRetried: a.grpcs.GRPCRetried()}
 	s.opening = false
 	return cs, f
 }

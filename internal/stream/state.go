@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/platformkit/grpcbackoff/internal/connpolicy"
 	"github.com/platformkit/grpcbackoff/internal/loop"
 	"github.com/platformkit/grpcbackoff/internal/resume"
 )
@@ -123,6 +124,8 @@ type streamAttempt struct {
 	cut       bool        // the AttemptTimeout ended cs
 	delivered bool        // a message of it reached the caller: a resume starts the run of attempts again (resume.go)
 	done      bool        // the stream is done with the attempt (see release)
+
+	grpcs connpolicy.Attempts // grpc-go's own attempts of it, where the plan counts them (loop.Plan.CountGRPC)
 
 	// With AttemptTimeout, before the commit: since when the caller has
 	// waited in each kind of operation on the attempt (zero: not waiting),

@@ -2,8 +2,9 @@
 // by every ClientConn to it and by every call through one Retrier: the
 // target's gates (internal/gate: its adaptive throttling, then its retry
 // budget, the process's own or one shared beyond the process), and, per
-// ClientConn, its closing and what the engine's Hook keeps of it. In the engine's layers it sits above the gates
-// and below the retry loop (internal/loop), which asks a call's gates.
+// ClientConn, its closing, the retry policies of its control plane
+// (internal/connpolicy) and what the engine's Hook keeps of it. In the
+// engine's layers it sits above the gates and below the retry loop (internal/loop), which asks a call's gates.
 package targets
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/platformkit/grpcbackoff"
 	"github.com/platformkit/grpcbackoff/internal/adaptive"
 	"github.com/platformkit/grpcbackoff/internal/budget"
+	"github.com/platformkit/grpcbackoff/internal/connpolicy"
 	"github.com/platformkit/grpcbackoff/internal/gate"
 )
 
@@ -64,6 +66,33 @@ type Conn struct {
 	// Hook is what the engine's Hook keeps of the ClientConn (the Google
 	// API its calls serve, once a call told it): nil until it keeps one.
 	Hook atomic.Pointer[any]
+	// Policies reads the retry policies the ClientConn's service config
+	// gives its methods (its resolver's); nil for calls without a
+	// ClientConn.
+	Policies *connpolicy.Source
+	// XDS says the ClientConn resolves through xDS (connpolicy.XDS), where
+	// a route's retry policy is grpc-go's alone to apply.
+	XDS bool
+	// GRPCRetry says grpc-go's own retry is on for the ClientConn: its
+	// calls come through interceptors that keep it on (KeepsGRPCRetry).
+	GRPCRetry atomic.Bool
+}
+
+// Detached returns the state of cc as an unregistered ClientConn has it,
+// for what a call on cc would do (Explain), without registering cc:
+// grpcRetry says grpc-go's own retry is on for it. It has no target's gates.
+func Detached(cc *grpc.ClientConn, grpcRetry bool) *Conn {
+	cs := &Conn{cc: cc, Policies: connpolicy.New(cc), XDS: connpolicy.XDS(cc.CanonicalTarget())}
+	cs.GRPCRetry.Store(grpcRetry)
+	return cs
+}
+
+// KeepsGRPCRetry records that grpc-go's own retry is on for cs's
+// ClientConn; it writes nothing once recorded.
+func (cs *Conn) KeepsGRPCRetry() {
+	if !cs.GRPCRetry.Load() {
+		cs.GRPCRetry.Store(true)
+	}
 }
 
 // Registry is a Retrier's registry of ClientConns and their targets. A
@@ -200,6 +229,14 @@ func (r *Registry) Conn(cc *grpc.ClientConn) *Conn {
 	return r.register(cc)
 }
 
+// Registered returns the state of cc if a call registered it, nil if not.
+func (r *Registry) Registered(cc *grpc.ClientConn) *Conn {
+	if v, ok := r.conns.Load(cc); ok {
+		return v.(*Conn)
+	}
+	return nil
+}
+
 // makeLocal makes the state of calls without a ClientConn, once.
 func (r *Registry) makeLocal() *Conn {
 	r.mu.Lock()
@@ -232,7 +269,7 @@ func (r *Registry) register(cc *grpc.ClientConn) *Conn {
 	}
 	t.conns++
 	t.idle = time.Time{}
-	cs := &Conn{t: t, cc: cc, closed: make(chan struct{})}
+	cs := &Conn{t: t, cc: cc, closed: make(chan struct{}), Policies: connpolicy.New(cc), XDS: connpolicy.XDS(name)}
 	r.conns.Store(cc, cs)
 	go r.watch(cc, cs)
 	return cs

@@ -45,8 +45,8 @@ var unaryStates = sync.Pool{New: func() any {
 func getUnaryState(opts []grpc.CallOption, facts, trailer bool) *unaryState {
 	s := unaryStates.Get().(*unaryState)
 	n := len(opts)
-	if cap(s.opts) < n+5 {
-		s.opts = make([]grpc.CallOption, 0, (n+5+3)&^3) // 4 options a cache line
+	if cap(s.opts) < n+6 { // and one more: connpolicy.Attempts'
+		s.opts = make([]grpc.CallOption, 0, (n+6+3)&^3) // 4 options a cache line
 	}
 	s.opts = s.opts[:n+1]
 	if n > 0 {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/platformkit/grpcbackoff/internal/attempt"
+	"github.com/platformkit/grpcbackoff/internal/connpolicy"
 	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/hedge"
 	"github.com/platformkit/grpcbackoff/internal/loop"
@@ -122,11 +123,11 @@ func retries(ctx context.Context, c *loop.Call, u *loop.Unary, f *attempt.Failur
 func attemptUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn *targets.Conn, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	t := p.Policy.AttemptTimeout
 	if t <= 0 {
-		return invokeUnary(e, ctx, actx, conn, c, u, f)
+		return invokeUnary(e, ctx, actx, p, conn, c, u, f)
 	}
 	actx, at := attempt.StartTimer(actx, t)
 	defer at.Stop()
-	err := invokeUnary(e, ctx, attempt.WithListener(actx, at), conn, c, u, f)
+	err := invokeUnary(e, ctx, attempt.WithListener(actx, at), p, conn, c, u, f)
 	if at.Cut(ctx, err) {
 		f.Err, f.Cut, f.Committed = attempt.CutError(t), true, f.Committed || at.Answered()
 		return f.Err
@@ -134,11 +135,18 @@ func attemptUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn 
 	return err
 }
 
-// invokeUnary sends one attempt of u on actx, the attempt c sends (nil: the
-// call's first), and returns its error; if it failed, f tells how, from
-// what grpc-go wrote into the attempt's call options (internal/attempt).
-func invokeUnary(e *loop.Engine, ctx, actx context.Context, conn *targets.Conn, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
+// invokeUnary sends one attempt of u with plan p on actx, the attempt c
+// sends (nil: the call's first), and returns its error; if it failed, f
+// tells how, from what grpc-go wrote into the attempt's call options
+// (internal/attempt), and, where the plan counts them, from grpc-go's own
+// attempts of it (connpolicy.Attempts).
+func invokeUnary(e *loop.Engine, ctx, actx context.Context, p *loop.Plan, conn *targets.Conn, c *loop.Call, u *loop.Unary, f *attempt.Failure) error {
 	s := getUnaryState(u.Opts, true, !e.NoPushback)
+	var grpcs *connpolicy.Attempts
+	if p.CountGRPC {
+		grpcs = connpolicy.Get()
+		s.opts = append(s.opts, grpcs.CallOption(u.Opts))
+	}
 	err := u.Invoker(actx, u.Method, u.Req, u.Reply, u.CC, s.opts...)
 	var res *gate.Reservation
 	if c != nil {
@@ -148,6 +156,10 @@ func invokeUnary(e *loop.Engine, ctx, actx context.Context, conn *targets.Conn, 
 	if err != nil {
 		f.Err = err
 		s.facts.Read(f, !e.NoPushback)
+	}
+	if grpcs != nil {
+		f.GRPCRetried = err != nil && grpcs.GRPCRetried()
+		grpcs.Release()
 	}
 	s.release()
 	return err
