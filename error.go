@@ -12,8 +12,10 @@ import (
 type Reason int
 
 const (
-	// ReasonNone: nothing stopped a retry; the call succeeded, or its only
-	// attempt ended with the caller's context. It is Reason's zero value.
+	// ReasonNone: nothing stopped a retry; the call succeeded, or the
+	// caller's context ended it before any attempt was answered (a hedged
+	// call's hedges that got no answer do not count). It is Reason's zero
+	// value.
 	ReasonNone Reason = iota
 	// ReasonExhausted: the call used all of Policy.MaxAttempts.
 	ReasonExhausted

@@ -85,7 +85,10 @@
 // pairs there are. Methods are counted apart up to 1000 names; a new name
 // past that takes the place of the least busy of 8 names drawn at random,
 // so a flood of names (behind an unknown-service handler) churns among
-// itself and never shares a busy method's counts.
+// itself and never shares a busy method's counts. A name longer than
+// 1 KiB (only a client's can be) is counted by its SHA-256 digest and kept
+// as its first 1 KiB for logs and marks, so the table holds at most about
+// 1 MiB of names whatever the clients send.
 //
 // The guard never changes a status or touches a successful response, and
 // leaves a failure alone when its status has a RetryInfo detail (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -121,4 +122,38 @@ func TestUnknownServiceIsNotRegistered(t *testing.T) {
 			t.Errorf("marks' Registered = %v, want %v", registered, want)
 		}
 	})
+}
+
+// TestLongMethodNamesCountedApart: the table keeps at most 1 KiB of a name
+// (guard.doc: a longer one is counted by its SHA-256 digest), yet every
+// name is counted apart, State exact for each: a name of 1 KiB and names
+// past it that share its first 1 KiB, or all but their last byte. A mark
+// of a long name gives its first 1 KiB.
+func TestLongMethodNamesCountedApart(t *testing.T) {
+	var marked []string
+	g := newGuard(t, guard.Options{MinRetries: 1, OnMark: func(_ context.Context, m guard.Mark) { marked = append(marked, m.Method) }})
+	prefix := "/flood.S/" + strings.Repeat("m", 1024-len("/flood.S/"))
+	names := []string{prefix, prefix + "a", prefix + "b", prefix + strings.Repeat("m", 4096) + "a", prefix + strings.Repeat("m", 4096) + "b"}
+	for i, name := range names {
+		for range i + 1 { // name i: i+1 retries, failing
+			ctx := attemptContext("10.0.0.1:5000", 1, &transportStream{})
+			g.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: name}, func(context.Context, any) (any, error) { return nil, errUnavailable })
+		}
+	}
+	for i, name := range names {
+		if got := g.State(name).Retries; got != int64(i+1) {
+			t.Errorf("name %d (%d bytes): State().Retries = %d, want %d: counted apart", i, len(name), got, i+1)
+		}
+	}
+	if s := g.State(prefix + "c"); s != (guard.State{}) {
+		t.Errorf("a long name never called: State = %+v, want the zero State", s)
+	}
+	for _, m := range marked {
+		if m != prefix {
+			t.Errorf("a mark's Method is %d bytes, want the name's first 1024", len(m))
+		}
+	}
+	if len(marked) == 0 {
+		t.Error("no failure marked: the test marks nothing")
+	}
 }

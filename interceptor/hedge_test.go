@@ -428,17 +428,80 @@ func TestHedgeDeadline(t *testing.T) {
 	}
 }
 
-func TestHedgeCallerCancels(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newHedgeInvoker(hedgeStep{latency: time.Hour}, hedgeStep{latency: time.Hour})
-		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(150*msec, cancel)
-		_, _, err := callHedged(ctx, hedgingInterceptor(t, hedging(3, 100*msec)), s)
-		checkFinal(t, err, codes.Canceled, 2, grpcbackoff.ReasonCanceled)
-		if got := s.canceledAttempts(); !slices.Equal(got, []int{0, 1}) {
-			t.Errorf("canceled attempts = %v, want [0 1]", got)
-		}
-	})
+// TestHedgeCallerEnds: the caller's deadline or cancellation ends a hedged
+// call. Before any attempt was answered (during the hedge's delay, with one
+// hedge in flight or two, under an AttemptTimeout that has not cut), the
+// caller gets its attempt's error unchanged, as without hedging: the hedges
+// that got no answer do not count (issue 41 item 1). After a real failure
+// (an answer, or an attempt the AttemptTimeout cut, then a retry decided),
+// it gets a *grpcbackoff.Error of every attempt sent, as an unhedged call
+// whose backoff the caller ends. Before, a hedge in flight made any end of
+// the caller's context a *grpcbackoff.Error: "2 attempts: next retry would
+// pass the deadline" where no retry was ever decided.
+func TestHedgeCallerEnds(t *testing.T) {
+	down := hedgeStep{latency: 150 * msec, err: status.Error(codes.Unavailable, "down")}
+	hung := hedgeStep{latency: time.Hour}
+	for _, tc := range []struct {
+		name           string
+		steps          []hedgeStep
+		hedges         int           // hedging's MaxAttempts, 100 ms apart
+		attemptTimeout time.Duration // the Policy's; 0: none
+		cancel         bool          // the caller cancels at end; else its deadline is end
+		end            time.Duration
+		wantStarts     []time.Duration
+		wantCode       codes.Code
+		wantReason     grpcbackoff.Reason // ReasonNone: the attempt's error unchanged
+	}{
+		{"deadline during the hedge's delay", []hedgeStep{hung}, 3, 0, false, 50 * msec, []time.Duration{0}, codes.DeadlineExceeded, grpcbackoff.ReasonNone},
+		{"deadline, a hedge in flight", []hedgeStep{hung, hung}, 3, 0, false, 150 * msec, []time.Duration{0, 100 * msec}, codes.DeadlineExceeded, grpcbackoff.ReasonNone},
+		{"cancel, a hedge in flight", []hedgeStep{hung, hung}, 3, 0, true, 150 * msec, []time.Duration{0, 100 * msec}, codes.Canceled, grpcbackoff.ReasonNone},
+		{"deadline, two hedges in flight", []hedgeStep{hung, hung, hung}, 3, 0, false, 250 * msec, []time.Duration{0, 100 * msec, 200 * msec}, codes.DeadlineExceeded, grpcbackoff.ReasonNone},
+		{"cancel, two hedges in flight", []hedgeStep{hung, hung, hung}, 3, 0, true, 250 * msec, []time.Duration{0, 100 * msec, 200 * msec}, codes.Canceled, grpcbackoff.ReasonNone},
+		{"deadline, a hedge in flight, an AttemptTimeout not reached", []hedgeStep{hung, hung}, 3, time.Second, false, 150 * msec, []time.Duration{0, 100 * msec}, codes.DeadlineExceeded, grpcbackoff.ReasonNone},
+		{"cancel, a hedge in flight, an AttemptTimeout not reached", []hedgeStep{hung, hung}, 3, time.Second, true, 150 * msec, []time.Duration{0, 100 * msec}, codes.Canceled, grpcbackoff.ReasonNone},
+		// After a real failure: attempt 0 answers UNAVAILABLE at 150 ms,
+		// its retry is due at 1.15 s.
+		{"cancel during the retry's backoff", []hedgeStep{{latency: 10 * msec, err: down.err}}, 3, 0, true, 500 * msec, []time.Duration{0}, codes.Canceled, grpcbackoff.ReasonCanceled},
+		{"cancel during the retry's backoff, a hedge in flight", []hedgeStep{down, hung}, 2, 0, true, 300 * msec, []time.Duration{0, 100 * msec}, codes.Canceled, grpcbackoff.ReasonCanceled},
+		{"deadline before the retry, a hedge in flight", []hedgeStep{down, hung}, 2, 0, false, 300 * msec, []time.Duration{0, 100 * msec}, codes.DeadlineExceeded, grpcbackoff.ReasonDeadline},
+		// The AttemptTimeout cuts attempt 0 at 150 ms: a real failure.
+		{"cancel after an attempt cut, a hedge in flight", []hedgeStep{hung, hung}, 2, 150 * msec, true, 200 * msec, []time.Duration{0, 100 * msec}, codes.Canceled, grpcbackoff.ReasonCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				obs := &recorder{}
+				p := bufconntest.Exact()
+				p.AttemptTimeout = tc.attemptTimeout
+				r, err := interceptor.New(p, interceptor.WithHedging(hedgedMethod, hedging(tc.hedges, 100*msec)),
+					interceptor.WithoutThrottle(), interceptor.WithObserver(obs))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), tc.end)
+				if tc.cancel {
+					ctx, cancel = context.WithCancel(t.Context())
+					time.AfterFunc(tc.end, cancel)
+				}
+				defer cancel()
+				s := newHedgeInvoker(tc.steps...)
+				_, elapsed, err := callHedged(ctx, r.Unary(), s)
+				var e *grpcbackoff.Error
+				switch {
+				case tc.wantReason == grpcbackoff.ReasonNone && (errors.As(err, &e) || status.Code(err) != tc.wantCode ||
+					status.Convert(err).Message() != status.FromContextError(ctx.Err()).Message()):
+					t.Errorf("err = %v, want the attempt's %v itself, as without hedging", err, tc.wantCode)
+				case tc.wantReason != grpcbackoff.ReasonNone:
+					checkFinal(t, err, tc.wantCode, len(tc.wantStarts), tc.wantReason)
+				}
+				if got := s.startTimes(); !slices.Equal(got, tc.wantStarts) || elapsed != tc.end {
+					t.Errorf("attempts started at %v, the call ended after %v; want %v, %v", got, elapsed, tc.wantStarts, tc.end)
+				}
+				if len(obs.ends) != 1 || obs.ends[0].Reason != tc.wantReason || obs.ends[0].Attempts != len(tc.wantStarts) {
+					t.Errorf("ends %+v, want one of %d attempts, reason %v", obs.ends, len(tc.wantStarts), tc.wantReason)
+				}
+			})
+		})
+	}
 }
 
 func TestHedgeCallerCancelsDuringPushback(t *testing.T) {

@@ -22,6 +22,11 @@ type Attempt struct {
 	// Number is the number of attempts made, the failed one included (1 for
 	// the first attempt).
 	Number int
+	// Unanswered is how many of the Number attempts got no answer, the
+	// failed one excepted: a hedged call's attempts in flight, or canceled
+	// by the call before any answer. It is 0 where attempts go one at a
+	// time. Step 1 of Decide counts the attempts answered, not sent.
+	Unanswered int
 	// Hedges is how many of the attempts were hedges (interceptor
 	// WithHedging), which the backoff does not count: the next delay is
 	// the backoff of retry Number−1−Run−Hedges.
@@ -74,8 +79,8 @@ type Decision struct {
 	// Delay is the wait before the next attempt, when Retry.
 	Delay time.Duration
 	// Reason says why not, when not Retry. It is 0 when the caller's
-	// context ended during the first attempt: the attempt's error is then
-	// the call's, unchanged.
+	// context ended during the call's first answered attempt: the
+	// attempt's error is then the call's, unchanged.
 	Reason grpcbackoff.Reason
 }
 
@@ -92,8 +97,8 @@ type Budget interface {
 // Decide is the retry decision, in order:
 //
 //  1. the caller's context ended, or its deadline passed: stop
-//     (Ended: ReasonCanceled or ReasonDeadline; Reason 0 after the first
-//     attempt);
+//     (Ended: ReasonCanceled or ReasonDeadline; Reason 0 after the call's
+//     first answered attempt, Number−Unanswered 1);
 //  2. the code is the Client's to retry: ReasonClientRetries; grpc-go's
 //     own retry took the failure: ReasonGRPCRetries;
 //  3. the attempt is Final, or its code is not retried and it did not time
@@ -113,7 +118,7 @@ type Budget interface {
 func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.Limiter) Decision {
 	hasDeadline := !a.Deadline.IsZero()
 	if a.Done != nil || hasDeadline && !a.Now.Before(a.Deadline) {
-		return Decision{Reason: Ended(a.Number == 1, a.Done)}
+		return Decision{Reason: Ended(a.Number-a.Unanswered <= 1, a.Done)}
 	}
 	if a.Client {
 		return Decision{Reason: grpcbackoff.ReasonClientRetries}
@@ -144,9 +149,11 @@ func Decide(p *grpcbackoff.Policy, a Attempt, budget Budget, ad *adaptive.Limite
 // context's error: context.Canceled or context.DeadlineExceeded) or its
 // deadline passed (done nil): ReasonCanceled for a cancellation,
 // ReasonDeadline otherwise, and none (0) when it happened during the call's
-// first attempt (first), whose error is then the call's, unchanged. It is
-// the one place a context's end becomes a Reason: Decide, and the
-// interceptors wherever a call finds its context ended, ask it.
+// first answered attempt (first: no attempt was answered before it; a
+// hedge that got no answer, in flight or canceled, does not count), whose
+// error is then the call's, unchanged. It is the one place a context's end
+// becomes a Reason: Decide, and the interceptors wherever a call finds its
+// context ended (internal/loop's Call.ended: the same count), ask it.
 func Ended(first bool, done error) grpcbackoff.Reason {
 	switch {
 	case first:

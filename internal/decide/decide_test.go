@@ -40,6 +40,8 @@ func TestDecide(t *testing.T) {
 		{"hint longer", func(a *decide.Attempt) { a.Hint.Delay = 5 * time.Second }, true, decide.Decision{Retry: true, Delay: 5 * time.Second}, 1},
 		{"canceled, first attempt", func(a *decide.Attempt) { a.Number, a.Done = 1, context.Canceled }, true, decide.Decision{}, 0},
 		{"canceled", func(a *decide.Attempt) { a.Done = context.Canceled }, true, decide.Decision{Reason: grpcbackoff.ReasonCanceled}, 0},
+		{"canceled, the first answered attempt, two hedges unanswered", func(a *decide.Attempt) { a.Number, a.Unanswered, a.Done = 3, 2, context.Canceled }, true, decide.Decision{}, 0},
+		{"canceled, a hedge answered before", func(a *decide.Attempt) { a.Number, a.Unanswered, a.Done = 3, 1, context.Canceled }, true, decide.Decision{Reason: grpcbackoff.ReasonCanceled}, 0},
 		{"deadline passed", func(a *decide.Attempt) { a.Deadline = t0 }, true, decide.Decision{Reason: grpcbackoff.ReasonDeadline}, 0},
 		{"not retryable", func(a *decide.Attempt) { a.Code = codes.NotFound }, true, decide.Decision{Reason: grpcbackoff.ReasonNotRetryable}, 0},
 		{"timed out, code not in Codes", func(a *decide.Attempt) { a.Code, a.TimedOut = codes.DeadlineExceeded, true }, true, decide.Decision{Retry: true, Delay: 2 * time.Second}, 1},

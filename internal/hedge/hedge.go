@@ -37,6 +37,7 @@ type hedgeAttempt struct {
 	panicV   any              // what the invoker panicked with, if panicked
 	panicked bool             // the invoker panicked: the call raises panicV on the caller's goroutine
 	dropped  bool             // the call canceled it: another attempt ended the call
+	answered bool             // it returned with an answer (take): neither the call nor the caller's context canceled it first
 	headers  atomic.Bool      // its response headers arrived
 	res      gate.Reservation // the retry or hedge it is, as its gates were asked; zero for the call's first attempt
 	h        *Race
@@ -281,6 +282,7 @@ func (h *Race) send(hedge bool, res gate.Reservation) {
 		h.round = 0
 	}
 	h.round++
+	c.Unanswered++ // until it answers (take)
 	h.flight = append(h.flight, a)
 	h.sent = time.Now()
 	go func() {
@@ -337,11 +339,11 @@ func (h *Race) take(a *hedgeAttempt) {
 	if len(h.flight) == 0 {
 		h.idleSince = time.Now()
 	}
-	answered := !a.dropped && h.actx.Err() == nil || a.err == nil
-	if !answered && !a.panicked {
-		h.c.Canceled++ // canceled by the call, without an answer: the call's error is not made of it
+	a.answered = !a.dropped && h.actx.Err() == nil || a.err == nil
+	if a.answered {
+		h.c.Unanswered-- // else canceled without an answer: the call's error and Reason are not made of it
 	}
-	if !a.panicked && answered {
+	if !a.panicked && a.answered {
 		var res *gate.Reservation
 		if a.n > 1 {
 			res = &a.res
@@ -459,9 +461,10 @@ func (h *Race) result(a *hedgeAttempt) (end *hedgeAttempt, done bool) {
 		return a, true
 	}
 	h.last = a
-	if final := c.Over(h.ctx, a.err); final != nil {
-		// Its ClientConn shut down, or the caller's context ended (if during
-		// its only attempt, its error is the call's, without a Reason).
+	if final := c.Over(h.ctx, a.err, a.answered); final != nil {
+		// Its ClientConn shut down, or the caller's context ended (if before
+		// any attempt was answered, a's error is the call's, without a
+		// Reason, however many hedges were in flight).
 		h.final, h.why = final, c.Reason()
 		return a, true
 	}

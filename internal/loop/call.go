@@ -33,7 +33,6 @@ type Call struct {
 
 	Attempts int                // attempts sent so far
 	Hedges   int                // hedges sent so far
-	Canceled int                // attempts the call canceled before any answer (hedges that lost the race): Fail does not count them
 	Start    time.Time          // end of the first attempt, or start of a hedged call
 	Delay    time.Duration      // time spent waiting between attempts
 	reason   grpcbackoff.Reason // why retrying stopped, once it did (Fail)
@@ -42,6 +41,13 @@ type Call struct {
 	res      gate.Reservation   // the last retry reserved (Reserve): Attempt 0 before the first
 	held     bool               // res is reserved and not sent yet (NextAttempt) nor given back (Cancel)
 	unpaid   bool               // res is reserved, not paid yet (Pay)
+
+	// Unanswered is how many of the attempts sent have no answer: a hedged
+	// call's attempts in flight, and those it canceled before any answer
+	// (hedges that lost the race, every attempt the caller's context
+	// ended). It stays 0 where attempts go one at a time. Fail and the
+	// Reason of a context's end (ended) do not count them.
+	Unanswered int
 }
 
 // Unary is what every attempt of one unary call sends.
@@ -96,7 +102,8 @@ func (c *Call) Decide(ctx context.Context, f attempt.Failure) (time.Duration, er
 	if !c.bound.IsZero() && (dl.IsZero() || c.bound.Before(dl)) {
 		dl = c.bound
 	}
-	a := decide.Attempt{Number: c.Prior + c.Attempts, Run: c.run, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
+	// Unanswered: decide's step 1 is ended's rule, of the answered attempt f.
+	a := decide.Attempt{Number: c.Prior + c.Attempts, Unanswered: c.Unanswered, Run: c.run, Hedges: c.Hedges, MaxAttempts: c.Plan.Max, Code: st.Code(), TimedOut: f.Cut,
 		Client: c.LeftToClient(ctx, st, f.Opening), GRPC: c.leftToGRPC(f, st.Code()),
 		Final: f.Committed || attempt.Futile(st) || !c.e.safeToRetry(&c.Plan, f, c.Req),
 		Hint:  grpcbackoff.ServerHint(st, f.Trailer), Now: now, Deadline: dl, Done: ctx.Err()}
@@ -123,19 +130,42 @@ func (c *Call) leftToGRPC(f attempt.Failure, code codes.Code) bool {
 }
 
 // Over returns the error the call ends with, after an attempt that failed
-// with err, if it must end whatever its Policy says: its ClientConn shut
-// down (Closing), or its context ended or its deadline passed (err, for
-// the Reason decide.Ended gives); nil otherwise. Decide asks the same, in
-// decide.Decide's order.
-func (c *Call) Over(ctx context.Context, err error) error {
+// with err (answered says whether it was: see Unanswered), if it must end
+// whatever its Policy says: its ClientConn shut down (Closing), or its
+// context ended or its deadline passed (err, for the Reason ended gives);
+// nil otherwise. Decide asks the same, in decide.Decide's order.
+func (c *Call) Over(ctx context.Context, err error, answered bool) error {
 	if c.Conn.Closed() {
 		return c.Closing()
 	}
 	done := ctx.Err()
 	if dl, ok := ctx.Deadline(); done != nil || ok && !time.Now().Before(dl) {
-		return c.Fail(err, decide.Ended(c.Prior+c.Attempts == 1, done))
+		return c.Fail(err, c.ended(done, answered))
 	}
 	return nil
+}
+
+// answered returns how many of the call's attempts were answered, its
+// calling layer's earlier ones (Prior) included: those sent, less those
+// with no answer (Unanswered). Where attempts go one at a time, every
+// attempt that ended counts, the one that failed last included.
+func (c *Call) answered() int { return c.Prior + c.Attempts - c.Unanswered }
+
+// ended is the Reason the call stops for when its context ended (done, the
+// context's error; nil: its deadline passed): decide.Ended, with the rule
+// of a context's end for every driver and every path (Decide's through
+// decide.Attempt.Unanswered): the call's error is its attempt's, unchanged
+// (ReasonNone), when the context ended its first answered attempt, that
+// is when no attempt was answered before it. Hedges that got no answer do
+// not count, the calling layer's earlier attempts (Prior) do. answered
+// says whether an attempt that ended with the context was answered itself
+// (it is not one before it); false when none did (between attempts).
+func (c *Call) ended(done error, answered bool) grpcbackoff.Reason {
+	before := c.answered()
+	if answered {
+		before--
+	}
+	return decide.Ended(before == 0, done)
 }
 
 // Reserve reserves, with the gates of the call's target (gate.Set), the
@@ -342,17 +372,16 @@ var errConnClosing = status.Error(codes.Canceled, "grpc: the client connection i
 // err, retrying having stopped for why, and records why: err itself when
 // nothing was retried (the only attempt the server answered failed with a
 // code not retried here, or left to the calling layer's own retry or to
-// grpc-go's, or the caller's context ended during it: ReasonNone; the
-// hedges the call canceled without an answer do not count), a
-// *grpcbackoff.Error of the
-// call's attempts otherwise, also when the Retrier retried the call in its
-// calling layer's earlier attempts of it (Prior): that Error is how a
-// Google Cloud client's Retryer tells the Hook it will not send the call
-// again. It is the one place a call's final error is made.
+// grpc-go's, or the caller's context ended its first answered attempt:
+// ReasonNone; the attempts with no answer, Unanswered, do not count), a
+// *grpcbackoff.Error of the call's attempts otherwise, also when the
+// Retrier retried the call in its calling layer's earlier attempts of it
+// (Prior): that Error is how a Google Cloud client's Retryer tells the
+// Hook it will not send the call again. It is the one place a call's
+// final error is made.
 func (c *Call) Fail(err error, why grpcbackoff.Reason) error {
 	c.reason = why
-	answered := c.Prior + c.Attempts - c.Canceled
-	if answered <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries || why == grpcbackoff.ReasonGRPCRetries) {
+	if c.answered() <= 1 && (why == grpcbackoff.ReasonNone || why == grpcbackoff.ReasonNotRetryable || why == grpcbackoff.ReasonClientRetries || why == grpcbackoff.ReasonGRPCRetries) {
 		return err
 	}
 	var elapsed time.Duration
@@ -379,7 +408,7 @@ func (c *Call) Interrupted(ctx context.Context, lastErr error) error {
 	if done == nil {
 		return c.Closing()
 	}
-	why := decide.Ended(false, done)
+	why := c.ended(done, false) // between attempts: after an answered one
 	if why == grpcbackoff.ReasonCanceled {
 		return c.Fail(status.FromContextError(done).Err(), why)
 	}
@@ -397,7 +426,7 @@ func (c *Call) Committed(ctx context.Context, err error) error {
 	case c.Conn.Closed():
 		why = grpcbackoff.ReasonCanceled
 	case ctx.Err() != nil:
-		why = decide.Ended(false, ctx.Err())
+		why = c.ended(ctx.Err(), true)
 	}
 	return c.Fail(err, why)
 }
