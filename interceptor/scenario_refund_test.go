@@ -207,8 +207,11 @@ func TestRefundBoundsThroughInterceptors(t *testing.T) {
 				}
 				return
 			}
-			if now.failed+now.served < today.failed+today.served || now.calls > today.calls {
-				t.Errorf("%d retries and %d calls failed with refunds, %d and %d today: want at least as many retries, no more failed calls",
+			// Where today's budget refused no call's retry (20% failing:
+			// neither run is short of budget), the retries differ only by
+			// the runs' draws; where it did, the refunds pay for more.
+			if now.calls > today.calls || today.calls > 0 && now.failed+now.served < today.failed+today.served {
+				t.Errorf("%d retries and %d calls failed with refunds, %d and %d today: want no more failed calls, and at least as many retries where today's failed some",
 					now.failed+now.served, now.calls, today.failed+today.served, today.calls)
 			}
 		})
