@@ -23,9 +23,16 @@ import (
 //
 // The retry of an attempt cut by its Policy.AttemptTimeout (and a hedge) is
 // paid from the long-run allowance alone: the server may still be working on
-// it. During a total outage of T seconds with calls starting at rate R, at
-// most MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T retries are
-// sent, S being the calls that succeeded in the Window before it. With
+// it; so is the retry of a call marked interceptor.Sheddable, so that the
+// reserve is kept for the others. A retry costs one, a retry after
+// RESOURCE_EXHAUSTED three (the server says it is past what it serves);
+// a retry whose attempt succeeds costs nothing: it is given back once the
+// server served it (a hedge is not). During a total outage of T seconds
+// with calls starting at rate R, at most MinReserve + Reserve·S + Burst +
+// (Ratio·R + PerSecond)·T retries are sent, S being the calls that
+// succeeded in the Window before it; as nothing is given back before a
+// retry succeeds, the same bound holds, in any outage, of the retries that
+// fail and of those in flight at any moment. With
 // Reserve, MinReserve and Window zero, a Throttle is the long-run allowance
 // alone. The zero Throttle is invalid; start from DefaultThrottle.
 type Throttle struct {

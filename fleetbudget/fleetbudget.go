@@ -597,7 +597,10 @@ type budget struct {
 	fault string // why Redis refused its last renewal, if it did; the loop's
 }
 
-var _ interceptor.DeferredBudget = (*budget)(nil)
+var (
+	_ interceptor.DeferredBudget = (*budget)(nil)
+	_ interceptor.CostedBudget   = (*budget)(nil)
+)
 
 func (b *budget) Started()   { b.started.Add(1) }
 func (b *budget) Succeeded() { b.succeeded.Add(1) }
@@ -627,33 +630,19 @@ func (b *budget) AllowLongRun(now time.Time) bool {
 	return b.local.AllowLongRun(now)
 }
 
-// WantCost, AllowCost and Refund are Want and Allow for a retry of a cost
-// (budget.Cost of its failure's code, in µtokens: 2 tokens for
-// RESOURCE_EXHAUSTED), and the refund of a retry that the server served:
-// the arithmetic of issue 44, for the retry loop to call through an
-// optional interface once it has one (the interceptors call Want and
-// Allow today, one token a retry, and refund nothing).
-func (b *budget) WantCost(now, due time.Time, longRun bool, cost int64) bool {
-	b.mu.Lock()
-	renewNow := b.local.WantCost(now, due, longRun, cost)
-	b.mu.Unlock()
-	if renewNow {
-		b.early.Store(true)
-		b.wake()
-	}
-	return true
-}
-
-func (b *budget) AllowCost(now time.Time, longRun bool, cost int64) bool {
+// AllowN and Refund make the budget an interceptor.CostedBudget: a retry
+// of cost n is n retries due together (lease.Local.AllowCost), and one the
+// server served gives them back (lease.Local.Refund).
+func (b *budget) AllowN(now time.Time, longRun bool, n int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.local.AllowCost(now, longRun, cost)
+	return b.local.AllowCost(now, longRun, int64(n)*lease.Token)
 }
 
-func (b *budget) Refund(now time.Time, longRun bool, cost int64) {
+func (b *budget) Refund(now time.Time, longRun bool, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.local.Refund(now, longRun, cost)
+	b.local.Refund(now, longRun, int64(n)*lease.Token)
 }
 
 func (b *budget) State(now time.Time) interceptor.SharedBudgetState {

@@ -515,19 +515,19 @@ func TestCloseGivesBackTheLease(t *testing.T) {
 	}
 }
 
-// TestBudgetCostAndRefund: a fleet budget pays a retry of a cost whole and
-// takes back the cost of a retry the server served (the arithmetic the
-// retry loop is to call: see budget.Cost).
+// TestBudgetCostAndRefund: a fleet budget, an interceptor.CostedBudget,
+// pays a retry of a cost whole and takes back the cost of a retry the
+// server served.
 func TestBudgetCostAndRefund(t *testing.T) {
 	addr, _ := server(t)
 	p := newProcess(t, Options{URL: "redis://" + addr, Prefix: testPrefix(t)})
-	b := p.f.Budget("t", longRun(3)).(*budget)
+	b := p.f.Budget("t", longRun(3)).(interceptor.CostedBudget)
 	now := time.Now()
 	p.f.tick(context.Background(), now) // alone: its lease holds the Burst of 3
-	if !b.AllowCost(now, true, 2*lease.Token) || b.AllowCost(now, true, 2*lease.Token) {
+	if !b.AllowN(now, true, 2) || b.AllowN(now, true, 2) {
 		t.Fatal("a Burst of 3 paid not one retry of 2 tokens, or two")
 	}
-	b.Refund(now, true, 2*lease.Token)
+	b.Refund(now, true, 2)
 	if s := b.State(now); s.Retries != 3 {
 		t.Errorf("after the refund: %+v, want the 3 tokens back", s)
 	}

@@ -1,11 +1,6 @@
 package interceptor
 
-import (
-	"google.golang.org/grpc"
-
-	"github.com/platformkit/grpcbackoff"
-	"github.com/platformkit/grpcbackoff/internal/loop"
-)
+import "github.com/platformkit/grpcbackoff"
 
 // WithAdaptiveThrottle turns on adaptive client-side throttling
 // (grpcbackoff.AdaptiveThrottle) for every call through the Retrier, each
@@ -36,12 +31,3 @@ func WithAdaptiveThrottle(a grpcbackoff.AdaptiveThrottle) Option {
 		return nil
 	}
 }
-
-// critical is the call option of Critical; gRPC ignores it.
-var critical grpc.CallOption = &loop.CriticalOption{}
-
-// Critical exempts one call, its retries included, from adaptive
-// client-side throttling (WithAdaptiveThrottle): for calls that must reach
-// the backend even while it is overloaded, such as health checks or the
-// call that ends an outage. The retry budget still applies.
-func Critical() grpc.CallOption { return critical }

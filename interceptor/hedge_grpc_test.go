@@ -158,6 +158,9 @@ func TestHedgeNoHedgeAfterHeaders(t *testing.T) {
 // server shedding load for 2 s, RESOURCE_EXHAUSTED with a 200 ms pushback.
 // Failures answer to the Policy, so every call succeeds, as the same calls
 // unhedged do. Before issue 20 the code, fatal to the hedging, ended all 30.
+// The budget is out of the way: its floor alone (no call before) pays 55
+// RESOURCE_EXHAUSTED retries, where the 30 calls want 60 (what a budget
+// pays in a throttling storm is TestThrottledStorm's).
 func TestHedgeLoadShedding(t *testing.T) {
 	for _, hedged := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hedged %v", hedged), func(t *testing.T) {
@@ -171,7 +174,7 @@ func TestHedgeLoadShedding(t *testing.T) {
 					return nil
 				}
 				srv := newFaultyServer(t, shed, respSize(1))
-				var opts []interceptor.Option
+				opts := []interceptor.Option{interceptor.WithoutThrottle()}
 				if hedged {
 					opts = append(opts, interceptor.WithHedging("/grpc.testing.TestService/UnaryCall", grpcbackoff.Hedging{MaxAttempts: 2, Delay: 50 * msec}))
 				}

@@ -1008,7 +1008,8 @@ func TestHedgeWinsDuringBackoff(t *testing.T) {
 		}
 
 		// The hedge fails too, at 400 ms: the retry is sent at 1.15 s, paid
-		// for then (4 → 3) and told then, as the retry of attempt 1.
+		// for then (4 → 3) and told then, as the retry of attempt 1; it
+		// succeeds, and is given back (3 → 4); the hedge is not.
 		rec.retries = nil
 		s = newHedgeInvoker(hedgeStep{latency: 150 * msec, err: status.Error(codes.Unavailable, "down")},
 			hedgeStep{latency: 300 * msec, err: status.Error(codes.Unavailable, "down")}, hedgeStep{})
@@ -1019,8 +1020,8 @@ func TestHedgeWinsDuringBackoff(t *testing.T) {
 		if len(rec.retries) != 2 || !rec.retries[0].Hedge || rec.retries[1].Hedge || rec.retries[1].Attempt != 1 || rec.retries[1].Delay != time.Second {
 			t.Errorf("Retry events %+v, want the hedge's, then attempt 1's retry after 1s", rec.retries)
 		}
-		if st := r.States(); len(st) != 1 || st[0].Retries != 2 {
-			t.Errorf("States() = %+v, want 2 retries left (4, less the hedge and the retry)", st)
+		if st := r.States(); len(st) != 1 || st[0].Retries != 3 {
+			t.Errorf("States() = %+v, want 3 retries left (4, less the hedge; the retry that succeeded costs nothing)", st)
 		}
 	})
 }

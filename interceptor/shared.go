@@ -45,6 +45,26 @@ type DeferredBudget interface {
 	Want(now, due time.Time, longRun bool) bool
 }
 
+// A CostedBudget is a SharedBudget told what each retry costs, and which
+// retries the server served, as the Retrier's own budget is: a retry after
+// RESOURCE_EXHAUSTED costs more than one after any other failure, or a
+// hedge (grpcbackoff.Throttle says how much); a retry whose attempt succeeds costs
+// nothing, and a paid retry that is not sent (its call ended during the
+// wait) neither. The Retrier finds out once per target whether a
+// SharedBudget is one, and then asks AllowN in place of Allow and
+// AllowLongRun: it pays a retry of cost n, all of it or none, from the
+// long-run allowance alone if longRun (see SharedBudget; also the retry of
+// a Sheddable call). Refund gives back n, paid by AllowN with the same
+// longRun. A CostedBudget that is a DeferredBudget is told of a retry of
+// cost n by n calls of Want. A SharedBudget that is not a CostedBudget pays
+// one retry for each and is given nothing back. The methods must return at
+// once, as the others.
+type CostedBudget interface {
+	SharedBudget
+	AllowN(now time.Time, longRun bool, n int) bool
+	Refund(now time.Time, longRun bool, n int)
+}
+
 // SharedBudgetState is what a SharedBudget says of itself at a moment, in
 // TargetState.Shared.
 type SharedBudgetState struct {

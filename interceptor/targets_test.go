@@ -69,20 +69,20 @@ func TestBudgetPerBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		down := newBackend(t, codes.Unavailable, 1<<40)
-		up := newBackend(t, codes.Unavailable, 1)
+		up := newBackend(t, codes.Unavailable, 2)
 		a1 := dialAs(t, down, "passthrough:///backend-a", r.DialOptions()...)
 		a2 := dialAs(t, down, "passthrough:///backend-a", r.DialOptions()...)
 		b := dialAs(t, up, "passthrough:///backend-b", r.DialOptions()...)
 		ctx := t.Context()
 
 		if _, err := testgrpc.NewTestServiceClient(b).UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
-			t.Fatalf("call to the healthy backend: %v, want success after one retry", err)
+			t.Fatalf("call to the healthy backend: %v, want success after two retries", err)
 		}
-		if n := int64(up.Count()); n != 2 {
-			t.Errorf("healthy backend saw %d attempts, want 2", n)
+		if n := int64(up.Count()); n != 3 {
+			t.Errorf("healthy backend saw %d attempts, want 3", n)
 		}
 		if got := statesOf(r); got["passthrough:///backend-b"] != 2 || len(got) != 1 {
-			t.Errorf("States() = %v, want backend-b 2 after its one retry", got)
+			t.Errorf("States() = %v, want backend-b 2 after a retry that failed and one that succeeded (given back)", got)
 		}
 
 		_, err = testgrpc.NewTestServiceClient(a1).UnaryCall(ctx, &testgrpc.SimpleRequest{})
@@ -190,8 +190,8 @@ func TestStatesWithoutConnOrThrottle(t *testing.T) {
 		if err := r.Unary()(t.Context(), "/pkg.Svc/Get", "req", new(string), nil, s.invoke); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.States(); len(got) != 1 || got[0] != (interceptor.TargetState{Target: "", Retries: 3}) {
-			t.Errorf("States() = %v, want target \"\" with 3 retries left", got)
+		if got := r.States(); len(got) != 1 || got[0] != (interceptor.TargetState{Target: "", Retries: 4}) {
+			t.Errorf("States() = %v, want target \"\" with 4 retries left (the retry that succeeded costs nothing)", got)
 		}
 
 		free, err := interceptor.New(bufconntest.Exact(), testService, interceptor.WithoutThrottle())

@@ -27,11 +27,11 @@ func runBudgets(ctx context.Context, b sim.Budgets, chartPath string, w io.Write
 	}
 	fmt.Fprintf(w, "%d runs in %v\n\n", len(runs), time.Since(start).Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "outage\tprocesses\tstrategy\tsent in the outage\tbudget bound\tat the server\tguard bound\trefused\tgoodput after (calls/s)\tfailed calls\trecovered\t")
+	fmt.Fprintln(tw, "outage\tprocesses\tstrategy\tsent in the outage\tthose failed\tbudget bound\tat the server\tguard bound\trefused\tgoodput after (calls/s)\tfailed calls\trecovered\t")
 	for _, r := range runs {
 		f := r.Figures
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%s\t%d\t%.0f\t%d\t%s\t\n", r.Outage, r.Processes, budgetName(r.Strategy), f.Retries,
-			budgetBound(r), f.AtServer, orDash(f.GuardBound), f.Refused, f.Goodput, f.Failed, after(r.Result.Recovered, r.Result.RecoveredAfter))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%.0f\t%d\t%s\t\n", r.Outage, r.Processes, budgetName(r.Strategy), f.Retries,
+			f.FailedRetries, budgetBound(r), f.AtServer, orDash(f.GuardBound), f.Refused, f.Goodput, f.Failed, after(r.Result.Recovered, r.Result.RecoveredAfter))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, `
@@ -39,8 +39,10 @@ outages:   UNAVAILABLE: every attempt answered at once; pause: the server stoppe
            storm: a restart (UNAVAILABLE) of a server at 90%% of its capacity, its latency growing 5%% per 1/14 of
            its limit above it, whose work for callers that gave up goes on; flaky: 20%% of the attempts
            answered UNAVAILABLE at once, at random, by a server far below its capacity
-sent:      retries sent during the outage: attempts less the calls started in it
-budget bound: on the retries sent, MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T for one budget (the
+sent:      retries sent during the outage: attempts less the calls started in it; those failed: retries that
+           failed during it (timed out, or answered UNAVAILABLE)
+budget bound: on the retries sent that failed (a budget gives back a retry the server served; in an outage none
+           is, and the bound is on all sent), MinReserve + Reserve·S + Burst + (Ratio·R + PerSecond)·T for one budget (the
            fleet's), Burst and MinReserve once per process for budgets per process; S the successes in the
            Window before the outage, R its calls started per second
 at the server: retries that reached the server from the start of the outage to the end of the run

@@ -22,8 +22,8 @@ func TestBudgets(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, re := range []string{`(?m)^ +UNAVAILABLE +1000 +fleet +\d{4} `, `(?m)^ +pause +1000 +per process +\d{5} `,
-		`(?m)^ +storm +1000 +per process( +[-\d]+){7} +no *$`, `(?m)^ +storm +1000 +fleet( +[-\d]+){7} +\+\d+s *$`,
-		`(?m)^ +UNAVAILABLE +1000 +guard +\d+ +- +\d+ +\d+ +[1-9]\d* `, `(?m)^ +storm +1000 +grpc\+guard( +[-\d]+){7} +\+\d+s *$`} {
+		`(?m)^ +storm +1000 +per process( +[-\d]+){8} +no *$`, `(?m)^ +storm +1000 +fleet( +[-\d]+){8} +\+\d+s *$`,
+		`(?m)^ +UNAVAILABLE +1000 +guard +\d+ +\d+ +- +\d+ +\d+ +[1-9]\d* `, `(?m)^ +storm +1000 +grpc\+guard( +[-\d]+){8} +\+\d+s *$`} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, out.String())
 		}

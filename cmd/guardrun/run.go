@@ -71,8 +71,9 @@ const (
 )
 
 // classes of calls, in the brownout: every other call says it is sheddable,
-// the others critical (grpcbackoff.CriticalityKey, set as the client side
-// of the library will set it).
+// the others critical: a client of this library with interceptor.Sheddable
+// and interceptor.Critical, one of grpc-go's built-in retry with the
+// request metadata those set (grpcbackoff.CriticalityKey).
 const (
 	plainCall = iota
 	sheddableCall
@@ -203,7 +204,7 @@ func run(ctx context.Context, cfg config, tr transport, sc scenario, m mix, guar
 				if sc.brownout > 0 {
 					class = sheddableCall + n%2
 				}
-				calls.Go(func() { call(ctx, cc, cfg.deadline, res.s, class) })
+				calls.Go(func() { call(ctx, cc, !grpcRetry(m, i), cfg.deadline, res.s, class) })
 			}
 		})
 	}
@@ -246,18 +247,24 @@ func run(ctx context.Context, cfg config, tr transport, sc scenario, m mix, guar
 	return res, ctx.Err()
 }
 
-// call makes one call of a class and counts it.
-func call(ctx context.Context, cc *grpc.ClientConn, deadline time.Duration, s *series, class int) {
+// call makes one call of a class on cc, a client of this library if ours,
+// and counts it.
+func call(ctx context.Context, cc *grpc.ClientConn, ours bool, deadline time.Duration, s *series, class int) {
 	s.add(time.Now(), offered, 1)
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	switch class {
-	case sheddableCall:
+	var opts []grpc.CallOption
+	switch {
+	case class == sheddableCall && ours:
+		opts = append(opts, interceptor.Sheddable())
+	case class == criticalCall && ours:
+		opts = append(opts, interceptor.Critical())
+	case class == sheddableCall:
 		ctx = metadata.AppendToOutgoingContext(ctx, grpcbackoff.CriticalityKey, grpcbackoff.CriticalitySheddable)
-	case criticalCall:
+	case class == criticalCall:
 		ctx = metadata.AppendToOutgoingContext(ctx, grpcbackoff.CriticalityKey, grpcbackoff.CriticalityCriticalPlus)
 	}
-	err := cc.Invoke(ctx, method, &emptypb.Empty{}, &emptypb.Empty{})
+	err := cc.Invoke(ctx, method, &emptypb.Empty{}, &emptypb.Empty{}, opts...)
 	now := time.Now()
 	if err == nil {
 		s.add(now, ok, 1)
@@ -291,8 +298,7 @@ func patientCall(ctx context.Context, cc *grpc.ClientConn, s *series) {
 // built-in retry, or a Retrier of this library's (one per client, as each
 // client is a process of its own).
 func dialOptions(m mix, i int) ([]grpc.DialOption, error) {
-	grpcRetry := m == "grpc" || m == "mixed" && i%2 == 0
-	if grpcRetry {
+	if grpcRetry(m, i) {
 		return []grpc.DialOption{grpc.WithDefaultServiceConfig(retryConfig)}, nil
 	}
 	if m != "ours" && m != "mixed" {
@@ -308,3 +314,7 @@ func dialOptions(m mix, i int) ([]grpc.DialOption, error) {
 	}
 	return r.DialOptions(), nil
 }
+
+// grpcRetry reports whether client i of mix m is one of grpc-go's built-in
+// retry.
+func grpcRetry(m mix, i int) bool { return m == "grpc" || m == "mixed" && i%2 == 0 }

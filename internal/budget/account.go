@@ -259,20 +259,21 @@ func Cost(code codes.Code) int64 {
 	return Token
 }
 
-// ThrottledCost is what a RESOURCE_EXHAUSTED retry costs, in tokens. AWS's
-// SDKs charged a throttling (or timeout) retry twice a plain one (10
-// against 5 of a 500-token quota, their "standard" retry mode, waiting from
-// a 500 ms base after a throttling error); their later behaviour waits 20
-// times longer after one (1 000 ms against 50 ms) and charges it less (5
-// against 14). This library's recipe waits as long after either code (the
-// delays are the caller's Policy), so the cost is the budgets' one lever:
-// 2, the older ratio, makes a budget that runs out pay half as many
-// RESOURCE_EXHAUSTED retries as UNAVAILABLE ones in the same storm (issue
-// 44's target) while a restart's retries, UNAVAILABLE, keep what they had;
-// a larger ratio would cut the retries of a short throttling spell that
-// the reserve's floor is sized to carry through (MinReserve: 100 retries
-// at 1, 20 at 5).
-const ThrottledCost = 2
+// ThrottledCost is what a RESOURCE_EXHAUSTED retry costs, in tokens: 3,
+// so that a storm of RESOURCE_EXHAUSTED gets at most half the retries of
+// the same storm of UNAVAILABLE (issue 44). The anchors: AWS's SDKs (their
+// 2026 retry behaviour) keep a throttled client's retries apart in time,
+// waiting from 1 000 ms after a throttling error against 50 ms after a
+// transient one, and charge them 5 tokens of a 500-token quota against
+// 14; Bigtable's maintainers do not retry RESOURCE_EXHAUSTED at all and
+// call its blind retry a downward spiral (google-cloud-go#10388). The
+// recipe waits as long after either code (the delays are the caller's
+// Policy, and a server's RetryInfo or pushback), so the cost is the
+// budgets' one lever: 3 pays about a third as many, between AWS's
+// "later" and Bigtable's "never" (0.35 to 0.36 of UNAVAILABLE's retries;
+// 2 paid 0.51 to 0.54 of them, short of the half: TestThrottledCostsMore,
+// interceptor's TestThrottledStorm).
+const ThrottledCost = 3
 
 // Pay pays a retry that costs cost µtokens at now if a can, and returns
 // what paid for it: from the reserve first if reserve is set (all of the

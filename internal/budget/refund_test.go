@@ -20,11 +20,11 @@ func TestAccountRefund(t *testing.T) {
 	const t0 = int64(1_800_000_000_000_000)
 	var a Account
 	a.Make(t0, p, 0)
-	a.Earn(t0, p, 10, t0, 1<<62) // 2 tokens earned
+	a.Earn(t0, p, 5*ThrottledCost, t0, 1<<62) // ThrottledCost tokens earned
 	before := a.Available(t0, p)
 	r, ok := a.Pay(t0, p, true, Cost(codes.ResourceExhausted))
-	if !ok || r.Earned != 2*Token || r.Floor != 0 || r.LongRun != 0 {
-		t.Fatalf("a RESOURCE_EXHAUSTED retry paid %+v, %v; want 2 tokens of the earnings", r, ok)
+	if !ok || r.Earned != ThrottledCost*Token || r.Floor != 0 || r.LongRun != 0 {
+		t.Fatalf("a RESOURCE_EXHAUSTED retry paid %+v, %v; want %d tokens of the earnings", r, ok, ThrottledCost)
 	}
 	r2, _ := a.Pay(t0, p, true, Cost(codes.Unavailable))
 	if r2.Earned != 0 || r2.Floor != Token {
@@ -208,10 +208,9 @@ func TestRefundBounds(t *testing.T) {
 
 // TestThrottledCostsMore: in a storm that spends the budget (every attempt
 // fails for 10 s), RESOURCE_EXHAUSTED retries cost ThrottledCost tokens
-// each: about half as many are paid as UNAVAILABLE ones, both within the
-// bound. (0.51 to 0.52 of them, not issue 44's 0.5: spending the reserve
-// half as fast, the UNAVAILABLE storm loses more of its earnings to the
-// Window, which forgets them a tenth at a time; a cost of 3 gives 0.35.)
+// each: at most half as many are paid as UNAVAILABLE ones (issue 44), both
+// within the bound. (A cost of 2 paid 0.51 to 0.52 of them here, 0.54
+// through the interceptors: see ThrottledCost.)
 func TestThrottledCostsMore(t *testing.T) {
 	th := grpcbackoff.DefaultThrottle()
 	for seed := range uint64(3) {
@@ -226,8 +225,8 @@ func TestThrottledCostsMore(t *testing.T) {
 			}
 		}
 		t.Logf("seed %d: %d UNAVAILABLE retries, %d RESOURCE_EXHAUSTED", seed, paid[0], paid[1])
-		if 100*paid[1] > 53*paid[0] {
-			t.Errorf("seed %d: %d RESOURCE_EXHAUSTED retries against %d UNAVAILABLE: want about half (at most 0.53)", seed, paid[1], paid[0])
+		if 2*paid[1] > paid[0] {
+			t.Errorf("seed %d: %d RESOURCE_EXHAUSTED retries against %d UNAVAILABLE: want at most half", seed, paid[1], paid[0])
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
+	"github.com/platformkit/grpcbackoff/internal/budget"
 )
 
 // A Gate is one admission check of a backend target's calls. It is asked
@@ -62,19 +63,22 @@ type Gate interface {
 }
 
 // Criticality is how much a call matters when its backend sheds load
-// (interceptor.Critical).
+// (interceptor.Critical, interceptor.Sheddable).
 type Criticality int8
 
 const (
-	Default  Criticality = iota // every call without Critical
-	Critical                    // interceptor.Critical: exempt from adaptive throttling
+	Default   Criticality = iota // every call without Critical or Sheddable
+	Critical                     // interceptor.Critical: exempt from adaptive throttling
+	Sheddable                    // interceptor.Sheddable: its retries are paid from a budget's long-run allowance alone
 )
 
 // A Reservation is one retry or hedge of a call as the gates see it. The
 // loop fills in the request before Reserve (or Pay, for a hedge) and keeps
 // it until the attempt it sends ends (Outcome.Reservation): one per call
 // for a retry, one per attempt for the hedges of a hedged call. Its fields
-// are read by the gates; WhenDue alone is written, by Reserve.
+// are read by the gates; WhenDue is written by Reserve, Cost and Receipt by
+// the target's budget (Budget, Shared), which pays at Pay and gives back
+// what it paid when the retry is canceled or the attempt it sent succeeds.
 type Reservation struct {
 	Decided     time.Time   // when the retry was decided (for a hedge: when it is sent)
 	Due         time.Time   // when it is due to be sent, after its wait
@@ -87,6 +91,11 @@ type Reservation struct {
 	// WhenDue is set by a gate that can only pay when the retry is due:
 	// every gate is then paid when it is (Pay), not when it is decided.
 	WhenDue bool
+	// Cost is what the target's budget took for it at Pay, in µtokens
+	// (budget.Token is one retry): 0 until then, and once given back.
+	Cost int64
+	// Receipt is what of the process's own budget paid Cost (Budget).
+	Receipt budget.Receipt
 }
 
 // Closer reports whether a call's ClientConn has shut down

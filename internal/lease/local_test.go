@@ -229,13 +229,15 @@ func ExampleLocal() {
 	// Output: true true
 }
 
-// TestLocalCostAndRefund: a RESOURCE_EXHAUSTED retry costs 2 tokens, told
+// TestLocalCostAndRefund: a RESOURCE_EXHAUSTED retry costs ThrottledCost
+// tokens, told
 // of, asked for and paid together; a retry the server served gives its
 // cost back: into the lease (and so to the fleet's pool at the next
 // renewal), or off what the process owes when its share paid.
 func TestLocalCostAndRefund(t *testing.T) {
 	th := grpcbackoff.DefaultThrottle()
 	cost := budget.Cost(codes.ResourceExhausted)
+	k := float64(budget.ThrottledCost)
 	var fleet Ledger
 	l := NewLocal(th, time.Second, 10, at(t0))
 	renew := func(now int64) Grant {
@@ -245,19 +247,19 @@ func TestLocalCostAndRefund(t *testing.T) {
 	}
 	renew(t0) // alone: the whole Throttle, 110 tokens
 	tokens := func(now int64) float64 { return l.State(at(now)).Tokens }
-	if !l.AllowCost(at(t0+1), false, cost) || tokens(t0+1) != 108 {
-		t.Fatalf("a RESOURCE_EXHAUSTED retry from the lease: %v tokens left, want 108", tokens(t0+1))
+	if !l.AllowCost(at(t0+1), false, cost) || tokens(t0+1) != 110-k {
+		t.Fatalf("a RESOURCE_EXHAUSTED retry from the lease: %v tokens left, want %v", tokens(t0+1), 110-k)
 	}
 	l.Refund(at(t0+2), false, cost)
 	if tokens(t0+2) != 110 {
 		t.Errorf("after its refund: %v tokens, want 110", tokens(t0+2))
 	}
 	// Given back at the next renewal, the refund is the long-run pool's,
-	// up to Burst: the floor's tenth keeps the 2 tokens paid until the
+	// up to Burst: the floor's tenth keeps the tokens paid until the
 	// Window forgets them, so that none comes back twice (the lease held the
-	// Burst already: the fleet gets back 108 of 110 for now).
-	if g := renew(t0 + 750_000); g.LongRun+g.Earned+g.Floor != 108*Token || g.LongRun != 10*Token {
-		t.Errorf("the next grant: %+v, want the 100 tokens of the floor, 2 paid, and Burst", g)
+	// Burst already: the fleet gets back 110 less the cost for now).
+	if g := renew(t0 + 750_000); g.LongRun+g.Earned+g.Floor != (110-budget.ThrottledCost)*Token || g.LongRun != 10*Token {
+		t.Errorf("the next grant: %+v, want the 100 tokens of the floor, the cost paid, and Burst", g)
 	}
 	// A second process, whose first lease the first one's stock leaves
 	// empty: a retry it wants is asked for whole at its next renewal.
@@ -266,8 +268,8 @@ func TestLocalCostAndRefund(t *testing.T) {
 	if w.WantCost(at(t0+800_000), at(t0+2*sec), false, cost) {
 		t.Error("a renewal asked for early, the next one coming in time")
 	}
-	if r := w.Request(at(t0+1_510_000), 0, 0); r.AskRetries != 2*Token {
-		t.Errorf("the next request asks for %d µtokens of retries, want 2 tokens", r.AskRetries)
+	if r := w.Request(at(t0+1_510_000), 0, 0); r.AskRetries != cost {
+		t.Errorf("the next request asks for %d µtokens of retries, want %d", r.AskRetries, cost)
 	}
 	// Without a lease (the Ledger unreachable), the share pays; what it
 	// paid is owed; a refund makes it owed no more.
@@ -275,8 +277,8 @@ func TestLocalCostAndRefund(t *testing.T) {
 	if !s.AllowCost(at(t0+sec), false, cost) {
 		t.Fatal("the share refused a retry its Throttle pays")
 	}
-	if r := s.Request(at(t0+sec), 0, 0); r.Owed != 2*Token {
-		t.Errorf("after a retry paid from the share: owes %d µtokens, want 2 tokens", r.Owed)
+	if r := s.Request(at(t0+sec), 0, 0); r.Owed != cost {
+		t.Errorf("after a retry paid from the share: owes %d µtokens, want %d", r.Owed, cost)
 	}
 	s.Refund(at(t0+sec), false, cost)
 	if r := s.Request(at(t0+2*sec), 0, 0); r.Owed != 0 {

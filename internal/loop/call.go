@@ -2,12 +2,10 @@ package loop
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/platformkit/grpcbackoff"
@@ -324,12 +322,12 @@ func (c *Call) Proceed(ctx context.Context, f *attempt.Failure, d time.Duration)
 func (c *Call) Progress() { c.run = c.Prior + c.Attempts - 1 }
 
 // NextAttempt counts the call's next attempt and returns the context it is
-// sent on: ctx, which tells the server how many attempts came before it
-// (PreviousAttemptsKey) if any did. It always derives from the caller's
-// ctx, so the key is added once.
+// sent on: ctx (the caller's, as Plan.Outgoing made it), which tells the
+// server how many attempts came before it (PreviousAttemptsKey) if any
+// did, that count in place of any the caller's metadata carries.
 func (c *Call) NextAttempt(ctx context.Context) context.Context {
 	if c.Attempts > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(c.Attempts))
+		ctx = withPreviousAttempts(ctx, c.Attempts)
 	}
 	c.Attempts++
 	c.held = false
@@ -361,11 +359,6 @@ func (c *Call) Wait(ctx context.Context, d time.Duration, lastErr error) error {
 	c.Delay += time.Since(start)
 	return c.Interrupted(ctx, lastErr)
 }
-
-// PreviousAttemptsKey is the metadata key that tells the server, on a
-// retried attempt, how many attempts came before it (as grpc-go's built-in
-// retry does): interceptor.PreviousAttemptsKey.
-const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 
 // One way out: every call, unary, hedged or stream, ends through Fail
 // (its final error and Reason) and End (what the observers are told).

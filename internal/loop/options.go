@@ -3,6 +3,7 @@ package loop
 import (
 	"google.golang.org/grpc"
 
+	"github.com/platformkit/grpcbackoff/internal/gate"
 	"github.com/platformkit/grpcbackoff/internal/safety"
 	"github.com/platformkit/grpcbackoff/internal/settings"
 )
@@ -29,9 +30,12 @@ type SafetyOption struct {
 	Level safety.Level
 }
 
-// CriticalOption exempts one call from adaptive throttling
-// (interceptor.Critical).
-type CriticalOption struct{ grpc.EmptyCallOption }
+// CriticalityOption states how critical one call is (interceptor.Critical,
+// interceptor.Sheddable): the last one given wins.
+type CriticalityOption struct {
+	grpc.EmptyCallOption
+	Level gate.Criticality
+}
 
 // layerMark is the call option by which the Retrier that takes a call tells
 // the Retriers installed after it on the same connection (the same dial

@@ -34,7 +34,7 @@ type Plan struct {
 	CountGRPC bool              // ConnGRPC on an xDS channel: each attempt counts grpc-go's attempts of it (attempt.Failure.GRPCRetried)
 	Safety    safety.Level      // stated by a call option (see Stated)
 	Stated    Stated            // which call option stated Safety, if one did
-	Critical  bool              // Critical: exempt from adaptive throttling
+	Critical  gate.Criticality  // Critical, Sheddable (CriticalityOption); sent on every attempt (Outgoing)
 	Static    bool              // grpc.StaticMethod: Method is a fixed name, for observers
 	Through   bool              // an earlier Retrier on the connection takes the call: its attempts pass through (Mark)
 	OnFinish  bool              // the caller gave grpc.OnFinish: run once per call, not per attempt (SplitOnFinish)
@@ -160,8 +160,8 @@ func (e *Engine) plan(p *Plan, cc *grpc.ClientConn, conn *targets.Conn, register
 			p.Static = true
 		case grpc.OnFinishCallOption:
 			p.OnFinish = true
-		case *CriticalOption:
-			p.Critical = true
+		case *CriticalityOption:
+			p.Critical = o.Level
 		case *SafetyOption:
 			p.Safety, p.Stated = o.Level, ByCallIdempotent
 			if o.Level == safety.NotIdempotent {
@@ -278,12 +278,7 @@ func (p *Plan) WithTimeout(ctx context.Context) (_ context.Context, cancel conte
 }
 
 // criticality returns the call's criticality, as its gates know it.
-func (p *Plan) criticality() gate.Criticality {
-	if p.Critical {
-		return gate.Critical
-	}
-	return gate.Default
-}
+func (p *Plan) criticality() gate.Criticality { return p.Critical }
 
 // SafetyOf returns what is known of the Safety of the call p plans, first
 // to last as interceptor.Safety says: what its call options state, then

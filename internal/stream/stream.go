@@ -53,6 +53,7 @@ func open(e *loop.Engine, p *loop.Plan, conn *targets.Conn, ctx context.Context,
 	if err != nil {
 		return nil, err
 	}
+	ctx = p.Outgoing(ctx) // its criticality, on every attempt
 	if p.Policy == nil {
 		return plainStream(ctx, p, desc, cc, p.Method, streamer, append(opts[:len(opts):len(opts)], loop.Mark))
 	}

@@ -208,7 +208,7 @@ func (r *Registry) builtIn(t *Target) []gate.Gate {
 	case t.budget != nil:
 		gs = append(gs, gate.Budget{B: t.budget})
 	case t.shared != nil:
-		gs = append(gs, gate.Shared{B: t.shared})
+		gs = append(gs, gate.NewShared(t.shared))
 	}
 	return gs
 }

@@ -38,6 +38,7 @@ func Invoke(e *loop.Engine, ctx context.Context, method string, req, reply any, 
 	if err != nil {
 		return err
 	}
+	ctx = p.Outgoing(ctx) // its criticality, on every attempt
 	origin := ctx
 	if p.Timeout > 0 {
 		if tctx, cancel := p.WithTimeout(ctx); cancel != nil {

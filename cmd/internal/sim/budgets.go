@@ -143,11 +143,12 @@ func RunBudgets(ctx context.Context, b Budgets) ([]BudgetRun, error) {
 
 // Outage is what a run did during its outage, and what its users felt.
 type Outage struct {
-	// Retries is the retries sent during the outage, Started the calls
-	// started during it, and Before the calls that succeeded in the
-	// Throttle's Window before it.
-	Retries, Started, Before int
-	// Bound is the Throttle's bound on Retries for one budget serving the
+	// Retries is the retries sent during the outage, Failed the retries
+	// that failed during it, Started the calls started during it, and
+	// Before the calls that succeeded in the Throttle's Window before it.
+	Retries, FailedRetries, Started, Before int
+	// Bound is the Throttle's bound on Retries (on FailedRetries, a budget
+	// giving back the retries the server served) for one budget serving the
 	// whole fleet: MinReserve + Reserve·S + Burst + Ratio·Started +
 	// PerSecond·T; PerProcess the sum of the processes' bounds, each with
 	// its own floors.
@@ -172,6 +173,7 @@ func OutageOf(r Result, sc Fleet, t grpcbackoff.Throttle, processes int) Outage 
 	from, to := int(sc.PauseAt/time.Second), int((sc.PauseAt+sc.Pause)/time.Second)
 	for _, s := range r.Samples[from:min(to, len(r.Samples))] {
 		o.Retries += s.Attempts - s.Started
+		o.FailedRetries += s.FailedRetries
 		o.Started += s.Started
 	}
 	for _, s := range r.Samples[max(from-int(t.Window/time.Second), 0):from] {

@@ -101,6 +101,12 @@ type sim struct {
 	ledger lease.Ledger // the fleet budget, with Strategy.LeasePeriod
 	leased float64      // long-run tokens the processes held when the outage began
 
+	// receipts holds, for each client, what its process's own budget
+	// paid for the retry it waits for or has in flight, given back if
+	// the server serves it (budget.Budget.Refund); nil without budgets
+	// of their own.
+	receipts []budget.Receipt
+
 	guard  *guardcore.Core // the server's retry guard, with Strategy.Guard
 	method guardcore.Method
 }
@@ -178,6 +184,9 @@ func RunFleet(ctx context.Context, sc Fleet, st Strategy, progress func(modelTim
 				return Result{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
 			}
 			s.procs[i].budget = b
+			if s.receipts == nil {
+				s.receipts = make([]budget.Receipt, sc.Clients)
+			}
 		}
 		if st.Adaptive != nil {
 			a, err := adaptive.New(*st.Adaptive)
@@ -406,6 +415,9 @@ func (s *sim) answer(r ref, now int64) {
 	if p.budget != nil {
 		p.budget.Succeeded() // feeds the reserve, as the interceptors do
 	}
+	if c.attempts > 1 {
+		s.refund(r.id, now) // a retry the server served costs nothing
+	}
 	p.succeeded++
 	if p.adaptive != nil {
 		p.adaptive.Record(s.t(now), true)
@@ -423,17 +435,21 @@ func (s *sim) answer(r ref, now int64) {
 func (s *sim) failed(id int32, now int64, timedOut bool, hint grpcbackoff.Hint) {
 	c := &s.clients[id]
 	p := s.proc(id)
+	if b := s.sample(now); b != nil && c.attempts > 1 {
+		b.FailedRetries++
+	}
 	if p.adaptive != nil {
 		p.adaptive.Record(s.t(now), false)
 	}
 	a := decide.Attempt{Number: int(c.attempts), MaxAttempts: s.st.Policy.MaxAttempts,
-		Code: codes.DeadlineExceeded, TimedOut: timedOut, Now: s.t(now)}
+		Code: retried(timedOut), TimedOut: timedOut, Now: s.t(now)}
 	if s.st.CallTimeout > 0 {
 		a.Deadline = s.t(s.deadline(c))
 	}
 	if !timedOut {
-		a.Code, a.Hint = codes.Unavailable, hint
+		a.Hint = hint
 	}
+	c.timedOut = timedOut
 	if s.payWhenDue(p) {
 		// Decided now, paid when due (paid): the budget is told of it.
 		d := decide.Decide(&s.st.Policy, a, nil, nil)
@@ -441,30 +457,68 @@ func (s *sim) failed(id int32, now int64, timedOut bool, hint grpcbackoff.Hint) 
 			s.gaveUp(id, now, d.Reason)
 			return
 		}
-		c.state, c.timedOut = backingOff, timedOut
-		if p.lease.Want(a.Now, a.Now.Add(d.Delay), timedOut) {
+		c.state = backingOff
+		if p.lease.WantCost(a.Now, a.Now.Add(d.Delay), timedOut, budget.Cost(a.Code)) {
 			p.renewal++ // renew now: the next renewal's lease would come too late
 			s.q.push(event{at: now, id: int32(int(id) / s.sc.PerProcess), seq: p.renewal, kind: evRenew})
 		}
 		s.q.push(event{at: now + int64(d.Delay), id: id, seq: c.seq, kind: evRetry})
 		return
 	}
-	var budget decide.Budget
-	if p.budget != nil {
-		budget = p.budget
-	} else if p.lease != nil {
-		budget = p.lease
-	}
 	if p.adaptive != nil {
 		a.U = s.rng.Float64()
 	}
-	d := decide.Decide(&s.st.Policy, a, budget, p.adaptive)
+	// Decided, then paid at once (as the interceptors pay their own
+	// budget), what the failure's code costs (gate.Budget's price).
+	d := decide.Decide(&s.st.Policy, a, nil, p.adaptive)
+	if d.Retry && !s.pay(id, a.Now, timedOut, budget.Cost(a.Code)) {
+		d = decide.Decision{Reason: grpcbackoff.ReasonThrottled}
+	}
 	if d.Retry {
 		c.state = backingOff
 		s.q.push(event{at: now + int64(d.Delay), id: id, seq: c.seq, kind: evRetry})
 		return
 	}
 	s.gaveUp(id, now, d.Reason)
+}
+
+// pay pays, from the budget of client id's process if it has one, a retry
+// that costs cost µtokens, from the long-run allowance alone if longRun,
+// keeping what paid for it (refund), and reports whether it may be sent.
+func (s *sim) pay(id int32, now time.Time, longRun bool, cost int64) bool {
+	p := s.proc(id)
+	switch {
+	case p.budget != nil:
+		r, ok := p.budget.AllowCost(now, longRun, cost)
+		s.receipts[id] = r
+		return ok
+	case p.lease != nil:
+		return p.lease.AllowCost(now, longRun, cost)
+	}
+	return true
+}
+
+// refund gives back, at now, what client id's retry cost its process's
+// budget: the server served it.
+func (s *sim) refund(id int32, now int64) {
+	p := s.proc(id)
+	c := &s.clients[id]
+	switch {
+	case p.budget != nil:
+		p.budget.Refund(s.t(now), s.receipts[id])
+		s.receipts[id] = budget.Receipt{}
+	case p.lease != nil:
+		p.lease.Refund(s.t(now), c.timedOut, budget.Cost(retried(c.timedOut)))
+	}
+}
+
+// retried returns the code of the failure a client's retry retries: the
+// attempt's timeout, or an UNAVAILABLE answered.
+func retried(timedOut bool) codes.Code {
+	if timedOut {
+		return codes.DeadlineExceeded
+	}
+	return codes.Unavailable
 }
 
 // payWhenDue reports whether p's retries are paid when due, after their
@@ -485,7 +539,10 @@ func (s *sim) paid(id int32, now int64) bool {
 	if p.adaptive != nil {
 		a.U = s.rng.Float64()
 	}
-	why := decide.Pay(p.lease, p.adaptive, a)
+	why := decide.Pay(nil, p.adaptive, a)
+	if why == 0 && !p.lease.AllowCost(a.Now, c.timedOut, budget.Cost(retried(c.timedOut))) {
+		why = grpcbackoff.ReasonThrottled
+	}
 	if why != 0 {
 		s.gaveUp(id, now, why)
 	}

@@ -29,6 +29,9 @@ type Sample struct {
 	// Lost is the attempts that found the paused server's backlog full
 	// (RunFleet only).
 	Lost int
+	// FailedRetries is the retries that failed (timed out, or answered
+	// UNAVAILABLE), counted in the second they failed (RunFleet only).
+	FailedRetries int
 	// ServerRetries is the retries that reached the server (attempts after
 	// the first of their call), counted in the second in which the server
 	// started them or answered them UNAVAILABLE (RunFleet only).
