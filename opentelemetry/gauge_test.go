@@ -29,16 +29,16 @@ func TestGauges(t *testing.T) {
 			t.Errorf("%s = %v before any call, want no point", opentelemetry.MetricBudgetAvailable, points(t, m, nil))
 		}
 
-		call(t.Context(), ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(2)})   // two retries paid
+		call(t.Context(), ic, &bufconntest.Invoker{Errs: bufconntest.Unavailable(2)})   // two retries paid, the one served given back
 		call(t.Context(), none, &bufconntest.Invoker{Errs: bufconntest.Unavailable(1)}) // no budget: no point
 		got := collect(t, reader)
-		check(t, got, opentelemetry.MetricBudgetAvailable, nil, map[string]string{"grpc.target=": "3"})
+		check(t, got, opentelemetry.MetricBudgetAvailable, nil, map[string]string{"grpc.target=": "4"})
 		check(t, got, opentelemetry.MetricThrottleRejectionProbability, nil, map[string]string{"grpc.target=": "0"})
 
 		// A second Retrier with a budget on the same target: the points add up.
 		other := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 2}))
 		call(t.Context(), other, &bufconntest.Invoker{})
-		check(t, collect(t, reader), opentelemetry.MetricBudgetAvailable, nil, map[string]string{"grpc.target=": "5"})
+		check(t, collect(t, reader), opentelemetry.MetricBudgetAvailable, nil, map[string]string{"grpc.target=": "6"})
 	})
 }
 

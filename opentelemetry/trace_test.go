@@ -61,7 +61,7 @@ func TestSpanEvents(t *testing.T) {
 		p := bufconntest.Exact()
 		p.MaxAttempts = 3
 		rec := newRecorder(t, opentelemetry.Options{})
-		ic := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 4}))
+		ic := interceptor.Unary(p, rec.Option(), interceptor.WithThrottle(grpcbackoff.Throttle{Burst: 3}))
 
 		run := func(s *bufconntest.Invoker) []string {
 			start := time.Now()
@@ -83,8 +83,8 @@ func TestSpanEvents(t *testing.T) {
 			t.Errorf("events of an exhausted call:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 
-		// Success after a retry (one token left after it), and a code that
-		// is not retryable: no give-up.
+		// Success after a retry (its token given back: one left), and a
+		// code that is not retryable: no give-up.
 		got = run(&bufconntest.Invoker{Errs: bufconntest.Unavailable(1)})
 		if len(got) != 1 || !strings.Contains(got[0], "grpcbackoff.retry ") {
 			t.Errorf("events of a call that succeeded on its retry: %q, want one retry", got)
