@@ -42,6 +42,23 @@ func (l *logs) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); 
 func (l *logs) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
 func (l *logs) count(s string) int          { return strings.Count(l.String(), s) }
 
+// timedOut reports whether every warning logged is a renewal that timed out
+// (a quarter of its period: a loaded machine's, not the test's doing), and
+// there is one.
+func (l *logs) timedOut() bool {
+	warned := false
+	for line := range strings.Lines(l.String()) {
+		if !strings.Contains(line, "level=WARN") {
+			continue
+		}
+		if !strings.Contains(line, "i/o timeout") && !strings.Contains(line, "context deadline exceeded") {
+			return false
+		}
+		warned = true
+	}
+	return warned
+}
+
 // process is one process of a fleet in a test: a Fleet without its
 // goroutine, whose renewals the test makes with tick at times it chooses.
 type process struct {
