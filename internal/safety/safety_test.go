@@ -60,6 +60,35 @@ func TestNamed(t *testing.T) {
 		{"/a.B/BatchGetOrders", true},
 		{"/a.B/SearchOrders", true},
 		{"/a.B/GetIamPolicy", true},
+		{"/a.B/GetInstance", true},
+		{"/a.B/GetOperation", true},
+		{"/a.B/ListInstances", true},
+		{"/a.B/BatchGetDocuments", true},
+		{"/a.B/SearchCatalog", true},
+		{"/a.B/GetOrganization", true}, // "Organization" is one word, not "Or"
+		{"/a.B/GetAndroidApp", true},   // nor "Android" "And"
+		{"/a.B/GetRun", true},          // a run is a resource (Workflows' executions, CI runs)
+		{"/a.B/GetURL", true},
+		{"/a.B/GetTrigger", true}, // a resource (Eventarc's, Cloud Build's), not a verb of change
+		// A conjunction joins a second action, whatever its verb.
+		{"/a.B/GetAndDecrementStock", false},
+		{"/a.B/GetOrRegisterDevice", false},
+		{"/a.B/GetOrInitSession", false},
+		{"/a.B/GetOrStartWorkflow", false},
+		{"/a.B/GetOrProvisionCluster", false},
+		{"/a.B/GetOrMintToken", false},
+		{"/a.B/GetAndSwapValue", false},
+		{"/a.B/GetAndRenewLease", false},
+		{"/a.B/GetThenDeleteOrder", false},
+		{"/a.B/GetOrderIfAbsentInsert", false},
+		{"/a.B/ListOrdersAndArchive", false},
+		{"/a.B/BatchGetOrCreateUsers", false},
+		// No verb of change after the verb, with no conjunction either.
+		{"/a.B/GetRenewLease", false},
+		{"/a.B/ListClaimTasks", false},
+		{"/a.B/GetNextId", false},
+		{"/a.B/GetNewToken", false},
+		{"/a.B/get_order", false},   // not the guide's form: treated as a write
 		{"/a.B/Getaway", false},     // Get is not a word of its own
 		{"/a.B/Listen", false},      // nor List
 		{"/a.B/Batch", false},       // Batch alone
