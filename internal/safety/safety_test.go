@@ -33,6 +33,7 @@ var testFile = func() protoreflect.FileDescriptor {
 		MessageType: []*descriptorpb.DescriptorProto{
 			{Name: proto.String("Request"), Field: []*descriptorpb.FieldDescriptorProto{field("request_id", descriptorpb.FieldDescriptorProto_TYPE_STRING)}},
 			{Name: proto.String("Numbered"), Field: []*descriptorpb.FieldDescriptorProto{field("request_id", descriptorpb.FieldDescriptorProto_TYPE_INT64)}},
+			{Name: proto.String("CreateOrderRequest"), Field: []*descriptorpb.FieldDescriptorProto{field("order_id", descriptorpb.FieldDescriptorProto_TYPE_STRING)}},
 		},
 		Service: []*descriptorpb.ServiceDescriptorProto{{
 			Name:   proto.String("Shop"),
@@ -133,6 +134,12 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("Describe(%q) = %+v; want level %v, assumed %v, source %q…", tc.method, k, tc.level, tc.assumed, tc.source)
 		}
 	}
+	// A pinned client's create with a user-specified ID (AIP-133), its
+	// package not linked in: the data names the ID's field.
+	const create = "/google.cloud.redis.v1.CloudRedis/CreateInstance"
+	if k := Describe(create); k.Level != NotIdempotent || !k.ByRequest || k.ID != "instance_id" {
+		t.Errorf("Describe(%q) = %+v; want a write resent when its request sets instance_id", create, k)
+	}
 }
 
 func TestCatalogOrder(t *testing.T) {
@@ -187,7 +194,15 @@ func TestResendable(t *testing.T) {
 	}
 	numbered := dynamicpb.NewMessage(testFile.Messages().ByName("Numbered"))
 	numbered.Set(numbered.Descriptor().Fields().ByName("request_id"), protoreflect.ValueOfInt64(7))
+	create := func(id string) proto.Message {
+		m := dynamicpb.NewMessage(testFile.Messages().ByName("CreateOrderRequest"))
+		if id != "" {
+			m.Set(m.Descriptor().Fields().ByName("order_id"), protoreflect.ValueOfString(id))
+		}
+		return m
+	}
 	write := Knowledge{Level: NotIdempotent, ByRequest: true}
+	withID := Knowledge{Level: NotIdempotent, ByRequest: true, ID: "order_id"} // AIP-133
 	stated := Knowledge{Level: NotIdempotent}
 	for _, tc := range []struct {
 		name string
@@ -204,13 +219,18 @@ func TestResendable(t *testing.T) {
 		{"a write whose request is no proto.Message", write, "r-1", false},
 		{"a typed nil request", write, (*emptypb.Empty)(nil), false},
 		{"a stated write with a request_id", stated, request("r-1"), false},
+		{"a create that sets its ID", withID, create("o-1"), true},
+		{"a create that leaves its ID empty", withID, create(""), false},
+		{"a create whose request has no such ID", withID, &emptypb.Empty{}, false},
+		{"a create with a request_id", withID, request("r-1"), true},
+		{"a write that sets an ID it is not known by", write, create("o-1"), false},
 	} {
 		if got := Resendable(tc.k, tc.req); got != tc.want {
 			t.Errorf("%s: Resendable = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	req := request("r-1")
-	if n := testing.AllocsPerRun(100, func() { Resendable(write, req) }); n != 0 {
+	req, created := request("r-1"), create("o-1")
+	if n := testing.AllocsPerRun(100, func() { Resendable(write, req); Resendable(withID, created) }); n != 0 {
 		t.Errorf("Resendable allocates %v times; want 0", n)
 	}
 }
