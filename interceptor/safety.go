@@ -55,8 +55,9 @@ import (
 // more, which tells the caller the resource may be its own (bare, the
 // caller gets UNAVAILABLE, and its own retry the same ALREADY_EXISTS). An
 // empty ID lets the server choose one, and is not resent; nor is another
-// API's create but by its request_id. The request is read after a failure
-// only.
+// API's create but by its request_id. A field counts when the request sets
+// it (proto presence) and not empty, never by a default value, which is
+// not on the wire. The request is read after a failure only.
 // A Policy of the library's own (WithMethod, CallPolicy) changes delays and
 // attempts, never Safety. Explain says which rule decided.
 //

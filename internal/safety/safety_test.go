@@ -50,6 +50,49 @@ var testFile = func() protoreflect.FileDescriptor {
 	return fd
 }()
 
+// proto2File holds a proto2 request whose request_id and order_id have
+// defaults: `optional string request_id = 1 [default = "none"];`.
+var proto2File = func() protoreflect.FileDescriptor {
+	field := func(name string, n int32) *descriptorpb.FieldDescriptorProto {
+		return &descriptorpb.FieldDescriptorProto{Name: proto.String(name), Number: proto.Int32(n), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+			Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(), DefaultValue: proto.String("none")}
+	}
+	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
+		Name: proto.String("grpcbackoff/internal/safety/safetytest2.proto"), Package: proto.String("safetytest2"), Syntax: proto.String("proto2"),
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Request"), Field: []*descriptorpb.FieldDescriptorProto{field("request_id", 1), field("order_id", 2)}}},
+	}, protoregistry.GlobalFiles)
+	if err != nil {
+		panic(err)
+	}
+	return fd
+}()
+
+// TestResendableOnTheWire: a request_id or an ID counts when the request
+// sends it, never by its default.
+func TestResendableOnTheWire(t *testing.T) {
+	md := proto2File.Messages().ByName("Request")
+	withID := Knowledge{Level: NotIdempotent, ByRequest: true, ID: "order_id"}
+	for _, tc := range []struct {
+		name string
+		set  map[protoreflect.Name]string
+		want bool
+	}{
+		{"both left at their defaults", nil, false},
+		{"request_id set empty", map[protoreflect.Name]string{"request_id": ""}, false},
+		{"request_id set", map[protoreflect.Name]string{"request_id": "r-1"}, true},
+		{"order_id set empty", map[protoreflect.Name]string{"order_id": ""}, false},
+		{"order_id set", map[protoreflect.Name]string{"order_id": "o-1"}, true},
+	} {
+		m := dynamicpb.NewMessage(md)
+		for f, v := range tc.set {
+			m.Set(md.Fields().ByName(f), protoreflect.ValueOfString(v))
+		}
+		if got := Resendable(withID, m); got != tc.want {
+			t.Errorf("%s: Resendable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestNamed(t *testing.T) {
 	for _, tc := range []struct {
 		method string
