@@ -91,6 +91,18 @@ func Descriptor(method string) (Knowledge, bool) {
 	return k, ok
 }
 
+// Known reports whether a descriptor the binary registers, or the pinned
+// clients' data, holds method.
+func Known(method string) bool {
+	if _, found := googledata.Pinned(method); found {
+		return true
+	}
+	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	return err == nil && ok && sd.Methods().ByName(protoreflect.Name(name)) != nil
+}
+
 // Registered is Descriptor for the descriptors the binary registers
 // (protoregistry.GlobalFiles) alone: the generator of the pinned clients'
 // data writes what it says.

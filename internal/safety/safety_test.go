@@ -1,7 +1,9 @@
 package safety
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -275,5 +277,45 @@ func TestResendable(t *testing.T) {
 	req, created := request("r-1"), create("o-1")
 	if n := testing.AllocsPerRun(100, func() { Resendable(write, req); Resendable(withID, created) }); n != 0 {
 		t.Errorf("Resendable allocates %v times; want 0", n)
+	}
+}
+
+// TestCatalogBounded: a Catalog keeps what it learnt of the methods the
+// program knows, and at most recentMax of the names callers choose, which
+// it learns again once forgotten; a known method's lookup allocates nothing.
+func TestCatalogBounded(t *testing.T) {
+	b := &Catalog{}
+	b.State("/stated.Svc/Do", Idempotent)
+	known := []string{"/safetytest.Shop/GetOrder", "/safetytest.Shop/CreateOrder", "/stated.Svc/Do", "/google.longrunning.Operations/GetOperation"}
+	for _, m := range known {
+		b.Of(m)
+	}
+	for i := range 10 * recentMax {
+		if k := b.Of(fmt.Sprintf("/tenant%d.Svc/Do", i)); k.Level != NotIdempotent || !k.Assumed {
+			t.Fatalf("Of(/tenant%d.Svc/Do) = %+v; want treated as a write", i, k)
+		}
+	}
+	if k := b.Of("/tenant1.Svc/GetThing"); k.Level != Idempotent {
+		t.Errorf("Of(/tenant1.Svc/GetThing) = %+v after the flood; want a standard read", k)
+	}
+	count := func(m *sync.Map) (n int) {
+		m.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	if n := count(&b.known); n != len(known) {
+		t.Errorf("%d methods kept for good; want the %d the program knows", n, len(known))
+	}
+	if n := count(&b.recent); n > recentMax {
+		t.Errorf("%d names of callers kept; want %d at most", n, recentMax)
+	}
+	long := "/long.Svc/" + strings.Repeat("x", 1<<17)
+	b.Of(long)
+	if _, ok := b.recent.Load(long); ok {
+		t.Errorf("a name of %d bytes kept; want none over %d", len(long), recentName)
+	}
+	for _, m := range known {
+		if n := testing.AllocsPerRun(100, func() { b.Of(m) }); n != 0 {
+			t.Errorf("Of(%s), known, allocates %v times; want 0", m, n)
+		}
 	}
 }
