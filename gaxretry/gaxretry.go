@@ -44,9 +44,12 @@
 //
 // A create with an ID of the caller's choosing (AIP-133), such as Cloud
 // Redis's CreateInstance, is resent after a failure that may have been
-// applied: if the first attempt was, the second answers ALREADY_EXISTS, for
-// an instance that is the caller's own. Check with GetInstance before taking
-// it for someone else's.
+// applied when its request sets the ID (an empty one, where the API lets
+// the server choose, is not): if the first attempt was applied, the second
+// answers ALREADY_EXISTS, for an instance that may be the caller's own, and
+// no operation handle; the error is then a *grpcbackoff.Error whose
+// Attempts is 2 or more. Check with GetInstance before taking it for
+// someone else's.
 //
 // # Without an interceptor
 //

@@ -60,6 +60,7 @@ type Safety struct {
 	Safety interceptor.Safety
 	Stream bool
 	Source string
+	ID     string // a Google API's create's user-specified ID field (AIP-133): safety.Knowledge.ID
 }
 
 // ClientInfo names a generated client of the data.
@@ -112,7 +113,7 @@ func Generate(ctx context.Context) (*Data, error) {
 			continue
 		}
 		k, _ := safety.Registered(m.Name)
-		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: interceptor.Safety(k.Level), Stream: m.Stream, Source: withoutPath(k.Source)})
+		d.Safety = append(d.Safety, Safety{Method: m.Name, Safety: interceptor.Safety(k.Level), Stream: m.Stream, Source: withoutPath(k.Source), ID: string(k.ID)})
 	}
 	for _, m := range gc.HandMethods() {
 		if _, found := slices.BinarySearchFunc(d.Methods, m, func(g Method, m string) int { return strings.Compare(g.Name, m) }); found {
@@ -122,7 +123,7 @@ func Generate(ctx context.Context) (*Data, error) {
 		if strings.HasPrefix(k.Source, "no descriptor") {
 			return nil, fmt.Errorf("googleclients: %s: no descriptor linked: import the client that calls it", m)
 		}
-		d.Safety = append(d.Safety, Safety{Method: m, Safety: interceptor.Safety(k.Level), Stream: isStream(m), Source: withoutPath(k.Source)})
+		d.Safety = append(d.Safety, Safety{Method: m, Safety: interceptor.Safety(k.Level), Stream: isStream(m), Source: withoutPath(k.Source), ID: string(k.ID)})
 	}
 	slices.SortFunc(d.Safety, func(a, b Safety) int { return strings.Compare(a.Method, b.Method) })
 	return &d, nil
@@ -380,6 +381,9 @@ type MethodFacts struct {
 	Safety Safety
 	Stream bool
 	Why    string
+	// ID is, for a create with a user-specified ID (AIP-133), the request's
+	// field of that ID: a call that sets it may be resent.
+	ID string
 }
 
 // Safety is what a descriptor tells of a method's safety, as the
@@ -406,7 +410,11 @@ var PinnedMethods = [...]MethodFacts{
 		if s.Stream {
 			stream = ", Stream: true"
 		}
-		fmt.Fprintf(&b, "\t{Method: %q, Safety: %s%s, Why: %q},\n", s.Method, name[s.Safety], stream, s.Source)
+		id := ""
+		if s.ID != "" {
+			id = fmt.Sprintf(", ID: %q", s.ID)
+		}
+		fmt.Fprintf(&b, "\t{Method: %q, Safety: %s%s, Why: %q%s},\n", s.Method, name[s.Safety], stream, s.Source, id)
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())

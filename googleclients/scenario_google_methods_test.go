@@ -37,7 +37,7 @@ var googleMethods = []struct {
 	// Cloud Redis v1.
 	{"/google.cloud.redis.v1.CloudRedis/GetInstance", "GET", "-", interceptor.Idempotent, "read"},
 	{"/google.cloud.redis.v1.CloudRedis/ListInstances", "GET", "-", interceptor.Idempotent, "read"},
-	{"/google.cloud.redis.v1.CloudRedis/CreateInstance", "POST", "-", interceptor.Idempotent, "user-specified instance_id: a second one is ALREADY_EXISTS"},
+	{"/google.cloud.redis.v1.CloudRedis/CreateInstance", "POST", "-", interceptor.NotIdempotent, "user-specified instance_id: resent per call when set, a second one is ALREADY_EXISTS (TestCreateWithIDResentPerCall)"},
 	{"/google.cloud.redis.v1.CloudRedis/UpdateInstance", "PATCH", "-", interceptor.Idempotent, "sets fields"},
 	{"/google.cloud.redis.v1.CloudRedis/DeleteInstance", "DELETE", "-", interceptor.Idempotent, "delete"},
 	{"/google.cloud.redis.v1.CloudRedis/FailoverInstance", "POST", "-", interceptor.NotIdempotent, "a second failover moves the primary back"},
@@ -72,7 +72,7 @@ var googleMethods = []struct {
 	{"/google.bigtable.admin.v2.BigtableTableAdmin/CheckConsistency", "POST", "UNAVAILABLE,DEADLINE_EXCEEDED", interceptor.Idempotent, "read"},
 	{"/google.bigtable.admin.v2.BigtableTableAdmin/GenerateConsistencyToken", "POST", "UNAVAILABLE,DEADLINE_EXCEEDED", interceptor.Idempotent, "a fresh token, nothing changed"},
 	{"/google.bigtable.admin.v2.BigtableTableAdmin/GetTable", "GET", "UNAVAILABLE,DEADLINE_EXCEEDED", interceptor.Idempotent, "read"},
-	{"/google.bigtable.admin.v2.BigtableTableAdmin/CreateTable", "POST", "-", interceptor.Idempotent, "user-specified table_id"},
+	{"/google.bigtable.admin.v2.BigtableTableAdmin/CreateTable", "POST", "-", interceptor.NotIdempotent, "user-specified table_id: resent per call when set"},
 	{"/google.bigtable.admin.v2.BigtableTableAdmin/DropRowRange", "POST", "-", interceptor.NotIdempotent, "drops rows written in between"},
 	{"/google.bigtable.admin.v2.BigtableInstanceAdmin/GetInstance", "GET", "UNAVAILABLE,DEADLINE_EXCEEDED", interceptor.Idempotent, "read"},
 	{"/google.bigtable.admin.v2.BigtableInstanceAdmin/GetIamPolicy", "POST", "UNAVAILABLE,DEADLINE_EXCEEDED", interceptor.Idempotent, "read"},

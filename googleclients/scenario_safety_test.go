@@ -23,7 +23,8 @@ import (
 // Every method of Cloud Redis v1 (registered by redispb), as the interceptor
 // sees it from the API's own annotations: what its google.api.http binding
 // marks safe keeps the whole recipe; its custom methods (AIP-136), which all
-// change the instance, are not retried after UNAVAILABLE.
+// change the instance, are not retried after UNAVAILABLE, nor is
+// CreateInstance but by a call whose request sets instance_id.
 func TestRedisSafetyFromAnnotations(t *testing.T) {
 	r, err := interceptor.New(grpcbackoff.DefaultPolicy())
 	if err != nil {
@@ -33,8 +34,9 @@ func TestRedisSafetyFromAnnotations(t *testing.T) {
 		"ListInstances": interceptor.Idempotent, "GetInstance": interceptor.Idempotent,
 		"GetInstanceAuthString": interceptor.Idempotent, "UpdateInstance": interceptor.Idempotent,
 		"DeleteInstance": interceptor.Idempotent,
-		// AIP-133: a Create with a user-specified instance_id.
-		"CreateInstance": interceptor.Idempotent,
+		// AIP-133: a Create with a user-specified instance_id, resent
+		// per call when its request sets it (TestCreateWithIDResentPerCall).
+		"CreateInstance": interceptor.NotIdempotent,
 		// AIP-136 custom methods that change the instance.
 		"UpgradeInstance": interceptor.NotIdempotent, "ImportInstance": interceptor.NotIdempotent,
 		"ExportInstance": interceptor.NotIdempotent, "FailoverInstance": interceptor.NotIdempotent,

@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -292,7 +293,7 @@ func (r *Retrier) explain(p *loop.Plan, v connView) Decision {
 	pol.Codes = slices.Clone(p.Policy.Codes)
 	d.Policy = &pol
 	k := r.e.SafetyOf(p)
-	d.Safety, d.Source = Safety(k.Level), k.Source
+	d.Safety, d.Source = Safety(k.Level), k.Source+r.hedgeSkipped(p)
 	// Under WithoutPushback a unary call that is not hedged reads no
 	// trailer, so no failure is known to be the server's own status: a
 	// write is resent after none.
@@ -348,11 +349,23 @@ func isStream(method string) bool {
 	return stream
 }
 
+// hedgeSkipped says, of a method that a hedging entry of its service or
+// the default one would hedge, that the plan p does not hedge it because it
+// is not established safe to send twice; "" otherwise.
+func (r *Retrier) hedgeSkipped(p *loop.Plan) string {
+	if p.Hedge != nil || p.Conn == loop.ConnGRPC || p.From == settings.FromMethod || r.e.Settings.Resolve(p.Method).Hedge == nil || !r.e.Unsafe(p.Method) {
+		return ""
+	}
+	return "; not hedged by the hedging entry of " + cmp.Or(entryName(p.Method, p.From), "every method") + ", which skips a method treated as a write"
+}
+
 // policySource says where the Policy of p comes from, on the ClientConn v
-// if any.
+// if any. Where the entry deciding the method's settings hedges it, its
+// failures follow the Policy of the next entry that does not (RetryFrom),
+// whether the plan kept the hedge or dropped it (see hedgeSkipped).
 func (r *Retrier) policySource(p *loop.Plan, v connView) string {
 	name := entryName(p.Method, p.From)
-	if p.Hedge != nil {
+	if p.Hedge != nil || r.e.Settings.Resolve(p.Method).Hedge != nil {
 		name = r.e.Settings.RetryFrom(p.Method)
 	}
 	var src string

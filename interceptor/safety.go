@@ -25,17 +25,20 @@ import (
 // call's options (CallIdempotent, CallNotIdempotent); the Retrier's options
 // for the method (WithSafety, then a service config's retryPolicy naming it:
 // WithServiceConfig's, or, for a call that follows it, the one its
-// ClientConn's service config gives it); WithSafety for its service; its descriptor, once its
-// generated package is linked in: idempotency_level NO_SIDE_EFFECTS and
-// IDEMPOTENT, and the google.api.http verbs GET, PUT, PATCH and DELETE, are
-// Idempotent, and a POST is when it creates with a user-specified ID
-// (AIP-133), when its name starts with a verb that sets a state
+// ClientConn's service config gives it); WithSafety for its service; its
+// descriptor, once its generated package is linked in: idempotency_level
+// NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http verbs GET, PUT,
+// PATCH and DELETE, are Idempotent, and a POST is when its name is a
+// standard read's (below) or, in a Google API (a google.* package),
+// designed to its guide, when its name starts with a verb that sets a state
 // (SetIamPolicy, Acknowledge, CancelOperation) or reads with no word of
 // change (ReadRows, GetIamPolicy; not ReadModifyWriteRow), any other POST
-// being NotIdempotent (Publish, Commit, FailoverInstance); for a method of
-// a Google API (a google.* package) with neither, the same words of its
-// name (StreamingPull, ReadObject); the name of a standard method that
-// reads (Get, List, BatchGet, Search: AIP-131, 132, 231, 136); where
+// being NotIdempotent (Publish, FailoverInstance, another API's custom
+// methods); for a method of a Google API with neither, the same words of
+// its name (StreamingPull, ReadObject); the name of a standard method that
+// reads (Get, List, BatchGet, Search: AIP-131, 132, 231, 136), the verb then
+// a resource's nouns, with no conjunction and no verb of change
+// (GetIamPolicy reads, GetOrCreateCart and GetAndResetCounter do not); where
 // nothing else knows, a resume rule covering it (WithResume: it opens the
 // method again by design), the method's own hedging entry (WithHedging
 // naming it, or a service config's hedgingPolicy: it sends the method twice
@@ -44,7 +47,17 @@ import (
 // establishes is treated as a write, NotIdempotent. A write that no option
 // stated (CallNotIdempotent, WithSafety) is resent, call by call, when its
 // request carries a non-empty string field request_id (AIP-155: the server
-// applies a request ID once); the request is read after a failure only.
+// applies a request ID once) or, for a Google API's create with an ID of
+// the caller's choosing (AIP-133: CreateInstance's instance_id), sets that
+// ID: the server makes one resource of an ID, so a resend never makes a
+// second; one that had not applied creates it, and the resend of one that
+// had answers ALREADY_EXISTS, as a *grpcbackoff.Error of 2 attempts or
+// more, which tells the caller the resource may be its own (bare, the
+// caller gets UNAVAILABLE, and its own retry the same ALREADY_EXISTS). An
+// empty ID lets the server choose one, and is not resent; nor is another
+// API's create but by its request_id. A field counts when the request sets
+// it (proto presence) and not empty, never by a default value, which is
+// not on the wire. The request is read after a failure only.
 // A Policy of the library's own (WithMethod, CallPolicy) changes delays and
 // attempts, never Safety. Explain says which rule decided.
 //

@@ -14,6 +14,7 @@ package safety
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -27,6 +28,11 @@ import (
 // service (Stated), then what the method's descriptor says (Describe),
 // learnt once per method. Its fields are set before the first call; it is
 // then safe for concurrent use.
+//
+// What it learns of the methods the program knows (see lasting) is kept;
+// of any other method, whose name is the caller's (a gateway forwards the
+// names its own callers send), at most recentMax are kept, and learnt
+// again once forgotten: its memory is bounded whatever names calls carry.
 type Catalog struct {
 	Stated   map[string]Level // WithSafety, by method or service name
 	Settings *settings.Table  // the Retrier's entries: a service config's retryPolicy states its methods Idempotent
@@ -34,8 +40,18 @@ type Catalog struct {
 	// its own or its service's: nil for none.
 	Resumed func(method string) bool
 
-	known sync.Map // method -> Knowledge, learnt on its first need
+	known   sync.Map     // method -> Knowledge, of a method the program knows, learnt on its first need
+	recent  sync.Map     // method -> Knowledge, of other methods: recentMax at most
+	recents atomic.Int64 // stores into recent since it was last emptied
 }
+
+// recentMax bounds the methods a Catalog keeps that the program does not
+// know, and recentName the length of a name it keeps: with their
+// Knowledge, a few hundred KiB at most.
+const (
+	recentMax  = 512
+	recentName = 256
+)
 
 // State records what WithSafety states of name, a method or a service.
 func (b *Catalog) State(name string, l Level) {
@@ -45,14 +61,42 @@ func (b *Catalog) State(name string, l Level) {
 	b.Stated[name] = l
 }
 
-// Of returns what is known of method, learnt once.
+// Of returns what is known of method, learnt once for a method the
+// program knows, and allocating nothing then.
 func (b *Catalog) Of(method string) Knowledge {
 	if k, ok := b.known.Load(method); ok {
 		return k.(Knowledge)
 	}
+	if k, ok := b.recent.Load(method); ok {
+		return k.(Knowledge)
+	}
 	k := b.learn(method)
-	b.known.Store(method, k)
+	switch {
+	case b.lasting(method):
+		b.known.Store(method, k)
+	case len(method) <= recentName:
+		if b.recents.Add(1) > recentMax { // forget them all: the names are the callers'
+			b.recent.Clear()
+			b.recents.Store(1)
+		}
+		b.recent.Store(method, k)
+	}
 	return k
+}
+
+// lasting reports whether the program knows method: the Retrier's options
+// name it (WithSafety, an entry of its own), or a descriptor the binary
+// registers or the pinned clients' data holds it. Their number is the
+// program's; a name a service's entry matches is not enough, any method
+// name being the caller's choice.
+func (b *Catalog) lasting(method string) bool {
+	if _, ok := b.Stated[method]; ok {
+		return true
+	}
+	if b.Settings != nil && b.Settings.Named(method) != nil {
+		return true
+	}
+	return Known(method)
 }
 
 // learn finds what the Retrier's options and the method's descriptor say of

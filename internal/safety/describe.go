@@ -33,9 +33,14 @@ type Knowledge struct {
 	Assumed bool
 	// ByRequest says that a call of a write may be resent after all when
 	// its request carries a non-empty request_id (AIP-155: the server
-	// deduplicates; see Resendable). False for a write someone stated
-	// (WithSafety, CallNotIdempotent).
+	// deduplicates), or sets ID (see Resendable). False for a write someone
+	// stated (WithSafety, CallNotIdempotent).
 	ByRequest bool
+	// ID is, for a Google API's create with an ID of the caller's choosing
+	// (AIP-133: "instance_id"), the field whose value, set in a call's
+	// request, makes the call one create of one resource: a resend after a
+	// create that applied answers ALREADY_EXISTS. "" for any other method.
+	ID protoreflect.Name
 }
 
 // Describe returns what is known of method's safety without the Retrier's
@@ -66,21 +71,36 @@ func Describe(method string) Knowledge {
 // Google Cloud client whose generated package the binary does not link,
 // what the data says its descriptor tells. The rules:
 // idempotency_level NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http
-// verbs GET, PUT, PATCH and DELETE, are Idempotent; a POST is Idempotent
-// when it creates with a user-specified ID (AIP-133), when its name starts
-// with a verb that sets a state, or when its name reads with no word of
-// change (see reads); any other POST is NotIdempotent, resent only when its
-// request carries a request_id (AIP-155).
+// verbs GET, PUT, PATCH and DELETE, are Idempotent. A POST, HTTP's verb
+// that may apply twice, is Idempotent when its name is a standard read's
+// (Named); in a Google API (a google.* package), designed to its guide,
+// also when its name starts with a verb that sets a state or reads with no
+// word of change (see reads). Any other POST is NotIdempotent, resent only
+// when its request carries a request_id (AIP-155) or, for a Google API's
+// create with a user-specified ID (AIP-133), sets that ID (Knowledge.ID).
 func Descriptor(method string) (Knowledge, bool) {
 	k, ok := Registered(method)
 	if !ok && strings.HasPrefix(k.Source, "no descriptor registered") {
 		if m, found := googledata.Pinned(method); found {
 			k := Knowledge{Level: Level(m.Safety), Source: m.Why + " (the descriptor of the pinned client's, not linked in)"}
 			k.ByRequest = k.Level == NotIdempotent
+			k.ID = protoreflect.Name(m.ID)
 			return k, k.Level != Unknown
 		}
 	}
 	return k, ok
+}
+
+// Known reports whether a descriptor the binary registers, or the pinned
+// clients' data, holds method.
+func Known(method string) bool {
+	if _, found := googledata.Pinned(method); found {
+		return true
+	}
+	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	return err == nil && ok && sd.Methods().ByName(protoreflect.Name(name)) != nil
 }
 
 // Registered is Descriptor for the descriptors the binary registers
@@ -118,20 +138,44 @@ func Registered(method string) (Knowledge, bool) {
 		return Knowledge{Source: binding + ", a verb of its own"}, false
 	}
 	in := md.Input().Fields()
-	if resource, ok := strings.CutPrefix(name, "Create"); ok && resource != "" {
-		id := Snake(resource) + "_id"
-		if f := in.ByName(protoreflect.Name(id)); f != nil && f.Kind() == protoreflect.StringKind {
-			return Knowledge{Level: Idempotent, Source: binding + ": Create with a user-specified " + id + " (AIP-133)"}, true
+	k := Knowledge{Level: NotIdempotent, ByRequest: true}
+	switch {
+	case !strings.HasPrefix(service, "google."):
+		// The words of a custom method's name are Google's design: a POST
+		// of another API reads only by a standard read's name.
+		if rule, ok := Named(method); ok {
+			return Knowledge{Level: Idempotent, Source: binding + ": " + rule}, true
 		}
+		k.Source = binding + ": " + name + " is no standard read (Get, List, BatchGet, Search)"
+	case stringField(in, createID(name)):
+		k.ID = createID(name)
+		k.Source = binding + ": Create with a user-specified " + string(k.ID) + " (AIP-133), resent when its request sets it"
+	default:
+		if why, ok := byWords(name); ok {
+			return Knowledge{Level: Idempotent, Source: binding + ": " + why}, true
+		}
+		k.Source = binding + ": " + name + " neither reads nor sets a state"
 	}
-	if why, ok := byWords(name); ok {
-		return Knowledge{Level: Idempotent, Source: binding + ": " + why}, true
+	if stringField(in, "request_id") {
+		k.Source += "; resent when its request carries a request_id (AIP-155)"
 	}
-	why := binding + ": " + name + " neither reads nor sets a state"
-	if f := in.ByName("request_id"); f != nil && f.Kind() == protoreflect.StringKind {
-		why += "; resent when its request carries a request_id (AIP-155)"
+	return k, true
+}
+
+// createID returns the field of a create's user-specified ID (AIP-133) for
+// the method name "Create<Resource>": "<resource>_id"; "" for another name.
+func createID(name string) protoreflect.Name {
+	resource, ok := strings.CutPrefix(name, "Create")
+	if !ok || resource == "" {
+		return ""
 	}
-	return Knowledge{Level: NotIdempotent, Source: why, ByRequest: true}, true
+	return protoreflect.Name(Snake(resource) + "_id")
+}
+
+// stringField reports whether fields holds a singular string field name.
+func stringField(fields protoreflect.FieldDescriptors, name protoreflect.Name) bool {
+	f := fields.ByName(name)
+	return name != "" && f != nil && f.Kind() == protoreflect.StringKind && f.Cardinality() != protoreflect.Repeated
 }
 
 // byWords returns why the name of a Google API's custom method says it may

@@ -10,16 +10,21 @@ import (
 // failure that may have been applied: when its method is not known to be a
 // write, or when it is a write (ByRequest) whose request carries a
 // non-empty string field request_id (AIP-155: the server applies a request
-// ID once, and answers a repeat with the first one's result). It reads the
-// request through protoreflect, after a failure only, and allocates
-// nothing.
+// ID once, and answers a repeat with the first one's result) or, for a
+// create with a user-specified ID (AIP-133), sets the ID field k.ID (the
+// server makes one resource of one ID, and answers a repeat
+// ALREADY_EXISTS). A field counts only when it is on the wire: present
+// (protoreflect.Message.Has) and not empty; a default (proto2's
+// [default = ...], an editions field's) is never sent, so the server has
+// nothing to deduplicate by. It reads the request through protoreflect,
+// after a failure only, and allocates nothing.
 func Resendable(k Knowledge, req any) bool {
-	return k.Level != NotIdempotent || k.ByRequest && HasRequestID(req)
-}
-
-// HasRequestID reports whether req is a proto.Message with a singular
-// string field named request_id that is not empty.
-func HasRequestID(req any) bool {
+	if k.Level != NotIdempotent {
+		return true
+	}
+	if !k.ByRequest {
+		return false
+	}
 	m, ok := req.(proto.Message)
 	if !ok {
 		return false
@@ -28,9 +33,15 @@ func HasRequestID(req any) bool {
 	if !r.IsValid() {
 		return false
 	}
-	f := r.Descriptor().Fields().ByName("request_id")
+	return carries(r, "request_id") || k.ID != "" && carries(r, k.ID)
+}
+
+// carries reports whether r sets its singular string field name, on the
+// wire, to a value that is not empty.
+func carries(r protoreflect.Message, name protoreflect.Name) bool {
+	f := r.Descriptor().Fields().ByName(name)
 	if f == nil || f.Kind() != protoreflect.StringKind || f.Cardinality() == protoreflect.Repeated {
 		return false
 	}
-	return r.Get(f).String() != ""
+	return r.Has(f) && r.Get(f).String() != ""
 }
