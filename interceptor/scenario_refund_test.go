@@ -275,3 +275,54 @@ func TestSheddableShedFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestCanceledRetryCostsNothing: a call whose caller gives up during its
+// retry's backoff never sends the retry, and leaves the budget as it was
+// before the retry was paid; so does a call whose retry the server then
+// serves. A call whose retry fails keeps its cost.
+func TestCanceledRetryCostsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var attempts atomic.Int64
+		fail := atomic.Bool{}
+		srv := newFaultyServer(t, func(ctx context.Context, _ int) error {
+			attempts.Add(1)
+			md, _ := metadata.FromIncomingContext(ctx)
+			if len(md.Get(interceptor.PreviousAttemptsKey)) == 0 || fail.Load() { // a call's first attempt fails
+				return status.Error(codes.Unavailable, "down")
+			}
+			return nil
+		}, respSize(1))
+		r, err := interceptor.New(grpcbackoff.DefaultPolicy(), testService)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := srv.Client(t, r.DialOptions()...)
+		if _, err := c.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil { // the target's budget, served after a retry
+			t.Fatal(err)
+		}
+		before := r.States()[0].Retries
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel) // during the 1–2 s backoff
+		sent := attempts.Load()
+		if _, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{}); status.Code(err) != codes.Canceled {
+			t.Fatalf("canceled call: %v, want CANCELED", err)
+		}
+		if n := attempts.Load() - sent; n != 1 {
+			t.Fatalf("canceled call: %d attempts reached the server, want 1", n)
+		}
+		if got := r.States()[0].Retries; got != before {
+			t.Errorf("after a call canceled during its backoff: %v retries in the budget, want %v as before", got, before)
+		}
+
+		fail.Store(true)
+		ctx, cancel = context.WithTimeout(t.Context(), 2500*time.Millisecond) // one retry, then the deadline rule
+		defer cancel()
+		if _, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{}); err == nil {
+			t.Fatal("failing call: succeeded")
+		}
+		if got := r.States()[0].Retries; got > before-1 {
+			t.Errorf("after a call whose retry failed: %v retries in the budget, want at most %v (its retry paid)", got, before-1)
+		}
+	})
+}

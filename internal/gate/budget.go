@@ -57,7 +57,7 @@ func (g Budget) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 	return 0
 }
 
-func (Budget) Cancel(*Reservation, time.Time) {}
+func (g Budget) Cancel(r *Reservation, now time.Time) { g.giveBack(r, now) }
 
 func (g Budget) Ended(_ context.Context, err error, o Outcome) {
 	if err != nil {
@@ -161,7 +161,7 @@ func (g *Shared) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 	return 0
 }
 
-func (*Shared) Cancel(*Reservation, time.Time) {}
+func (g *Shared) Cancel(r *Reservation, now time.Time) { g.giveBack(r, now) }
 
 func (g *Shared) Ended(_ context.Context, err error, o Outcome) {
 	if err != nil {

@@ -198,3 +198,47 @@ func TestSharedCosted(t *testing.T) {
 		t.Errorf("costed: a hedge that won: %d tokens, want 9 (never given back)", c.tokens)
 	}
 }
+
+// TestCancelGivesBack: a retry paid and then not sent (its call ended
+// during the wait, or a gate after the budget refused it) costs nothing:
+// Cancel gives back what it paid, once, to the process's budget and to a
+// CostedBudget; a budget that is not one is given nothing, as it was paid
+// one retry and keeps no receipt.
+func TestCancelGivesBack(t *testing.T) {
+	b, err := budget.New(grpcbackoff.Throttle{Burst: 10, MinReserve: 100, Window: 10 * time.Second}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := Budget{B: b}
+	before := b.Tokens(t0)
+	r := Reservation{Code: codes.ResourceExhausted}
+	if why := g.Pay(&r, t0); why != 0 || b.Tokens(t0) != before-budget.ThrottledCost {
+		t.Fatalf("Pay = %v, %v retries left; want %v", why, b.Tokens(t0), before-budget.ThrottledCost)
+	}
+	g.Cancel(&r, t0)
+	g.Cancel(&r, t0)
+	if got := b.Tokens(t0); got != before {
+		t.Errorf("after Cancel, twice: %v retries, want %v, the budget as before the retry", got, before)
+	}
+
+	c := costed{&shared{tokens: 10}}
+	s := NewShared(c)
+	r = Reservation{Code: codes.Unavailable}
+	if why := s.Pay(&r, t0); why != 0 || c.tokens != 9 {
+		t.Fatalf("costed: Pay = %v, %d tokens left; want 9", why, c.tokens)
+	}
+	s.Cancel(&r, t0)
+	s.Cancel(&r, t0)
+	if c.tokens != 10 || c.back != 1 {
+		t.Errorf("costed: after Cancel, twice: %d tokens, %d refunds; want 10, 1", c.tokens, c.back)
+	}
+
+	plain := &shared{tokens: 10}
+	s = NewShared(plain)
+	r = Reservation{Code: codes.Unavailable}
+	s.Pay(&r, t0)
+	s.Cancel(&r, t0)
+	if plain.tokens != 9 {
+		t.Errorf("plain: %d tokens after Cancel, want 9 (nothing given back)", plain.tokens)
+	}
+}

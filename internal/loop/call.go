@@ -202,10 +202,25 @@ func (c *Call) Pay(ctx context.Context, f attempt.Failure, d time.Duration) erro
 	}
 	c.unpaid = false
 	why := c.Conn.Gates().Pay(&c.res, time.Now())
-	c.tell(ctx, f, d, false, why)
 	if why != 0 {
+		c.tell(ctx, f, d, false, why)
 		c.held = false // given back by the gates that did not refuse it
 		return c.Fail(f.Err, why)
+	}
+	// An observer that panics as it is told of the retry ends the call
+	// there: the retry paid is given back, as when the call ends during
+	// its wait.
+	told := false
+	defer func() {
+		if !told {
+			c.Cancel()
+		}
+	}()
+	c.tell(ctx, f, d, false, 0)
+	told = true
+	if ctx.Err() != nil { // ended as it was paid (by an observer, say): not sent
+		c.Cancel()
+		return c.Interrupted(ctx, f.Err)
 	}
 	return nil
 }
