@@ -13,7 +13,8 @@
 // With no flags it needs nothing set up: it starts the in-process fake of the
 // API (package redistest) and runs a short scripted story against it,
 // creating, reading, listing and deleting instances while the fake answers
-// UNAVAILABLE and RESOURCE_EXHAUSTED (with and without RetryInfo). It prints
+// UNAVAILABLE and RESOURCE_EXHAUSTED (with and without RetryInfo), and a
+// failover, a write, that meets UNAVAILABLE and is not resent. It prints
 // every retry and a summary, then a hedged read and the platform set-up
 // with a Pub/Sub client against its fake; it takes about 5 s:
 //

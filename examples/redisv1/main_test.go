@@ -120,8 +120,18 @@ func checkStory(t *testing.T, out string, scale float64, took time.Duration, att
 		t.Errorf("step 7: an attempt ran into the deadline:\n%s", s7)
 	}
 
-	// 8. Both deleted.
-	match(t, section(t, out, 8), `deleted both; ListInstances now finds 0 instances`)
+	// 8. A write that may have applied is not resent: one attempt, the
+	// server's error, Explain's reason.
+	s8 := section(t, out, 8)
+	if n := strings.Count(s8, "retry  "); n != 0 {
+		t.Errorf("step 8 (FailoverInstance, UNAVAILABLE) printed a retry:\n%s", s8)
+	}
+	match(t, s8, `(?m)^   server answered: FailoverInstance UNAVAILABLE at \S+s$`)
+	match(t, s8, `(?m)^   -> UNAVAILABLE after 1 attempt, not resent: a write the server may have applied; the error is the server's own$`)
+	match(t, s8, `(?m)^   -> Explain: not idempotent \(google.api.http POST .*:failover: FailoverInstance neither reads nor sets a state\)$`)
+
+	// 9. Both deleted.
+	match(t, section(t, out, 9), `deleted both; ListInstances now finds 0 instances`)
 
 	// The summary agrees with what the fake recorded, method by method.
 	want := make(map[string][2]int) // calls, attempts

@@ -126,7 +126,7 @@ func story(ctx context.Context, srv *redistest.Server, scale float64, out io.Wri
 	fmt.Fprintln(out, "Cloud Redis v1 client (cloud.google.com/go/redis/apiv1) against the in-process fake (redistest),")
 	fmt.Fprintln(out, "with the platform's options, gaxretry.RetrierClientOptions(retrier).")
 	fmt.Fprint(out, describe(p, scale))
-	s := &teller{out: out, srv: srv, c: c, scale: scale, start: time.Now()}
+	s := &teller{out: out, srv: srv, c: c, r: retrier, scale: scale, start: time.Now()}
 	steps := []func(context.Context) error{
 		s.createWithRetryInfo,
 		s.createWithoutRetryInfo,
@@ -135,6 +135,7 @@ func story(ctx context.Context, srv *redistest.Server, scale float64, out io.Wri
 		s.getMissing,
 		s.exhaust,
 		s.deadline,
+		s.writeNotResent,
 		s.deleteAll,
 	}
 	for _, step := range steps {
@@ -152,6 +153,7 @@ type teller struct {
 	out   io.Writer
 	srv   *redistest.Server
 	c     *redis.CloudRedisClient
+	r     *interceptor.Retrier // the client's
 	scale float64
 	start time.Time // of the story
 
@@ -337,6 +339,23 @@ func (s *teller) deadline(ctx context.Context) error {
 	s.result("returned after %s, %s before the %s deadline, with %s (not DEADLINE_EXCEEDED):",
 		secs(took), secs(dl-took), secs(dl), codeName(status.Code(err)))
 	s.result("%d attempts, Reason %q", be.Attempts, be.Reason)
+	return nil
+}
+
+func (s *teller) writeNotResent(ctx context.Context) error {
+	s.step("FailoverInstance cache-a. The server answers UNAVAILABLE once, after the request reached it.")
+	if err := s.inject(redistest.Fault{Method: redistest.MethodFailoverInstance, Code: codes.Unavailable, Count: 1}); err != nil {
+		return err
+	}
+	_, err := s.c.FailoverInstance(ctx, &redispb.FailoverInstanceRequest{Name: parent + "/instances/cache-a"})
+	var be *grpcbackoff.Error
+	if status.Code(err) != codes.Unavailable || errors.As(err, &be) {
+		return s.failed("FailoverInstance cache-a", fmt.Errorf("got %v, want the server's UNAVAILABLE, not resent", err))
+	}
+	s.answered()
+	d := s.r.Explain(redistest.MethodFailoverInstance)
+	s.result("%s after 1 attempt, not resent: a write the server may have applied; the error is the server's own", codeName(status.Code(err)))
+	s.result("Explain: %s (%s)", d.Safety, d.Source)
 	return nil
 }
 
