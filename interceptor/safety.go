@@ -27,8 +27,9 @@ import (
 // WithServiceConfig's, or, for a call that follows it, the one its
 // ClientConn's service config gives it); WithSafety for its service; its
 // descriptor, once its generated package is linked in: idempotency_level
-// NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http verbs GET, PUT,
-// PATCH and DELETE, are Idempotent, and a POST is when its name is a
+// NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http verbs GET, PUT
+// and DELETE, and PATCH in a Google API (AIP-134's Update; elsewhere a
+// PATCH may apply twice), are Idempotent, and a POST is when its name is a
 // standard read's (below) or, in a Google API (a google.* package),
 // designed to its guide, when its name starts with a verb that sets a state
 // (SetIamPolicy, Acknowledge, CancelOperation) or reads with no word of

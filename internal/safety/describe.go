@@ -71,7 +71,10 @@ func Describe(method string) Knowledge {
 // Google Cloud client whose generated package the binary does not link,
 // what the data says its descriptor tells. The rules:
 // idempotency_level NO_SIDE_EFFECTS and IDEMPOTENT, and the google.api.http
-// verbs GET, PUT, PATCH and DELETE, are Idempotent. A POST, HTTP's verb
+// verbs GET, PUT and DELETE (HTTP's idempotent ones, RFC 9110), are
+// Idempotent, and so is PATCH in a Google API (a google.* package), where it
+// is an Update of the fields of its mask (AIP-134); elsewhere PATCH, which
+// may apply twice (RFC 5789), is NotIdempotent. A POST, HTTP's verb
 // that may apply twice, is Idempotent when its name is a standard read's
 // (Named); in a Google API (a google.* package), designed to its guide,
 // also when its name starts with a verb that sets a state or reads with no
@@ -130,17 +133,27 @@ func Registered(method string) (Knowledge, bool) {
 		return Knowledge{Source: "neither idempotency_level nor google.api.http"}, false
 	}
 	binding := "google.api.http " + strings.ToUpper(verb) + " " + path
-	switch verb {
-	case "get", "put", "patch", "delete":
+	google := strings.HasPrefix(service, "google.")
+	switch {
+	case verb == "get" || verb == "put" || verb == "delete":
 		return Knowledge{Level: Idempotent, Source: binding}, true
-	case "post":
-	default:
+	case verb == "patch" && google:
+		return Knowledge{Level: Idempotent, Source: binding + ": an Update of the fields of its mask (AIP-134)"}, true
+	case verb == "patch":
+		// HTTP's PATCH may apply twice (RFC 5789); only Google's design
+		// makes it a set.
+		k := Knowledge{Level: NotIdempotent, ByRequest: true, Source: binding + ": PATCH may apply twice outside Google's APIs (RFC 5789)"}
+		if stringField(md.Input().Fields(), "request_id") {
+			k.Source += "; resent when its request carries a request_id (AIP-155)"
+		}
+		return k, true
+	case verb != "post":
 		return Knowledge{Source: binding + ", a verb of its own"}, false
 	}
 	in := md.Input().Fields()
 	k := Knowledge{Level: NotIdempotent, ByRequest: true}
 	switch {
-	case !strings.HasPrefix(service, "google."):
+	case !google:
 		// The words of a custom method's name are Google's design: a POST
 		// of another API reads only by a standard read's name.
 		if rule, ok := Named(method); ok {
