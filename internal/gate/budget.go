@@ -57,7 +57,7 @@ func (g Budget) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 	return 0
 }
 
-func (g Budget) Cancel(r *Reservation, now time.Time) { g.giveBack(r, now) }
+func (g Budget) Cancel(r *Reservation, now time.Time) { g.GiveBack(r, now) }
 
 func (g Budget) Ended(_ context.Context, err error, o Outcome) {
 	if err != nil {
@@ -67,12 +67,12 @@ func (g Budget) Ended(_ context.Context, err error, o Outcome) {
 		g.B.SucceededOn(int(o.Stripe))
 	}
 	if r := o.Reservation; r != nil && !r.Hedge {
-		g.giveBack(r, time.Now())
+		g.GiveBack(r, time.Now())
 	}
 }
 
-// giveBack gives back at now what r paid, if it paid.
-func (g Budget) giveBack(r *Reservation, now time.Time) {
+// GiveBack gives back at now what r paid, if it paid.
+func (g Budget) GiveBack(r *Reservation, now time.Time) {
 	if r.Cost > 0 {
 		g.B.Refund(now, r.Receipt)
 		r.Cost, r.Receipt = 0, budget.Receipt{}
@@ -161,7 +161,7 @@ func (g *Shared) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 	return 0
 }
 
-func (g *Shared) Cancel(r *Reservation, now time.Time) { g.giveBack(r, now) }
+func (g *Shared) Cancel(r *Reservation, now time.Time) { g.GiveBack(r, now) }
 
 func (g *Shared) Ended(_ context.Context, err error, o Outcome) {
 	if err != nil {
@@ -171,7 +171,7 @@ func (g *Shared) Ended(_ context.Context, err error, o Outcome) {
 		g.b.Succeeded()
 	}
 	if r := o.Reservation; r != nil && !r.Hedge {
-		g.giveBack(r, time.Now())
+		g.GiveBack(r, time.Now())
 	}
 }
 
@@ -185,9 +185,9 @@ func (g *Shared) price(r *Reservation) (n int, longRun bool) {
 	return int(max(cost/budget.Token, 1)), longRun
 }
 
-// giveBack gives back at now what r paid, if it paid and b is a
+// GiveBack gives back at now what r paid, if it paid and b is a
 // CostedBudget.
-func (g *Shared) giveBack(r *Reservation, now time.Time) {
+func (g *Shared) GiveBack(r *Reservation, now time.Time) {
 	if r.Cost > 0 && g.costed != nil {
 		_, longRun := price(r)
 		g.costed.Refund(now, longRun, int(r.Cost/budget.Token))

@@ -199,6 +199,25 @@ func (s *Set) Pay(r *Reservation, now time.Time) grpcbackoff.Reason {
 	return 0
 }
 
+// A Giver is a gate that gives back what a retry paid once the attempt it
+// sent was served (the budgets: Budget, Shared). Ended does so for an
+// attempt that succeeded, as a unary one's success is its end; a stream,
+// whose first response is recorded while it goes on, is given back at its
+// good end (Set.GiveBack).
+type Giver interface {
+	GiveBack(r *Reservation, now time.Time)
+}
+
+// GiveBack gives back, at now, what r paid to every gate that is a Giver:
+// the attempt r sent, a stream's, ended well.
+func (s *Set) GiveBack(r *Reservation, now time.Time) {
+	for _, g := range s.gates {
+		if gv, ok := g.(Giver); ok {
+			gv.GiveBack(r, now)
+		}
+	}
+}
+
 // Cancel gives r back to every gate: the retry will not be sent.
 func (s *Set) Cancel(r *Reservation, now time.Time) { s.cancel(r, len(s.gates), now) }
 

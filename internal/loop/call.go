@@ -358,6 +358,17 @@ func Record(ctx context.Context, conn *targets.Conn, err error, o gate.Outcome) 
 	conn.Gates().Ended(ctx, err, o)
 }
 
+// Served gives back what the retry that sent the call's current attempt
+// paid, now that the attempt ended well: a stream's, whose first response
+// was recorded without its reservation (Record) while it went on, and
+// whose load lasted until now. A unary attempt's success is its end, and
+// Record gives it back.
+func (c *Call) Served() {
+	if r := c.Reservation(); r != nil {
+		c.Conn.Gates().GiveBack(r, time.Now())
+	}
+}
+
 // Wait sleeps for d, or until ctx is done or the call's ClientConn is
 // closed; then it returns the error the call ends with (see Interrupted).
 func (c *Call) Wait(ctx context.Context, d time.Duration, lastErr error) error {

@@ -142,13 +142,13 @@ func (s *Stream) RecvMsg(m any) error {
 			s.answeredLocked(a)
 			if s.desc.ServerStreams {
 				s.mu.Unlock()
-				s.count(count)
+				s.count(count, false)
 				return nil
 			}
 			// A client stream's only response ends it.
 			a.release()
 			s.mu.Unlock()
-			s.count(count)
+			s.count(count, true)
 			s.ended(io.EOF)
 			return nil
 		}
@@ -169,6 +169,7 @@ func (s *Stream) RecvMsg(m any) error {
 			continue
 		}
 		count := err == io.EOF && s.phase == streamOpen && s.countLocked(a) // the stream ended well
+		served := err == io.EOF && !count                                   // after its first response (count recorded it then)
 		s.commitLocked()
 		err, _ = s.failureLocked(a, err)
 		if err != io.EOF && s.c.Attempts > 1 {
@@ -178,7 +179,10 @@ func (s *Stream) RecvMsg(m any) error {
 		}
 		a.release()
 		s.mu.Unlock()
-		s.count(count)
+		s.count(count, true)
+		if served {
+			s.served()
+		}
 		return s.ended(err)
 	}
 }
@@ -305,12 +309,27 @@ func (s *Stream) Context() context.Context {
 // count, if count, records a response or a good end (loop.Record): it
 // feeds the budget's reserve (a SharedBudget's, whose panic breaks the
 // stream as one of the code under it would) and counts as accepted for
-// adaptive throttling. mu is not held.
-func (s *Stream) count(count bool) {
+// adaptive throttling. With end, the stream is over, and the retry that
+// sent its attempt is given back with it; a server stream's first response
+// is recorded without it, the attempt going on (the budgets' bound holds
+// of the retries in flight): its good end gives it back (served). mu is
+// not held.
+func (s *Stream) count(count, end bool) {
 	if count {
 		// The stream committed: no retry changes s.c any more.
-		s.guard(true, func() { loop.Record(s.ctx, s.c.Conn, nil, gate.Outcome{Won: true, Reservation: s.c.Reservation()}) })
+		var r *gate.Reservation
+		if end {
+			r = s.c.Reservation()
+		}
+		s.guard(true, func() { loop.Record(s.ctx, s.c.Conn, nil, gate.Outcome{Won: true, Reservation: r}) })
 	}
+}
+
+// served gives back what the retry that sent the stream's attempt paid,
+// now that the stream, whose first response count recorded, ended well
+// (loop.Call.Served). mu is not held.
+func (s *Stream) served() {
+	s.guard(true, s.c.Served)
 }
 
 // ended tells the observers, once, that the stream ended with err (io.EOF:
