@@ -25,9 +25,11 @@ import (
 // paid from the long-run allowance alone: the server may still be working on
 // it; so is the retry of a call marked interceptor.Sheddable, so that the
 // reserve is kept for the others. A retry costs one, a retry after
-// RESOURCE_EXHAUSTED three (the server says it is past what it serves);
-// a retry whose attempt succeeds costs nothing: it is given back once the
-// server served it (a hedge is not). During a total outage of T seconds
+// RESOURCE_EXHAUSTED three (the server says it is past what it serves),
+// or Burst if Burst is smaller (the most the allowance can hold); a retry
+// whose attempt succeeds costs nothing, and neither does one paid and never
+// sent: it is given back once the server served it (a stream: once it ended
+// well; a hedge never). During a total outage of T seconds
 // with calls starting at rate R, at most MinReserve + Reserve·S + Burst +
 // (Ratio·R + PerSecond)·T retries are sent, S being the calls that
 // succeeded in the Window before it; as nothing is given back before a

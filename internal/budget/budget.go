@@ -204,14 +204,17 @@ func (b *Budget) allow(now time.Time, reserve bool) bool {
 
 // AllowCost is Allow, or AllowLongRun with longRun, for a retry that costs
 // cost µtokens (Cost of the failure's code), and returns what paid for it,
-// for Refund. (The interceptors pay one token a retry: telling a budget a
-// retry's code and outcome is the retry loop's to wire.)
+// for Refund (internal/gate prices a retry and gives back one served).
 func (b *Budget) AllowCost(now time.Time, longRun bool, cost int64) (Receipt, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.update(now)
 	b.full.Store(false)
-	r, ok := b.acc.Pay(n, b.p, !longRun, max(cost, 0))
+	// The long-run pool holds Burst at most: a retry that costs more (a
+	// RESOURCE_EXHAUSTED one under a Throttle with a Burst of 1 or 2)
+	// costs Burst, not a price the budget could never pay.
+	cost = min(max(cost, 0), max(b.p.Burst, Token))
+	r, ok := b.acc.Pay(n, b.p, !longRun, cost)
 	b.full.Store(b.acc.pool >= b.p.Burst)
 	return r, ok
 }
