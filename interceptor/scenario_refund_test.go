@@ -179,6 +179,9 @@ func (s *refundStorm) String() string {
 // order and jitter differ; internal/budget's TestRefundBounds has the
 // arithmetic's equality, to the retry).
 func TestRefundBoundsThroughInterceptors(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a storm's statistics over thousands of calls: run without -race (the README's test command)")
+	}
 	for _, c := range []struct {
 		name    string
 		failing float64
@@ -223,6 +226,9 @@ func TestRefundBoundsThroughInterceptors(t *testing.T) {
 // RESOURCE_EXHAUSTED: the budget pays at most half as many RESOURCE_EXHAUSTED
 // retries, both within the Throttle's bound (issue 44: before, 596 and 596).
 func TestThrottledStorm(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a storm's statistics over thousands of calls: run without -race (the README's test command)")
+	}
 	var retries [2]int
 	for i, code := range []codes.Code{codes.Unavailable, codes.ResourceExhausted} {
 		s := refundStorm{rate: 100, failing: 1, code: code, latency: 50 * time.Millisecond,
@@ -248,6 +254,9 @@ func TestThrottledStorm(t *testing.T) {
 // smaller share of them than of all calls before issue 44 (today's budget,
 // no call Sheddable).
 func TestSheddableShedFirst(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a storm's statistics over thousands of calls: run without -race (the README's test command)")
+	}
 	th := grpcbackoff.DefaultThrottle()
 	for _, failing := range []float64{0.4, 1} {
 		t.Run(fmt.Sprintf("%.0f%% failing", 100*failing), func(t *testing.T) {
