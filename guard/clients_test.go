@@ -276,6 +276,9 @@ func TestExplainTellsServerFromBudget(t *testing.T) {
 // retries past the outage, where it refuses the calls that cannot wait:
 // all 8 are served once it ends.
 func TestPatientCallsServed(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a load's statistics over thousands of calls: run without -race (the README's test command)")
+	}
 	for _, lib := range []bool{false, true} {
 		t.Run(fmt.Sprint("library=", lib), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -26,6 +26,9 @@ import (
 // whatever the names' length (the handoff's figure: "a method ~1.3 KB
 // (1000 methods: 1.3 MB)").
 func TestRedteamLongMethodNamesBounded(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a heap's growth: run without -race (the README's test command)")
+	}
 	g := newGuard(t, guard.Options{})
 	srv := grpc.NewServer(append(g.ServerOptions(), grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
 		return status.Error(codes.Unavailable, "down")

@@ -1131,6 +1131,9 @@ func TestResumeProperty(t *testing.T) {
 // the heap before it (the connection made and idle both times; the caller
 // reuses one message and checks each record as it comes).
 func TestResumeHeap(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a heap's growth: run without -race (the README's test command)")
+	}
 	const n, size = 100_000, 1 << 10
 	srv := logtail.NewServer(t, logtail.Options{Records: n, Size: size, Script: logtail.Faults(logtail.Fault{}, logtail.Fail(n/2, codes.Unavailable))})
 	p := bufconntest.Exact()

@@ -183,6 +183,9 @@ func (p *peakUsage) sample(inFlight int64) {
 // throttle, which must hold the retries to its budget, and without one, where
 // every call retries as its Policy says and the streams replay concurrently.
 func TestLoadOutageAndRecovery(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a storm's statistics over thousands of calls: run without -race (the README's test command)")
+	}
 	nUnary, nStreams := 2000, 200
 	if testing.Short() {
 		nUnary, nStreams = 200, 20

@@ -27,6 +27,9 @@ import (
 // issue 20 the ramp's successes were spread over the 5 quiet minutes: 324
 // of the 500 calls were refused by the budget.
 func TestReserveAfterRamp(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a storm's statistics over thousands of calls: run without -race (the README's test command)")
+	}
 	for _, polled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("States polled %v", polled), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -19,6 +19,9 @@ import (
 // retries: one Throttle, one arithmetic. (Issue 35: after three quiet
 // Windows the budget held 110 tokens, the Ledger 20.)
 func TestOneArithmetic(t *testing.T) {
+	if raceEnabled {
+		t.Skip("an arithmetic compared over 300 random traces: run without -race (the README's test command)")
+	}
 	rng := rand.New(rand.NewPCG(35, 2))
 	for trial := range 300 {
 		th := grpcbackoff.Throttle{

@@ -19,6 +19,9 @@ import (
 // what its own budget pays, within one token per renewal, at start-up,
 // after quiet spells and at low traffic alike.
 func TestLoneProcessIsLocalThrottle(t *testing.T) {
+	if raceEnabled {
+		t.Skip("an arithmetic compared over 40 random traces: run without -race (the README's test command)")
+	}
 	th := grpcbackoff.DefaultThrottle()
 	for trial := range 40 {
 		rng := rand.New(rand.NewPCG(uint64(trial), 35))
