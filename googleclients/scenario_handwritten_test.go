@@ -288,8 +288,15 @@ func TestHandwrittenSubscriber(t *testing.T) {
 		}
 		oneLayer(t, tc.name+", options", l, tc.clients)
 		if tc.refused {
-			if status.Code(opts.err) != codes.ResourceExhausted || opts.pull != alone.pull {
-				t.Errorf("%s: with the options StreamingPull %v, Receive %v; alone %v, %v: want the subscriber's choice, as alone", tc.name, opts.pull, opts.err, alone.pull, alone.err)
+			// The subscriber's choice: its stream's Recv does not retry
+			// RESOURCE_EXHAUSTED (streamingPullRetryer, google-cloud-go#1166),
+			// its open does (openWithRetry's defaultRetryer). Alone, the
+			// failure reaches one or the other as grpc-go's stream happens
+			// to surface it (1 attempt in 5 of 6 runs, 2 in the sixth);
+			// under the options always Recv (1 attempt in 6 of 6): never
+			// more than alone, every attempt the subscriber's own.
+			if status.Code(opts.err) != codes.ResourceExhausted || opts.pull.wire > alone.pull.wire || opts.pull.wire != opts.pull.own {
+				t.Errorf("%s: with the options StreamingPull %v, Receive %v; alone %v, %v: want the subscriber's choice, no more attempts than alone", tc.name, opts.pull, opts.err, alone.pull, alone.err)
 			}
 			continue
 		}
